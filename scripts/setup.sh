@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install marin with every extra the demo and the tests use.
+# Idempotent: a second call costs a second only, unless pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.marin-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # Pin torch before resolving the rest: on a CPU machine with the local wheel this is the small
+  # CPU build; elsewhere PyPI serves the CUDA build of the same release. An open `torch` requirement
+  # alone would pull a multi-GB CUDA build even where no GPU exists.
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==${MARIN_TORCH_VERSION:-2.13.0}"
+  .venv/bin/python -m pip install -q -e ".[ray,hf,eval,dev]"
+  touch "$stamp"
+fi

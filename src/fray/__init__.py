@@ -1,0 +1,1 @@
+"""fray: resource requests and the cluster backends that run steps on them (local processes, Ray)."""

@@ -1,0 +1,48 @@
+"""The Cluster interface: a place that runs a step's task on the resources it asked for."""
+
+from __future__ import annotations
+
+import abc
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any
+
+from fray.cluster.resource_config import ResourceConfig
+
+
+class Cluster(abc.ABC):
+    """Runs zero-argument picklable tasks and reports each outcome through a Future.
+
+    The step runner owns ordering, leases and records; a cluster only decides where and when a task
+    runs, within the resources it has.
+    """
+
+    @abc.abstractmethod
+    def submit(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+    ) -> concurrent.futures.Future:
+        """Start `task`; the future resolves to its return value or raises its exception.
+
+        `log_path`, when given, is a file (any fsspec URL) that receives the task's stdout/stderr.
+        """
+
+    def shutdown(self) -> None:
+        """Release whatever the cluster holds (processes, connections)."""
+
+
+class ThreadCluster(Cluster):
+    """Runs tasks on threads of the current process: the cheapest placement, for tests and debugging."""
+
+    def __init__(self, max_workers: int = 32):
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="marin-step")
+
+    def submit(self, task, *, name, resources=None, log_path=None):
+        return self._pool.submit(task)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,1 @@
+"""marin: declared pipelines of cached, content-addressed steps for foundation-model research."""

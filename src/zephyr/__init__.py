@@ -1,0 +1,1 @@
+"""zephyr: lazy, streaming, sharded dataset processing."""
