@@ -1,0 +1,186 @@
+"""Checkpoints that make a resumed run the run that would have happened.
+
+A checkpoint is a folder `checkpoints/step-NNNNNNNN/` holding
+- `model.safetensors`: the weights, by parameter name;
+- `optimizer.safetensors`: AdamW's moments and step counts, keyed `{param name}/{field}`;
+- `state.json`: the step, the data-loader state, the RNG states (python, numpy, torch) and a
+  fingerprint of the run's configuration.
+Nothing in it depends on how many processes trained, so a run may resume on a different number.
+It is written into a temporary folder and renamed into place, so a killed writer never leaves a
+half checkpoint that looks whole; `keep_last_k` prunes the oldest after each save.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
+from torch import nn
+
+from marin.execution import storage
+from marin.training.errors import CheckpointError
+
+_PREFIX = "step-"
+_TEMP_PREFIX = ".tmp-"
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """What a checkpoint holds besides tensors."""
+
+    step: int
+    loader: dict[str, Any]
+    rng: dict[str, Any]
+    config_fingerprint: str
+    extra: dict[str, Any]
+
+
+def capture_rng() -> dict[str, Any]:
+    """The states of every RNG the trainer touches, as JSON."""
+    state: dict[str, Any] = {
+        "python": _to_json(random.getstate()),
+        "numpy": _to_json(np.random.get_state()),
+        "torch": torch.get_rng_state().tolist(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put back the RNG states `capture_rng` recorded."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _step_name(step: int) -> str:
+    return f"{_PREFIX}{step:08d}"
+
+
+def list_checkpoints(directory: str) -> list[int]:
+    """The steps of the complete checkpoints under `directory`, ascending."""
+    steps = []
+    for name in storage.list_names(directory):
+        if name.startswith(_PREFIX) and name[len(_PREFIX) :].isdigit():
+            steps.append(int(name[len(_PREFIX) :]))
+    return sorted(steps)
+
+
+def save_checkpoint(
+    directory: str,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: TrainState,
+    keep_last_k: int | None,
+) -> str:
+    """Write a checkpoint for `state.step` atomically, prune old ones, and return its path."""
+    final = storage.join(directory, _step_name(state.step))
+    temp = storage.join(directory, f"{_TEMP_PREFIX}{_step_name(state.step)}-{uuid.uuid4().hex[:8]}")
+    storage.makedirs(temp)
+    names = parameter_names(model)
+    weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
+    storage.write_bytes(storage.join(temp, "model.safetensors"), save_safetensors(weights, metadata={"format": "pt"}))
+    storage.write_bytes(storage.join(temp, "optimizer.safetensors"), save_safetensors(_optimizer_tensors(optimizer, names)))
+    record = {
+        "step": state.step,
+        "loader": state.loader,
+        "rng": state.rng,
+        "config_fingerprint": state.config_fingerprint,
+        "extra": state.extra,
+    }
+    storage.write_bytes(storage.join(temp, "state.json"), json.dumps(record).encode())
+    storage.remove_tree(final)  # a rerun that reached the same step again replaces it
+    storage.move(temp, final)
+    if keep_last_k:
+        for old in list_checkpoints(directory)[:-keep_last_k]:
+            storage.remove_tree(storage.join(directory, _step_name(old)))
+    for name in storage.list_names(directory):  # what killed writers left behind
+        if name.startswith(_TEMP_PREFIX):
+            storage.remove_tree(storage.join(directory, name))
+    return final
+
+
+def parameter_names(model: nn.Module) -> dict[torch.nn.Parameter, str]:
+    """Each (deduplicated) parameter of `model` and its name."""
+    return {p: name for name, p in model.named_parameters()}
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[nn.Parameter, str]) -> dict[str, torch.Tensor]:
+    tensors = {}
+    for param, slots in optimizer.state.items():
+        for field, value in slots.items():
+            tensors[f"{names[param]}/{field}"] = value.detach().to("cpu").contiguous()
+    return tensors
+
+
+def load_checkpoint(
+    directory: str, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer, config_fingerprint: str
+) -> TrainState:
+    """Load the checkpoint of `step` into `model` and `optimizer` and return its TrainState."""
+    path = storage.join(directory, _step_name(step))
+    state = json.loads(_read(path, "state.json"))
+    if state["config_fingerprint"] != config_fingerprint:
+        raise CheckpointError(
+            f"checkpoint {path} was written by a run with another configuration; delete the step's "
+            "output (or force-run it) to start over, or resume with the configuration that wrote it"
+        )
+    weights = load_safetensors(_read(path, "model.safetensors"))
+    params = dict(model.named_parameters())
+    if set(weights) != set(params):
+        raise CheckpointError(
+            f"checkpoint {path}/model.safetensors has parameters {sorted(set(weights) ^ set(params))[:5]} "
+            "that do not match the model"
+        )
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(weights[name])
+    _load_optimizer(optimizer, load_safetensors(_read(path, "optimizer.safetensors")), params)
+    return TrainState(
+        step=state["step"],
+        loader=state["loader"],
+        rng=state["rng"],
+        config_fingerprint=state["config_fingerprint"],
+        extra=state["extra"],
+    )
+
+
+def _read(folder: str, name: str) -> bytes:
+    data = storage.read_bytes(storage.join(folder, name))
+    if data is None:
+        raise CheckpointError(f"checkpoint {folder} has no {name}; delete that folder to resume from the one before")
+    return data
+
+
+def _load_optimizer(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], params: dict[str, nn.Parameter]
+) -> None:
+    fused = any(group.get("fused") for group in optimizer.param_groups)
+    optimizer.state.clear()
+    for key, value in tensors.items():
+        name, field = key.rsplit("/", 1)
+        param = params[name]
+        if field == "step" and not fused:
+            optimizer.state[param][field] = value.clone()
+        else:
+            optimizer.state[param][field] = value.to(param.device, dtype=value.dtype)

@@ -1,0 +1,17 @@
+"""Exception types of the trainer. Each message names the field or file and says what to do."""
+
+from __future__ import annotations
+
+from marin.execution.errors import MarinError
+
+
+class TrainingConfigError(MarinError, ValueError):
+    """A training request is wrong (shapes, sequence length, dataset weights, vocabulary); nothing ran."""
+
+
+class TrainingDataError(MarinError, ValueError):
+    """A token cache cannot feed training: it is empty, too short, or its vocabulary outgrows the model."""
+
+
+class CheckpointError(MarinError):
+    """A checkpoint is missing a file or does not match the run that tries to resume from it."""

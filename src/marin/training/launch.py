@@ -1,0 +1,104 @@
+"""Run a TrainJob on one or several processes, the way torchrun would start them.
+
+With several, each worker is `python -m marin.training.launch JOB_FILE` with RANK, LOCAL_RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; the job travels as a pickle in a local temporary folder.
+If any worker fails, the others are terminated and the failure is raised with its exit code.
+Rank 0 writes the summary the caller returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from marin.execution.errors import MarinError
+from marin.training.trainer import TrainJob, train
+
+_JOB_FILE = ".train_job.pkl"
+_SUMMARY_FILE = ".train_summary.json"
+
+
+class TrainWorkerError(MarinError):
+    """A training worker process exited with an error."""
+
+
+def run_job(job: TrainJob, num_processes: int = 1) -> dict:
+    """Train `job` on `num_processes` data-parallel processes and return rank 0's summary."""
+    if num_processes == 1:
+        return train(job)
+    with tempfile.TemporaryDirectory(prefix="marin-train-") as folder:
+        job_file = os.path.join(folder, _JOB_FILE)
+        with open(job_file, "wb") as f:
+            pickle.dump(job, f)
+        _start_and_wait(job_file, num_processes)
+        with open(os.path.join(folder, _SUMMARY_FILE)) as f:
+            return json.load(f)
+
+
+def _start_and_wait(job_file: str, num_processes: int) -> None:
+    port = _free_port()
+    workers = []
+    for rank in range(num_processes):
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(num_processes),
+            LOCAL_WORLD_SIZE=str(num_processes),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+        workers.append(subprocess.Popen([sys.executable, "-m", "marin.training.launch", job_file], env=env))
+    _wait_all(workers)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_all(workers: list[subprocess.Popen]) -> None:
+    try:
+        while True:
+            codes = [w.poll() for w in workers]
+            failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                rank, code = failed[0]
+                raise TrainWorkerError(
+                    f"training worker rank {rank} exited with code {code}; its traceback is in the step's log "
+                    "above. The other workers were stopped; rerun the step to resume from the last checkpoint"
+                )
+            if all(code == 0 for code in codes):
+                return
+            time.sleep(0.2)
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.terminate()
+        for w in workers:
+            try:
+                w.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+
+
+def _worker(job_file: str) -> None:
+    with open(job_file, "rb") as f:
+        job: TrainJob = pickle.load(f)
+    summary = train(job)
+    if int(os.environ.get("RANK", "0")) == 0:
+        path = os.path.join(os.path.dirname(job_file), _SUMMARY_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(summary, f)
+        os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

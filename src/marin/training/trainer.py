@@ -1,0 +1,381 @@
+"""The training loop: composes the model, optimizer, loader, checkpoints, metrics and export.
+
+`train(job)` runs in each training process. With one process it is called directly; with several,
+`marin.training.launch` starts them like torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT) and each calls `train`. Output layout under `job.output_path`:
+`checkpoints/step-NNNNNNNN/`, `metrics.jsonl`, `hf/` (the Hugging Face export).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from marin.training.checkpoint import TrainState, capture_rng, list_checkpoints, load_checkpoint, restore_rng
+from marin.training.checkpoint import save_checkpoint
+from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
+from marin.training.errors import TrainingConfigError
+from marin.training.export import export_hf
+from marin.training.loader import NamedSource, Prefetcher, WindowMixture
+from marin.training.metrics import MetricsLog, peak_flops_per_device
+from marin.training.model import Llama, LlamaConfig
+from marin.training.optim import AdamConfig, set_learning_rate
+
+# Fields that change how a run executes but not what it computes: a checkpoint written under one
+# value resumes under another (e.g. on a different number of processes).
+_EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run except where its data and output live.
+
+    `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end).
+    `num_processes` is the number of data-parallel processes (None: one per requested GPU, else 1;
+    on CPU >1 uses gloo, which is how DDP is tested without GPUs). `device` is "auto", "cpu" or
+    "cuda". `cpu_threads` pins torch's intra-op threads; float reductions depend on it, so pin it
+    when you need bit-identical reruns across machines. `loggers` may name "tensorboard", "wandb".
+    """
+
+    model: LlamaConfig
+    optimizer: AdamConfig
+    batch_size: int
+    seq_len: int
+    num_train_steps: int
+    seed: int = 0
+    steps_per_eval: int | None = None
+    eval_max_tokens: int = 1 << 18
+    checkpoint_every: int | None = None
+    keep_last_k: int | None = 2
+    num_processes: int | None = None
+    device: str = "auto"
+    compile: bool = False
+    cpu_threads: int | None = None
+    loggers: tuple[str, ...] = ()
+    peak_flops: float | None = None
+    prefetch: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise TrainingConfigError(f"{name} must be a positive int, got {value!r}")
+        for name in ("steps_per_eval", "checkpoint_every", "keep_last_k", "num_processes", "cpu_threads"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise TrainingConfigError(f"{name} must be a positive int or None, got {value!r}")
+        if self.seq_len > self.model.max_seq_len:
+            raise TrainingConfigError(
+                f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
+                "seq_len or use a model config with a larger max_seq_len"
+            )
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+
+    def to_json(self) -> dict:
+        """The configuration as JSON (a step's hash_attrs)."""
+        out = asdict(self)
+        out["loggers"] = list(self.loggers)
+        return out
+
+    def fingerprint(self, datasets: tuple[DatasetInput, ...]) -> str:
+        """A hash of what determines the numbers a run computes (see `_EXECUTION_FIELDS`)."""
+        fields = {k: v for k, v in self.to_json().items() if k not in _EXECUTION_FIELDS}
+        fields["datasets"] = [[d.name, d.weight] for d in datasets]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """A TrainConfig bound to its data and output location: what one training process runs."""
+
+    config: TrainConfig
+    datasets: tuple[DatasetInput, ...]
+    output_path: str
+    run_name: str = "train"
+    on_step_end: Callable[[int], None] | None = field(default=None, compare=False)
+
+
+@dataclass
+class _Distributed:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _init_distributed(device_type: str) -> _Distributed:
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return _Distributed()
+    env = _Distributed(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+    return env
+
+
+def _pick_device(config: TrainConfig, local_rank: int) -> torch.device:
+    if config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise TrainingConfigError("device='cuda' was asked for but torch sees no CUDA device")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_model_config(model: LlamaConfig, datasets: list[OpenedDataset]) -> LlamaConfig:
+    """The model config with its vocabulary resolved from the tokenizer and checked against it."""
+    tokenizer_vocab = max(ds.vocab_size for ds in datasets)
+    if model.vocab_size is None:
+        model = model.with_vocab_size(tokenizer_vocab)
+    check_vocab(datasets, model.vocab_size)
+    return model
+
+
+def train(job: TrainJob) -> dict:
+    """Train (resuming from the latest checkpoint when one exists) and return the run's summary."""
+    config = job.config
+    if config.cpu_threads:
+        torch.set_num_threads(config.cpu_threads)
+    device_type = "cuda" if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()) else "cpu"
+    env = _init_distributed(device_type)
+    try:
+        return _Trainer(job, env, _pick_device(config, env.local_rank)).run()
+    finally:
+        if env.world_size > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class _Trainer:
+    """One process's view of a run; `run()` is the loop."""
+
+    def __init__(self, job: TrainJob, env: _Distributed, device: torch.device):
+        self.job, self.config, self.env, self.device = job, job.config, env, device
+        self.datasets = [open_dataset(d) for d in job.datasets]
+        self.model_config = resolve_model_config(self.config.model, self.datasets)
+        self.fingerprint = self.config.fingerprint(job.datasets)
+        self.checkpoint_dir = f"{job.output_path.rstrip('/')}/checkpoints"
+        self.metrics = MetricsLog(
+            f"{job.output_path.rstrip('/')}/metrics.jsonl",
+            loggers=self.config.loggers if env.is_main else (),
+            run_name=job.run_name,
+            config=self.config.to_json(),
+        )
+        self.autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+        )
+
+    def _build(self) -> None:
+        _seed_everything(self.config.seed)
+        self.model = Llama(self.model_config).to(self.device)
+        self.optimizer = self.config.optimizer.build(self.model, fused=self.device.type == "cuda")
+        self.loader = WindowMixture(
+            [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
+            seq_len=self.config.seq_len,
+            batch_size=self.config.batch_size,
+            seed=self.config.seed,
+            rank=self.env.rank,
+            world_size=self.env.world_size,
+        )
+
+    def _resume(self) -> int:
+        steps = list_checkpoints(self.checkpoint_dir)
+        if not steps:
+            if self.env.is_main:
+                self.metrics.truncate_after(0)
+            return 0
+        state = load_checkpoint(
+            self.checkpoint_dir, steps[-1], model=self.model, optimizer=self.optimizer, config_fingerprint=self.fingerprint
+        )
+        restore_rng(state.rng)
+        self.loader.load_state_dict(state.loader)
+        if self.env.is_main:
+            self.metrics.truncate_after(state.step)
+            print(f"[marin.train] resumed from {self.checkpoint_dir}/step-{state.step:08d}", flush=True)
+        return state.step
+
+    def _checkpoint(self, step: int, loader_state: dict) -> None:
+        if self.env.is_main:
+            save_checkpoint(
+                self.checkpoint_dir,
+                model=self.model,
+                optimizer=self.optimizer,
+                state=TrainState(step, loader_state, capture_rng(), self.fingerprint, {}),
+                keep_last_k=self.config.keep_last_k,
+            )
+        self._barrier()
+
+    def _barrier(self) -> None:
+        if self.env.world_size > 1:
+            dist.barrier()
+
+    def _all_sum(self, values: list[float]) -> list[float]:
+        if self.env.world_size == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def run(self) -> dict:
+        config = self.config
+        self._build()
+        start = self._resume()
+        train_model: nn.Module = self.model
+        if config.compile:
+            train_model = torch.compile(train_model)
+        if self.env.world_size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            train_model = nn.parallel.DistributedDataParallel(train_model, device_ids=ids)
+        tokens_per_step = config.batch_size * config.seq_len
+        flops_per_token = self.model_config.flops_per_token(config.seq_len)
+        peak = peak_flops_per_device(self.device, config.peak_flops) * self.env.world_size
+        params = [p for p in self.model.parameters()]
+        max_norm = config.optimizer.max_grad_norm or math.inf
+        prefetcher = Prefetcher(self.loader, self.device, depth=config.prefetch)
+        progress = tqdm(
+            total=config.num_train_steps, initial=start, disable=not self.env.is_main, desc=self.job.run_name,
+            mininterval=1.0, dynamic_ncols=True,
+        )
+        last = {"loss": float("nan")}
+        train_seconds = 0.0
+        data_wait = 0.0
+        loader_state = self.loader.state_dict()
+        try:
+            tick = time.perf_counter()
+            for step in range(start, config.num_train_steps):
+                lr = config.optimizer.lr_at(step, config.num_train_steps)
+                set_learning_rate(self.optimizer, lr)
+                batch = prefetcher.next()
+                with self.autocast:
+                    logits = train_model(batch.inputs)
+                    loss = F.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten())
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                loss_value, grad_value = self._all_sum([loss.item() / self.env.world_size, grad_norm.item()])
+                grad_value /= self.env.world_size
+                now = time.perf_counter()
+                elapsed, tick = now - tick, now
+                train_seconds += elapsed
+                data_wait += prefetcher.last_wait_seconds
+                loader_state = batch.loader_state
+                done = step + 1
+                record = {
+                    "step": done,
+                    "loss": loss_value,
+                    "lr": lr,
+                    "grad_norm": grad_value,
+                    "tokens": done * tokens_per_step,
+                    "tokens_per_s": tokens_per_step / elapsed,
+                    "mfu": tokens_per_step / elapsed * flops_per_token / peak,
+                    "step_seconds": elapsed,
+                    "data_wait_s": prefetcher.last_wait_seconds,
+                }
+                if (config.steps_per_eval and done % config.steps_per_eval == 0) or done == config.num_train_steps:
+                    record.update(self._evaluate())
+                    tick = time.perf_counter()
+                if self.env.is_main:
+                    self.metrics.write(record)
+                last = record
+                progress.update(1)
+                progress.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
+                if (config.checkpoint_every and done % config.checkpoint_every == 0) or done == config.num_train_steps:
+                    self._checkpoint(done, loader_state)
+                    tick = time.perf_counter()
+                if self.job.on_step_end is not None:
+                    self.job.on_step_end(done)
+        finally:
+            prefetcher.close()
+            progress.close()
+            self.metrics.close()
+        if start == config.num_train_steps and self.env.is_main:  # finished before; only the export was left
+            last = (self.metrics.read() or [last])[-1]
+        return self._finish(last, train_seconds, data_wait, start)
+
+    @torch.no_grad()
+    def _evaluate(self) -> dict:
+        """Mean next-token loss and bits per byte over the validation splits (sharded over ranks).
+
+        Windows of up to `seq_len + 1` tokens are taken in order, up to `eval_max_tokens` per dataset.
+        Bytes are the split's bytes per token times the tokens predicted, exact when the whole split
+        is evaluated.
+        """
+        model = self.model
+        model.eval()
+        nll, count, nbytes = 0.0, 0.0, 0.0
+        try:
+            for ds in self.datasets:
+                split = ds.validation
+                if split is None:
+                    continue
+                window = min(self.config.seq_len + 1, split.num_tokens)
+                n_windows = min(max(1, (split.num_tokens - 1) // (window - 1)), max(1, self.config.eval_max_tokens // window))
+                mine = list(range(self.env.rank, n_windows, self.env.world_size))
+                per_batch = max(1, self.config.batch_size // self.env.world_size)
+                for i in range(0, len(mine), per_batch):
+                    rows = [split.tokens(w * (window - 1), w * (window - 1) + window) for w in mine[i : i + per_batch]]
+                    tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(self.device)
+                    with self.autocast:
+                        logits = model(tokens[:, :-1])
+                    loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum")
+                    nll += loss.item()
+                    predicted = tokens[:, 1:].numel()
+                    count += predicted
+                    nbytes += predicted * split.num_bytes / split.num_tokens
+        finally:
+            model.train()
+        nll, count, nbytes = self._all_sum([nll, count, nbytes])
+        if count == 0:
+            return {}
+        return {"eval_loss": nll / count, "eval_bpb": nll / math.log(2) / nbytes if nbytes else float("nan")}
+
+    def _finish(self, last: dict, train_seconds: float, data_wait: float, start: int) -> dict:
+        out = self.job.output_path.rstrip("/")
+        hf_path = f"{out}/hf"
+        summary = {
+            "hf_path": hf_path,
+            "checkpoint_path": f"{self.checkpoint_dir}/step-{self.config.num_train_steps:08d}",
+            "metrics_path": self.metrics.path,
+            "num_train_steps": self.config.num_train_steps,
+            "resumed_from_step": start,
+            "final_loss": last.get("loss"),
+            "final_eval_loss": last.get("eval_loss"),
+            "final_eval_bpb": last.get("eval_bpb"),
+            "vocab_size": self.model_config.vocab_size,
+            "num_parameters": self.model_config.num_parameters(),
+            "train_seconds_this_run": train_seconds,
+            "data_wait_seconds_this_run": data_wait,
+            "data_wait_fraction": data_wait / train_seconds if train_seconds else 0.0,
+        }
+        if self.env.is_main:
+            first = self.datasets[0]
+            export_hf(self.model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+            summary["train_unigram_entropy"] = unigram_entropy(
+                [d.train for d in self.datasets], self.model_config.vocab_size
+            )
+        self._barrier()
+        return summary
