@@ -1,0 +1,114 @@
+"""The documents an evaluation scores: raw text files, or the documents of a token cache split.
+
+Every document carries its domain (the dataset name, or a source tag inside the dataset) and the
+UTF-8 byte length of its ORIGINAL text, which is what bits-per-byte divides by.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import fsspec
+
+from marin.evaluation.errors import EvalDataError
+
+
+@dataclass(frozen=True)
+class TextDataset:
+    """Raw text to evaluate on: `.jsonl` files (one JSON object per line) or `.txt` files (one document each).
+
+    In JSON lines the text is `text_field`; when `domain_field` is set and a record has it, that
+    record's domain is `{name}/{record[domain_field]}`. Paths are fsspec URLs or local paths; the
+    step's cache key holds the paths, so change the name or paths when the files' contents change.
+    """
+
+    name: str
+    paths: tuple[str, ...]
+    text_field: str = "text"
+    domain_field: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.paths, str):
+            object.__setattr__(self, "paths", (self.paths,))
+        object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
+        if not self.name or not self.paths:
+            raise EvalDataError(f"TextDataset {self.name!r}: give a name and at least one path")
+
+    def to_json(self) -> dict:
+        """The dataset as JSON, for a step's hash_attrs."""
+        return {"name": self.name, "paths": list(self.paths), "text_field": self.text_field,
+                "domain_field": self.domain_field}
+
+
+@dataclass(frozen=True)
+class EvalDocument:
+    """One document to score: text (raw datasets) or tokens (token caches), with its domain and bytes."""
+
+    dataset: str
+    domain: str
+    num_bytes: int
+    text: str | None = None
+    tokens: tuple[int, ...] | None = None
+
+
+def read_text_dataset(dataset: TextDataset) -> list[EvalDocument]:
+    """All documents of `dataset`, in path order then line order."""
+    docs: list[EvalDocument] = []
+    for path in dataset.paths:
+        with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
+            if path.endswith(".txt"):
+                docs.append(_document(dataset, f.read(), None))
+                continue
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    text = record[dataset.text_field]
+                except (json.JSONDecodeError, KeyError, TypeError) as e:
+                    raise EvalDataError(
+                        f"dataset {dataset.name!r}: {path} line {line_no} is not a JSON object with a "
+                        f"{dataset.text_field!r} string ({e}); fix the file or set text_field"
+                    ) from None
+                tag = record.get(dataset.domain_field) if dataset.domain_field else None
+                docs.append(_document(dataset, text, tag))
+    if not docs:
+        raise EvalDataError(f"dataset {dataset.name!r} has no documents in {list(dataset.paths)}")
+    return docs
+
+
+def _document(dataset: TextDataset, text: str, tag: object) -> EvalDocument:
+    domain = f"{dataset.name}/{tag}" if tag is not None else dataset.name
+    return EvalDocument(dataset.name, domain, len(text.encode("utf-8")), text=text)
+
+
+def read_token_cache(name: str, path: str, split: str, vocab_size: int,
+                     max_documents: int | None = None) -> list[EvalDocument]:
+    """The documents of split `split` of the token cache at `path`, as token ids with their byte counts.
+
+    A leading BOS and a trailing EOS the tokenizer added are dropped, so the scored tokens cover the
+    original text and nothing else, as when raw text is tokenized for evaluation.
+    """
+    from marin.data.token_cache import TokenCache
+
+    cache = TokenCache.open(path)
+    if cache.vocab_size > vocab_size:
+        raise EvalDataError(
+            f"dataset {name!r} ({path}) was tokenized with a vocabulary of {cache.vocab_size} ids but the "
+            f"model has {vocab_size}: evaluate on data tokenized with the model's tokenizer"
+        )
+    token_split = cache.split(split)
+    count = token_split.num_documents if max_documents is None else min(max_documents, token_split.num_documents)
+    bos = getattr(cache, "bos_id", None)
+    eos = cache.eos_id
+    docs = []
+    for i in range(count):
+        tokens = [int(t) for t in token_split.document(i)]
+        if tokens and bos is not None and tokens[0] == bos:
+            tokens = tokens[1:]
+        if tokens and eos is not None and tokens[-1] == eos:
+            tokens = tokens[:-1]
+        docs.append(EvalDocument(name, name, int(token_split.document_bytes(i)), tokens=tuple(tokens)))
+    return docs
+

@@ -1,0 +1,131 @@
+"""Loss, perplexity and bits-per-byte of a causal LM over whole documents, per dataset and per domain.
+
+Documents longer than the context are scored with the rolling windows of lm-eval-harness's
+`loglikelihood_rolling` (context_len=1): the first window is the prefix token (BOS, else EOS) plus
+the document's first tokens; each later window is a full context ending at the next unscored
+token and scores only tokens not scored before. Every token is thus predicted exactly once, so our
+bits-per-byte is the harness's `bits_per_byte` on the same text. Bytes are the UTF-8 bytes of the
+original text. Averages follow Paloma: micro pools all tokens/bytes, macro is the plain mean over
+datasets (and over domains).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from marin.evaluation.documents import EvalDocument
+
+_AVERAGED = ("loss", "perplexity", "bpb")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Model input ids and the tokens its last `len(targets)` positions predict."""
+
+    doc_index: int
+    inputs: tuple[int, ...]
+    targets: tuple[int, ...]
+
+
+def rolling_windows(doc_index: int, tokens: Sequence[int], prefix_token: int, max_length: int) -> list[Window]:
+    """The harness's disjoint rolling windows over `tokens`: each token is a target exactly once."""
+    tokens = list(tokens)
+    if not tokens:
+        return []
+    first = min(max_length, len(tokens))
+    windows = [Window(doc_index, tuple([prefix_token] + tokens[: first - 1]), tuple(tokens[:first]))]
+    predicted = first
+    while predicted < len(tokens):
+        count = min(len(tokens) - predicted, max_length)
+        end = predicted + count
+        windows.append(Window(doc_index, tuple(tokens[end - max_length - 1 : end - 1]), tuple(tokens[end - count : end])))
+        predicted = end
+    return windows
+
+
+@dataclass(frozen=True)
+class DocumentScore:
+    """The summed negative log-likelihood (nats) of one document's tokens, and its size."""
+
+    dataset: str
+    domain: str
+    nll: float
+    tokens: int
+    bytes: int
+
+
+def tokenize_documents(docs: Sequence[EvalDocument], tokenizer) -> list[list[int]]:
+    """Token ids of each document: cached ids as they are, raw text encoded without special tokens."""
+    return [list(d.tokens) if d.tokens is not None else tokenizer.encode(d.text, add_special_tokens=False) for d in docs]
+
+
+def prefix_token_id(tokenizer) -> int:
+    """The token that conditions a document's first token: BOS if the tokenizer has one, else EOS."""
+    token = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if token is None:
+        raise ValueError("the tokenizer has neither a BOS nor an EOS token to start documents with")
+    return token
+
+
+def score_documents(model, tokenizer, docs: Sequence[EvalDocument], max_length: int,
+                    batch_size: int = 8) -> list[DocumentScore]:
+    """Score every document with rolling windows; batches are formed in a fixed order, so reruns agree."""
+    import torch
+
+    token_lists = tokenize_documents(docs, tokenizer)
+    prefix = prefix_token_id(tokenizer)
+    windows = [w for i, toks in enumerate(token_lists) for w in rolling_windows(i, toks, prefix, max_length)]
+    # Longest first keeps padding low; the index breaks ties, so the order never depends on chance.
+    order = sorted(range(len(windows)), key=lambda k: (-len(windows[k].inputs), k))
+    nll = [0.0] * len(docs)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            batch = [windows[k] for k in order[start : start + batch_size]]
+            width = max(len(w.inputs) for w in batch)
+            ids = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, w in enumerate(batch):
+                ids[row, : len(w.inputs)] = torch.tensor(w.inputs, dtype=torch.long)
+            # Right padding needs no attention mask: a causal model never looks ahead at the pad.
+            logprobs = torch.log_softmax(model(ids.to(device)).logits.float(), dim=-1)
+            for row, w in enumerate(batch):
+                n, p = len(w.inputs), len(w.targets)
+                target = torch.tensor(w.targets, dtype=torch.long, device=device)
+                picked = logprobs[row, n - p : n].gather(-1, target[:, None])
+                nll[w.doc_index] -= float(picked.double().sum())
+    return [DocumentScore(d.dataset, d.domain, nll[i], len(token_lists[i]), d.num_bytes) for i, d in enumerate(docs)]
+
+
+def group_metrics(scores: Iterable[DocumentScore]) -> dict:
+    """Loss (nats/token), perplexity, bits-per-byte and sizes of a group of documents, pooled."""
+    scores = list(scores)
+    nll = sum(s.nll for s in scores)
+    tokens = sum(s.tokens for s in scores)
+    num_bytes = sum(s.bytes for s in scores)
+    loss = nll / tokens if tokens else float("nan")
+    return {
+        "loss": loss,
+        "perplexity": math.exp(loss) if tokens else float("nan"),
+        "bpb": nll / math.log(2) / num_bytes if num_bytes else float("nan"),
+        "documents": len(scores),
+        "tokens": tokens,
+        "bytes": num_bytes,
+    }
+
+
+def summarize(scores: Sequence[DocumentScore]) -> dict:
+    """Per-dataset and per-domain metrics, the micro average over everything, and macro averages."""
+    by_dataset = {name: group_metrics(s for s in scores if s.dataset == name) for name in dict.fromkeys(s.dataset for s in scores)}
+    by_domain = {name: group_metrics(s for s in scores if s.domain == name) for name in dict.fromkeys(s.domain for s in scores)}
+    return {
+        "datasets": by_dataset,
+        "domains": by_domain,
+        "micro": group_metrics(scores),
+        "macro": {"datasets": _mean_of(by_dataset), "domains": _mean_of(by_domain)},
+    }
+
+
+def _mean_of(groups: dict[str, dict]) -> dict:
+    return {key: sum(g[key] for g in groups.values()) / len(groups) for key in _AVERAGED} if groups else {}
