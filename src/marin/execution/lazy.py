@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol, runtime_checkable
 
+from marin.execution.errors import DagError
 from marin.execution.step_spec import StepSpec
 
 
@@ -22,6 +23,7 @@ class LazyStep(Protocol):
 
 _lowered: dict[Any, StepSpec] = {}
 _lock = threading.RLock()
+_in_progress: list[Any] = []  # handles being lowered right now, outermost first (guarded by _lock)
 
 
 def lower(obj: StepSpec | LazyStep) -> StepSpec:
@@ -35,8 +37,20 @@ def lower(obj: StepSpec | LazyStep) -> StepSpec:
     with _lock:
         spec = _lowered.get(obj)
         if spec is None:
-            spec = obj.to_step_spec()
+            if obj in _in_progress:
+                cycle = [_describe(h) for h in _in_progress[_in_progress.index(obj) :]] + [_describe(obj)]
+                raise DagError(f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself")
+            _in_progress.append(obj)
+            try:
+                spec = obj.to_step_spec()
+            finally:
+                _in_progress.pop()
             if not isinstance(spec, StepSpec):
                 raise TypeError(f"{type(obj).__name__}.to_step_spec() returned {type(spec).__name__}, not StepSpec")
             _lowered[obj] = spec
         return spec
+
+
+def _describe(handle: Any) -> str:
+    name = getattr(handle, "name", None)
+    return repr(name) if isinstance(name, str) else type(handle).__name__

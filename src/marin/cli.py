@@ -1,0 +1,144 @@
+"""The `marin` command: run, plan, status, info.
+
+`marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
+handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
+`marin.execution.discover` and docs/execution.md.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from marin.execution.errors import MarinError, StepFailedError
+
+_PREFIX_HELP = "Where outputs live (default: $MARIN_PREFIX, else ./marin-outputs)."
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """marin: declared pipelines of cached, content-addressed steps."""
+
+
+def _load(file: str, step_names, prefix: str | None):
+    """Import FILE's steps; `--prefix` also becomes $MARIN_PREFIX so a runner the file itself starts agrees."""
+    import os
+
+    from marin.execution.discover import load_steps
+
+    if prefix:
+        os.environ["MARIN_PREFIX"] = prefix
+    return load_steps(file, step_names)
+
+
+def _runner(prefix: str | None, max_concurrent: int | None = None, lease_timeout: float | None = None):
+    from marin.execution.step_runner import StepRunner
+
+    kwargs = {} if lease_timeout is None else {"lease_timeout": lease_timeout}
+    return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--step", "step_names", multiple=True, help="Run only this step (step or variable name); repeatable.")
+@click.option("--prefix", default=None, help=_PREFIX_HELP)
+@click.option("--max-concurrent", type=int, default=None, help="Steps run at once (default: CPU count).")
+@click.option("--force-run", multiple=True, help="Rerun this step even if cached; repeatable.")
+@click.option("--force-run-failed", is_flag=True, help="Retry steps that failed in an earlier run.")
+@click.option("--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and run nothing (same as `marin plan`).")
+def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run) -> None:
+    """Run the steps FILE.py declares (and their dependencies)."""
+    try:
+        steps = _load(file, step_names, prefix)
+        result = _runner(prefix, max_concurrent, lease_timeout).run(
+            steps, dry_run=dry_run, force_run=force_run, force_run_failed=force_run_failed
+        )
+    except StepFailedError as e:
+        _fail(str(e))
+    except MarinError as e:
+        _fail(str(e), 2)
+    if not dry_run:
+        counts: dict[str, int] = {}
+        for outcome in result.outcomes.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        click.echo("done: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), err=True)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--step", "step_names", multiple=True, help="Plan only this step (step or variable name); repeatable.")
+@click.option("--prefix", default=None, help=_PREFIX_HELP)
+@click.option("--force-run", multiple=True, help="Plan this step as forced; repeatable.")
+@click.option("--force-run-failed", is_flag=True, help="Plan a retry of failed steps.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None:
+    """Show what `marin run FILE.py` would do, and why, without running anything."""
+    try:
+        steps = _load(file, step_names, prefix)
+        the_plan = _runner(prefix).plan(steps, force_run=force_run, force_run_failed=force_run_failed)
+    except MarinError as e:
+        _fail(str(e), 2)
+    if as_json:
+        import orjson
+
+        click.echo(orjson.dumps(the_plan.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        the_plan.print(max_cached_rows=10**9)
+
+
+@main.command()
+@click.argument("prefix", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
+def status(prefix, as_json) -> None:
+    """A table of the step outputs under PREFIX: state, age and duration."""
+    from marin.execution.explain import format_seconds, list_outputs
+    from marin.execution.plan import resolve_prefix
+
+    root = resolve_prefix(prefix)
+    rows = list_outputs(root)
+    if as_json:
+        import dataclasses
+
+        import orjson
+
+        click.echo(orjson.dumps([dataclasses.asdict(r) for r in rows], option=orjson.OPT_INDENT_2).decode())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} step outputs under {root}")
+    for column in ("state", "step", "output", "age", "duration", "note"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
+        table.add_row(r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.detail)
+    Console(width=160).print(table)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw records as JSON on stdout.")
+def info(path, as_json) -> None:
+    """Explain how the output at PATH was made, from its records."""
+    from marin.execution.explain import explain_output, output_records
+
+    try:
+        if as_json:
+            import orjson
+
+            click.echo(orjson.dumps(output_records(path), option=orjson.OPT_INDENT_2).decode())
+        else:
+            click.echo(explain_output(path))
+    except MarinError as e:
+        _fail(str(e), 2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Provenance records written into each step's output directory.
+
+- `.executor_info`: how the output was made: the step's name, key and key record (hash_attrs,
+  version or code fingerprint, dependencies with their keys), the dependencies' paths, `fn` as
+  module:qualname, git commit and dirty flag, Python and package versions, host, user, start and
+  end times, and resources.
+- `.artifact.json`: what the step produced: its returned value and a manifest of its files.
+
+Both are plain writes: they are trusted only once `.executor_status` says SUCCESS, which is
+written after them, atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import getpass
+import os
+import platform
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from marin.execution import storage
+from marin.execution.errors import StepDefinitionError
+from marin.execution.status import HOST, LEASE_PREFIX, STATUS_FILE
+from marin.execution.step_spec import check_json_value
+
+INFO_FILE = ".executor_info"
+ARTIFACT_FILE = ".artifact.json"
+LOG_FILE = ".executor_log"
+RECORD_FILES = frozenset({INFO_FILE, ARTIFACT_FILE, STATUS_FILE, LOG_FILE})
+_PACKAGES = ("marin", "fsspec", "orjson", "cloudpickle", "numpy", "torch", "transformers", "tokenizers", "ray")
+
+
+def is_record_file(name: str) -> bool:
+    """Whether a top-level file name in an output directory is one of the engine's records."""
+    return name in RECORD_FILES or name.startswith(LEASE_PREFIX) or name.startswith(f"{STATUS_FILE}.tmp-")
+
+
+def fn_reference(fn: Callable[..., Any]) -> str:
+    """`module:qualname` of a step function (a partial names its function)."""
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    module = getattr(target, "__module__", None) or type(target).__module__
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    return f"{module}:{qualname}" + (" (partial)" if isinstance(fn, functools.partial) else "")
+
+
+def to_jsonable(result: Any, step: str) -> Any:
+    """The step's return value as JSON: None, a dict of JSON values, or a dataclass (as a dict)."""
+    if result is None:
+        return None
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        result = dataclasses.asdict(result)
+    if not isinstance(result, Mapping):
+        raise StepDefinitionError(
+            f"step {step!r} returned a {type(result).__name__}; a step returns None, a dict of JSON values "
+            "or a dataclass, which is stored in .artifact.json"
+        )
+    check_json_value(result, f"step {step!r}: returned value")
+    return dict(result)
+
+
+@functools.cache
+def environment() -> dict[str, Any]:
+    """Python and package versions, host and user: the same for every step of this process."""
+    from importlib import metadata
+
+    packages = {}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = None
+    return {"python": platform.python_version(), "executable": sys.executable, "packages": packages,
+            "host": HOST, "user": user}
+
+
+_git_cache: dict[str, dict[str, Any]] = {}
+_git_lock = threading.Lock()
+
+
+def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The git commit and dirty flag of the repository holding `fn`'s source (or the cwd)."""
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    source = getattr(module, "__file__", None)
+    directory = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+    with _git_lock:
+        if directory not in _git_cache:
+            _git_cache[directory] = _read_git(directory)
+        return _git_cache[directory]
+
+
+def _read_git(directory: str) -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None}
+
+
+def resources_json(resources: Any) -> Any:
+    """A JSON form of a step's ResourceConfig (None when it asked for nothing)."""
+    if resources is None:
+        return None
+    if hasattr(resources, "to_json"):
+        return resources.to_json()
+    if dataclasses.is_dataclass(resources):
+        return dataclasses.asdict(resources)
+    return repr(resources)
+
+
+def manifest(output_path: str) -> list[dict[str, Any]]:
+    """Every output file (not the engine's records) with its size, sorted by path."""
+    files = [
+        {"path": rel, "size": size}
+        for rel, size in storage.walk_files(output_path)
+        if "/" in rel or not is_record_file(rel)
+    ]
+    files.sort(key=lambda f: f["path"])
+    return files
+
+
+def write_records(output_path: str, info: dict[str, Any], result: Any) -> None:
+    """Write `.executor_info` and `.artifact.json` (the status, written after, makes them valid)."""
+    files = manifest(output_path)
+    artifact = {"result": result, "files": files, "total_bytes": sum(f["size"] for f in files)}
+    storage.write_bytes(f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2))
+    storage.write_bytes(f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2))
+
+
+def read_info(output_path: str) -> dict[str, Any] | None:
+    """The `.executor_info` of an output."""
+    return storage.read_json(f"{output_path}/{INFO_FILE}")
+
+
+def read_artifact(output_path: str) -> dict[str, Any] | None:
+    """The `.artifact.json` of an output."""
+    return storage.read_json(f"{output_path}/{ARTIFACT_FILE}")

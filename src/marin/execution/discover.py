@@ -1,0 +1,79 @@
+"""Finding the steps an experiment file declares, for `marin run FILE.py` and `marin plan FILE.py`.
+
+Convention: the file is imported as a module (named after the file, not `__main__`, so an
+`if __name__ == "__main__":` block does not run). Every public top-level name (not starting with
+`_`) bound to a StepSpec or a lazy handle, or to a list, tuple or dict whose values are such, is a
+declared step. All of them (and their dependencies) run, unless `--step NAME` picks some: NAME
+matches a step's name or the variable it is bound to.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from marin.execution.errors import MarinError
+from marin.execution.lazy import LazyStep, lower
+from marin.execution.step_spec import StepSpec
+
+
+def import_file(path: str) -> Any:
+    """Import the Python file at `path` as a module, with its directory and the cwd importable."""
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise MarinError(f"{path}: no such file; give the experiment's .py file")
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(full))[0])
+    module_name = f"marin_experiment_{stem}"
+    for directory in (os.getcwd(), os.path.dirname(full)):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(module_name, full)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _is_step(value: Any) -> bool:
+    return isinstance(value, StepSpec) or (isinstance(value, LazyStep) and not isinstance(value, type))
+
+
+def declared_steps(module: Any) -> list[tuple[str, Any]]:
+    """(variable name, step or handle) for every step the module binds at top level, in order."""
+    found: list[tuple[str, Any]] = []
+    for var, value in vars(module).items():
+        if var.startswith("_"):
+            continue
+        if _is_step(value):
+            found.append((var, value))
+        elif isinstance(value, (list, tuple)):
+            found += [(var, v) for v in value if _is_step(v)]
+        elif isinstance(value, dict):
+            found += [(var, v) for v in value.values() if _is_step(v)]
+    return found
+
+
+def load_steps(path: str, names: Sequence[str] = ()) -> list[StepSpec]:
+    """The lowered steps `path` declares, or only those whose step or variable name is in `names`."""
+    module = import_file(path)
+    declared = [(var, lower(value)) for var, value in declared_steps(module)]
+    if not declared:
+        raise MarinError(f"{path} declares no steps: bind StepSpecs or lazy handles (tokenized(), train_lm(), ...) "
+                         "to top-level names")
+    if names:
+        wanted = set(names)
+        picked = [spec for var, spec in declared if var in wanted or spec.name in wanted]
+        unknown = wanted - {var for var, _ in declared} - {spec.name for _, spec in declared}
+        if unknown:
+            known = sorted({spec.name for _, spec in declared})
+            raise MarinError(f"{path} declares no step named {sorted(unknown)}; it declares {known}")
+        declared = [(None, spec) for spec in picked]
+    unique: dict[int, StepSpec] = {}
+    for _, spec in declared:
+        unique.setdefault(id(spec), spec)
+    return list(unique.values())

@@ -1,0 +1,137 @@
+"""Reading the records back: the status of every output under a prefix, and how one output was made."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from marin.execution import storage
+from marin.execution.artifact import read_artifact, read_info
+from marin.execution.errors import MarinError
+from marin.execution.status import (
+    LEASE_PREFIX,
+    RUNNING,
+    STATUS_FILE,
+    SUCCESS,
+    current_holder,
+    read_status,
+)
+
+
+@dataclass(frozen=True)
+class OutputStatus:
+    """One step output found under a prefix."""
+
+    path: str
+    name: str
+    state: str
+    age_s: float | None
+    duration_s: float | None
+    detail: str = ""
+
+
+def list_outputs(prefix: str, lease_timeout: float = 60.0) -> list[OutputStatus]:
+    """Every step output under `prefix` (directories with a status or a lease), sorted by path."""
+    now = time.time()
+    rows = []
+    wanted = lambda n: n == STATUS_FILE or n.startswith(LEASE_PREFIX)  # noqa: E731
+    for path, names in storage.find_dirs_with(prefix, wanted):
+        status = read_status(path) if STATUS_FILE in names else None
+        events = (status or {}).get("events") or []
+        holder = current_holder(path, lease_timeout) if any(n.startswith(LEASE_PREFIX) for n in names) else None
+        if holder is not None:
+            state, detail = RUNNING, f"lease held by {holder.describe()}"
+            age = now - holder.acquired
+        elif status is not None:
+            state, detail = status.get("state", "?"), ""
+            age = now - events[-1]["time"] if events else None
+            if state == RUNNING or any(n.startswith(LEASE_PREFIX) for n in names):
+                detail = "an attempt was interrupted (stale lease)"
+        else:
+            state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
+        name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
+        rows.append(OutputStatus(path, name, state, age, _duration(events), detail))
+    rows.sort(key=lambda r: r.path)
+    return rows
+
+
+def _duration(events: list[dict[str, Any]]) -> float | None:
+    start = next((e["time"] for e in reversed(events) if e.get("state") == RUNNING), None)
+    end = events[-1]["time"] if events and events[-1].get("state") != RUNNING else None
+    return end - start if start is not None and end is not None else None
+
+
+def format_seconds(seconds: float | None) -> str:
+    """'3.2s', '4m10s', '2h05m', '3d04h' or '-'."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    return f"{int(seconds // 86400)}d{int(seconds % 86400 // 3600):02d}h"
+
+
+def output_records(path: str) -> dict[str, Any]:
+    """The status, info and artifact of one output; MarinError when `path` holds no step output."""
+    path = storage.absolute(path)
+    status, info, artifact = read_status(path), read_info(path), read_artifact(path)
+    if status is None and info is None:
+        raise MarinError(f"{path} holds no step output (no .executor_status or .executor_info); "
+                         "give the output directory of a step, e.g. one listed by `marin status PREFIX`")
+    return {"path": path, "status": status, "info": info, "artifact": artifact}
+
+
+def explain_output(path: str) -> str:
+    """A readable account of how the output at `path` was made, from its records."""
+    records = output_records(path)
+    status, info, artifact = records["status"] or {}, records["info"] or {}, records["artifact"] or {}
+    lines = [f"output   {records['path']}", f"step     {info.get('name') or status.get('name')}",
+             f"state    {status.get('state', 'unknown')}" + ("" if status.get("state") == SUCCESS
+                                                          else "  (records below are from an unfinished run)"),
+             f"key      {info.get('key') or status.get('key')}"]
+    if info:
+        code = f"version {info['version']!r}" if info.get("version") else f"fingerprint {info.get('code_fingerprint')}"
+        lines.append(f"code     {info.get('fn')}  ({code})")
+        git = info.get("git") or {}
+        if git.get("commit"):
+            lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
+        lines.append(f"params   {_json(info.get('hash_attrs'))}")
+        for dep in info.get("deps") or []:
+            lines.append(f"input    {dep['name']}  key {dep['key'][:12]}  at {dep['path']}")
+        env = info.get("environment") or {}
+        packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())
+        lines.append(f"python   {env.get('python')}  ({packages})")
+        lines.append(f"ran on   {env.get('host')} as {env.get('user')}, resources {_json(info.get('resources'))}")
+        lines.append(f"time     {_when(info.get('start_time'))} -> {_when(info.get('end_time'))}"
+                     f"  ({format_seconds(info.get('duration_s'))})")
+    if artifact:
+        files = artifact.get("files") or []
+        lines.append(f"result   {_json(artifact.get('result'))}")
+        lines.append(f"files    {len(files)} files, {artifact.get('total_bytes', 0)} bytes")
+        lines += [f"           {f['path']}  {f['size']} B" for f in files[:20]]
+        if len(files) > 20:
+            lines.append(f"           ... and {len(files) - 20} more")
+    for e in status.get("events") or []:
+        lines.append(f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
+                     + (f"  {_error_line(e['error'])}" if e.get("error") else ""))
+    return "\n".join(lines)
+
+
+def _error_line(error: str) -> str:
+    """The exception line of a formatted failure (the line before the closing '(step ...)' note)."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-2] if len(lines) > 1 and lines[-1].startswith("(step ") else (lines[-1] if lines else "")
+
+
+def _json(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"

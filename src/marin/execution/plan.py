@@ -1,0 +1,335 @@
+"""The plan: one walk over the DAG that says, for every step, what will happen and why.
+
+States:
+- `cached`: a SUCCESS output with the same key exists.
+- `run: new`: no output of a step with this name was ever recorded under the prefix.
+- `run: changed`: the most recent recorded output of a step with this name has another key; the plan
+  lists each field that changed (a hash_attrs field, the version, the code fingerprint, a
+  dependency's key), old -> new.
+- `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set.
+- `run: forced`: cached, but named in `force_run`.
+- `waiting`: another runner holds the step's lease right now.
+- `blocked`: it cannot run: it failed before (pass `force_run_failed=True`), or a dependency is blocked.
+
+Every step that runs also carries how many downstream steps will run after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marin.execution import storage
+from marin.execution.artifact import read_info
+from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
+from marin.execution.errors import DagError
+from marin.execution.status import FAILED, SUCCESS, LeaseInfo, current_holder, read_status
+from marin.execution.step_spec import StepSpec
+
+CACHED = "cached"
+RUN_NEW = "run: new"
+RUN_CHANGED = "run: changed"
+RUN_RETRY = "run: retry"
+RUN_FORCED = "run: forced"
+WAITING = "waiting"
+BLOCKED = "blocked"
+RUN_STATES = frozenset({RUN_NEW, RUN_CHANGED, RUN_RETRY, RUN_FORCED, WAITING})
+
+PREFIX_ENV = "MARIN_PREFIX"
+DEFAULT_PREFIX = "./marin-outputs"
+
+
+def resolve_prefix(prefix: str | None = None) -> str:
+    """The prefix outputs live under: the argument, else $MARIN_PREFIX, else ./marin-outputs."""
+    chosen = prefix or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+    return storage.absolute(chosen)
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One step of a plan: its key, where its output lives, its state and the reason for it."""
+
+    spec: StepSpec
+    key: str
+    record: Mapping[str, Any]
+    output_path: str
+    state: str
+    reason: str = ""
+    changes: tuple[FieldChange, ...] = ()
+    previous_path: str | None = None
+    deps: tuple[int, ...] = ()
+    downstream_runs: int = 0
+    status: Mapping[str, Any] | None = None
+    holder: LeaseInfo | None = None
+
+    @property
+    def name(self) -> str:
+        """The step's name."""
+        return self.spec.name
+
+    @property
+    def will_run(self) -> bool:
+        """Whether the runner will execute it (or wait for the runner that is)."""
+        return self.state in RUN_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        """The step as plain data."""
+        return {
+            "name": self.name, "key": self.key, "output_path": self.output_path, "state": self.state,
+            "reason": self.reason, "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
+            "previous_path": self.previous_path, "downstream_runs": self.downstream_runs,
+        }
+
+
+@dataclass
+class Plan:
+    """Every step of a DAG in topological order (dependencies first), with its state."""
+
+    prefix: str
+    steps: list[PlannedStep]
+    index: dict[int, int] = field(default_factory=dict, repr=False)  # id(spec) -> position
+
+    def of(self, spec: StepSpec) -> PlannedStep:
+        """The planned step for a spec of this plan."""
+        return self.steps[self.index[id(spec)]]
+
+    def counts(self) -> dict[str, int]:
+        """How many steps are in each state."""
+        out: dict[str, int] = {}
+        for s in self.steps:
+            out[s.state] = out.get(s.state, 0) + 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as plain data."""
+        return {"prefix": self.prefix, "counts": self.counts(), "steps": [s.to_json() for s in self.steps]}
+
+    def summary(self) -> str:
+        """One line: how many steps are in each state."""
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(self.counts().items()))
+        return f"{len(self.steps)} steps under {self.prefix}: {counts}"
+
+    def render(self, max_cached_rows: int = 20) -> Any:
+        """A rich Table of the plan; beyond `max_cached_rows` cached steps are summarised in one row."""
+        from rich.table import Table  # lazy: rich costs 20 ms to import
+
+        table = Table(title=self.summary(), show_lines=False, expand=False)
+        for column in ("state", "step", "output", "why", "downstream"):
+            table.add_column(column, overflow="fold")
+        cached = [s for s in self.steps if s.state == CACHED]
+        shown_cached = set(map(id, cached[:max_cached_rows]))
+        for s in self.steps:
+            if s.state == CACHED and id(s) not in shown_cached:
+                continue
+            why = s.reason if not s.changes else "; ".join(str(c) for c in s.changes)
+            downstream = str(s.downstream_runs) if s.will_run else ""
+            table.add_row(_styled(s.state), s.name, _relative(s.output_path, self.prefix), why, downstream)
+        if len(cached) > max_cached_rows:
+            table.add_row(_styled(CACHED), f"... and {len(cached) - max_cached_rows} more cached steps", "", "", "")
+        return table
+
+    def print(self, max_cached_rows: int = 20) -> None:
+        """Print the plan table to stderr."""
+        from rich.console import Console
+
+        Console(stderr=True, width=max(100, _terminal_width())).print(self.render(max_cached_rows))
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size(2).columns
+    except OSError:
+        return 140
+
+
+_STYLES = {CACHED: "green", WAITING: "yellow", BLOCKED: "red"}
+
+
+def _styled(state: str) -> str:
+    return f"[{_STYLES.get(state, 'cyan')}]{state}[/]"
+
+
+def _relative(path: str, prefix: str) -> str:
+    return path[len(prefix) + 1 :] if path.startswith(prefix + "/") else path
+
+
+def collect_dag(roots: Iterable[StepSpec]) -> list[StepSpec]:
+    """Every step reachable from `roots`, dependencies before dependents; DagError on a cycle."""
+    order: list[StepSpec] = []
+    done: set[int] = set()
+    on_path: dict[int, int] = {}  # id -> position on the current DFS path
+    path: list[StepSpec] = []
+    for root in roots:
+        if not isinstance(root, StepSpec):
+            raise DagError(f"run() takes StepSpecs (lower() lazy handles first), got {type(root).__name__}")
+        if id(root) in done:
+            continue
+        stack: list[tuple[StepSpec, int]] = [(root, 0)]
+        on_path[id(root)] = 0
+        path.append(root)
+        while stack:
+            spec, i = stack[-1]
+            deps = spec.deps
+            if i < len(deps):
+                stack[-1] = (spec, i + 1)
+                dep = deps[i]
+                dep_id = id(dep)
+                if dep_id in done:
+                    continue
+                if dep_id in on_path:
+                    cycle = [s.name for s in path[on_path[dep_id] :]] + [dep.name]
+                    raise DagError(f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself")
+                on_path[dep_id] = len(path)
+                path.append(dep)
+                stack.append((dep, 0))
+            else:
+                stack.pop()
+                path.pop()
+                del on_path[id(spec)]
+                done.add(id(spec))
+                order.append(spec)
+    return order
+
+
+def build_plan(
+    roots: Sequence[StepSpec],
+    prefix: str,
+    force_run: Iterable[str] = (),
+    force_run_failed: bool = False,
+    lease_timeout: float = 60.0,
+) -> Plan:
+    """Walk the DAG once: keys, output paths, existing statuses, and a state with its reason per step."""
+    forced = set(force_run)
+    specs = collect_dag(roots)
+    steps: list[PlannedStep] = []
+    index: dict[int, int] = {}
+    by_path: dict[str, int] = {}
+    sibling_cache: dict[str, list[str]] = {}
+    for spec in specs:
+        dep_idx = tuple(index[id(d)] for d in spec.deps)
+        dep_steps = [steps[i] for i in dep_idx]
+        if len(dep_steps) > 1 and len({d.spec.name for d in dep_steps}) < len(dep_steps):
+            names = sorted(d.spec.name for d in dep_steps)
+            raise DagError(f"step {spec.name!r} has two dependencies with one name ({names}); "
+                           "give them distinct names so the step can tell their outputs apart")
+        fingerprint = None if spec.version is not None else code_fingerprint(spec.fn)
+        record = key_record(spec.name, spec.hash_attrs, [(d.spec.name, d.key) for d in dep_steps], spec.version,
+                            fingerprint)
+        key = key_of(record)
+        out = f"{prefix}/{spec.output_path}" if spec.output_path else f"{prefix}/{spec.name}-{key[:8]}"
+        same = by_path.get(out)
+        if same is not None:
+            other = steps[same]
+            if other.key != key:
+                raise DagError(
+                    f"steps {other.spec.name!r} and {spec.name!r} both claim the output path {out} with different "
+                    f"keys ({other.key[:12]} vs {key[:12]}); give one of them another name or output_path"
+                )
+            index[id(spec)] = same  # the same work declared twice: one step
+            continue
+        status = read_status(out)
+        state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
+        planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
+        if state in RUN_STATES:
+            planned = _explain_run(planned, prefix, sibling_cache, lease_timeout)
+        index[id(spec)] = len(steps)
+        by_path[out] = len(steps)
+        steps.append(planned)
+    _reject_nested_outputs(steps, prefix)
+    _count_downstream_runs(steps)
+    return Plan(prefix, steps, index)
+
+
+def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[str, str]:
+    same_key = status is not None and status.get("key") == key
+    if same_key and status.get("state") == SUCCESS and spec.name not in forced:
+        return CACHED, ""
+    blocked = [d.spec.name for d in dep_steps if d.state == BLOCKED]
+    if blocked:
+        return BLOCKED, f"dependency {blocked[0]!r} is blocked"
+    if same_key:
+        state = status.get("state")
+        if state == SUCCESS:
+            return RUN_FORCED, "named in force_run"
+        if state == FAILED and not force_run_failed and spec.name not in forced:
+            return BLOCKED, "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry"
+        return RUN_RETRY, f"previous attempt ended {state}"
+    return RUN_NEW, ""
+
+
+def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]], lease_timeout: float):
+    """Fill in why a step runs: a diff against its latest recorded output, and any live lease."""
+    state, reason, changes, previous = step.state, step.reason, (), None
+    if state == RUN_NEW:
+        if step.status is None and storage.exists(step.output_path):
+            state, reason = RUN_RETRY, "an earlier attempt left partial output (killed?)"
+        else:
+            previous, old_record = _latest_record(step, prefix, sibling_cache)
+            if old_record is not None:
+                state, changes = RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
+                reason = f"differs from {previous}"
+    holder = current_holder(step.output_path, lease_timeout)
+    if holder is not None:
+        state, reason = WAITING, f"lease held by {holder.describe()}"
+    return PlannedStep(step.spec, step.key, step.record, step.output_path, state, reason, changes, previous,
+                       step.deps, 0, step.status, holder)
+
+
+def _latest_record(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]]):
+    """The most recent `.executor_info` key record of a step with this name under the prefix."""
+    candidates = []
+    if step.spec.output_path:
+        candidates.append(step.output_path)
+    default_dir, stem = storage.parent(f"{prefix}/{step.spec.name}"), storage.basename(step.spec.name) + "-"
+    if default_dir not in sibling_cache:
+        sibling_cache[default_dir] = storage.list_names(default_dir)
+    candidates += [f"{default_dir}/{n}" for n in sibling_cache[default_dir]
+                   if n.startswith(stem) and len(n) == len(stem) + 8]
+    best: tuple[float, str, Mapping[str, Any]] | None = None
+    for path in candidates:
+        info = read_info(path)
+        if not info or info.get("name") != step.spec.name or "key_record" not in info:
+            continue
+        when = float(info.get("end_time") or 0.0)
+        if best is None or when > best[0]:
+            best = (when, path, info["key_record"])
+    return (best[1], best[2]) if best else (None, None)
+
+
+def _reject_nested_outputs(steps: list[PlannedStep], prefix: str) -> None:
+    owner = {s.output_path: s for s in steps}
+    for s in steps:
+        path = s.output_path
+        while (cut := path.rfind("/")) > len(prefix):
+            path = path[:cut]
+            if path in owner:
+                raise DagError(
+                    f"step {s.name!r} writes to {s.output_path}, inside the output of step {owner[path].name!r} "
+                    f"({path}); outputs must not nest, since a rerun clears its whole directory"
+                )
+
+
+def _count_downstream_runs(steps: list[PlannedStep]) -> None:
+    """Set `downstream_runs` of each running step: how many steps after it will run (bitset DP)."""
+    running = [i for i, s in enumerate(steps) if s.will_run]
+    if not running:
+        return
+    children: dict[int, list[int]] = {}
+    for i in running:
+        for d in steps[i].deps:
+            children.setdefault(d, []).append(i)
+    below: dict[int, int] = {}
+    for i in reversed(running):
+        bits = 0
+        for c in children.get(i, ()):
+            bits |= below[c] | (1 << c)
+        below[i] = bits
+        if bits:
+            steps[i] = _replace(steps[i], downstream_runs=bits.bit_count())
+
+
+def _replace(step: PlannedStep, **changes: Any) -> PlannedStep:
+    return dataclasses.replace(step, **changes)

@@ -1,0 +1,38 @@
+"""Progress lines for a run, on stderr: one line per step that starts, waits, finishes or fails."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+class Progress:
+    """Prints `[done/total] event step (seconds)` lines; silent when `enabled` is False."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total = total
+        self.enabled = enabled
+        self.finished = 0
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _line(self, text: str) -> None:
+        if self.enabled:
+            with self._lock:
+                print(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {text}", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line that does not finish a step (started, waiting)."""
+        self._line(text)
+
+    def step_done(self, outcome: str, name: str, seconds: float | None = None, detail: str = "") -> None:
+        """A step reached an end state: succeeded, reused, failed, blocked."""
+        with self._lock:
+            self.finished += 1
+        took = f" ({seconds:.2f}s)" if seconds is not None else ""
+        self._line(f"{outcome:<9} {name}{took}{'  ' + detail if detail else ''}")
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self._started

@@ -1,0 +1,284 @@
+"""A step output's status file and its lease.
+
+`.executor_status` holds the step's current state, its key, and the history of events (state, host,
+pid, time, error). Only the lease holder writes it, always atomically, and SUCCESS is the last thing
+a run writes.
+
+The lease says which runner is executing the step. Lease files are numbered generations,
+`.executor_lease.<n>`, inside the output directory:
+- acquire: with no lease file, create generation 0 exclusively; if the highest generation is
+  stale (no heartbeat for `timeout` seconds), or its holder is a dead process on this host, create
+  generation n+1 exclusively and delete the older ones. Exclusive create is `O_EXCL` locally and a
+  conditional create on object stores (see `storage.create_exclusive`), so exactly one contender
+  wins each generation. After creating, the winner re-lists and backs off if a higher generation
+  appeared meanwhile.
+- hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
+  file carries its token and no higher generation exists. Once lost, a lease stays lost.
+- release: the holder deletes its own file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from marin.execution import storage
+
+STATUS_FILE = ".executor_status"
+LEASE_PREFIX = ".executor_lease."
+_LEASE_RE = re.compile(r"^\.executor_lease\.(\d+)$")
+
+SUCCESS = "SUCCESS"
+FAILED = "FAILED"
+RUNNING = "RUNNING"
+
+HOST = socket.gethostname()
+DEFAULT_LEASE_TIMEOUT_S = 60.0
+
+
+def event(state: str, **extra: Any) -> dict[str, Any]:
+    """A status event stamped with this host, this process and the time."""
+    return {"state": state, "time": time.time(), "host": HOST, "pid": os.getpid(), **extra}
+
+
+def read_status(output_path: str) -> dict[str, Any] | None:
+    """The parsed `.executor_status` of an output, or None when it has none (or it is unreadable)."""
+    return storage.read_json(f"{output_path}/{STATUS_FILE}")
+
+
+def write_status(output_path: str, name: str, key: str, events: list[dict[str, Any]]) -> None:
+    """Atomically write the status: the state is that of the last event."""
+    record = {"state": events[-1]["state"], "name": name, "key": key, "events": events}
+    storage.write_atomic(f"{output_path}/{STATUS_FILE}", orjson.dumps(record))
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """What a lease file says about its holder."""
+
+    generation: int
+    token: str
+    host: str
+    pid: int
+    pid_start: float | None
+    step: str
+    acquired: float
+    heartbeat: float
+
+    def is_live(self, timeout: float, now: float | None = None) -> bool:
+        """Held by a process that heartbeated within `timeout` and is not known to be dead."""
+        if (now if now is not None else time.time()) - self.heartbeat > timeout:
+            return False
+        if self.host == HOST and not process_alive(self.pid, self.pid_start):
+            return False
+        return True
+
+    def describe(self) -> str:
+        """'host:pid (heartbeat 3s ago)' for messages."""
+        return f"{self.host}:{self.pid} (heartbeat {time.time() - self.heartbeat:.0f}s ago)"
+
+
+def _lease_path(output_path: str, generation: int) -> str:
+    return f"{output_path}/{LEASE_PREFIX}{generation}"
+
+
+def _generations(output_path: str) -> list[int]:
+    return sorted(int(m.group(1)) for n in storage.list_names(output_path) if (m := _LEASE_RE.match(n)))
+
+
+def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
+    data = storage.read_bytes(_lease_path(output_path, generation))
+    if data is None:
+        return None
+    try:
+        d = orjson.loads(data)
+        return LeaseInfo(generation, d["token"], d["host"], d["pid"], d.get("pid_start"), d["step"], d["acquired"],
+                         d["heartbeat"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        # Created but not yet written: treat it as just acquired by someone alive.
+        now = time.time()
+        return LeaseInfo(generation, "", "?", -1, None, "?", now, now)
+
+
+def current_holder(output_path: str, timeout: float) -> LeaseInfo | None:
+    """The live holder of the output's lease, or None when the lease is free or stale."""
+    gens = _generations(output_path)
+    if not gens:
+        return None
+    info = _read_lease(output_path, gens[-1])
+    return info if info is not None and info.is_live(timeout) else None
+
+
+@dataclass(eq=False)
+class Lease:
+    """A lease this process holds on one output path."""
+
+    output_path: str
+    generation: int
+    token: str
+    step: str
+    acquired: float
+    lost: bool = False
+    on_lost: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        """The lease file."""
+        return _lease_path(self.output_path, self.generation)
+
+    def _content(self, heartbeat: float) -> bytes:
+        return orjson.dumps(
+            {"token": self.token, "host": HOST, "pid": os.getpid(), "pid_start": _own_start(), "step": self.step,
+             "acquired": self.acquired, "heartbeat": heartbeat}
+        )
+
+    def still_held(self) -> bool:
+        """Whether this process still holds the lease; once False, always False."""
+        if self.lost:
+            return False
+        info = _read_lease(self.output_path, self.generation)
+        if info is None or info.token != self.token or storage.exists(_lease_path(self.output_path, self.generation + 1)):
+            self._mark_lost()
+        return not self.lost
+
+    def renew(self) -> bool:
+        """Write a fresh heartbeat if still held; returns whether it is."""
+        if not self.still_held():
+            return False
+        storage.write_atomic(self.path, self._content(time.time()))
+        return True
+
+    def release(self) -> None:
+        """Give the lease up (delete our file if it is still ours)."""
+        info = _read_lease(self.output_path, self.generation)
+        if info is not None and info.token == self.token:
+            storage.remove(self.path)
+        self.lost = True
+
+    def _mark_lost(self) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        info = _read_lease(self.output_path, self.generation)
+        if info is not None and info.token == self.token:
+            storage.remove(self.path)  # our own heartbeat may have re-created it after a takeover
+        for callback in self.on_lost:
+            callback()
+
+
+def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInfo | None:
+    """Try once to take the lease on `output_path` (a directory that exists).
+
+    Returns the Lease when taken, the live holder's LeaseInfo when someone else holds it, or None
+    when another contender won a race just now (try again).
+    """
+    gens = _generations(output_path)
+    new_gen = 0
+    if gens:
+        holder = _read_lease(output_path, gens[-1])
+        if holder is not None and holder.is_live(timeout):
+            return holder
+        new_gen = gens[-1] + 1
+    now = time.time()
+    lease = Lease(output_path, new_gen, uuid.uuid4().hex, step, now)
+    if not storage.create_exclusive(lease.path, lease._content(now)):
+        return None
+    later = _generations(output_path)
+    if later and later[-1] > new_gen:
+        storage.remove(lease.path)
+        return None
+    for g in later:
+        if g < new_gen:
+            storage.remove(_lease_path(output_path, g))  # the stale holders we took over from
+    return lease
+
+
+class Heartbeat:
+    """One thread that renews every lease this runner holds, every `interval` seconds."""
+
+    def __init__(self, interval: float):
+        self._interval = interval
+        self._leases: set[Lease] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        """Start heartbeating `lease`."""
+        with self._lock:
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="marin-heartbeat", daemon=True)
+                self._thread.start()
+
+    def discard(self, lease: Lease) -> None:
+        """Stop heartbeating `lease`."""
+        with self._lock:
+            self._leases.discard(lease)
+
+    def stop(self) -> None:
+        """Stop the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                leases = list(self._leases)
+            for lease in leases:
+                try:
+                    lease.renew()
+                except OSError:
+                    pass  # a storage hiccup: the next beat retries; staleness is judged by the timeout
+
+
+_own_start_time: float | None = None
+
+
+def _own_start() -> float | None:
+    global _own_start_time
+    if _own_start_time is None:
+        _own_start_time = _process_start(os.getpid())
+    return _own_start_time
+
+
+def _process_start(pid: int) -> float | None:
+    try:
+        import psutil  # lazy: only a runner that takes a lease needs it
+
+        return psutil.Process(pid).create_time()
+    except Exception:
+        return None
+
+
+def process_alive(pid: int, started: float | None) -> bool:
+    """Whether process `pid` on this host is alive and is the same process (start time) as recorded."""
+    if pid <= 0:
+        return True  # unknown holder: only the timeout can tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(proc.create_time() - started) < 1.0
+    except psutil.NoSuchProcess:
+        return False
+    except Exception:
+        return True

@@ -1,0 +1,220 @@
+"""One step's life under its lease: acquire, prepare the output, run through the cluster, record.
+
+The order is what makes a crash safe:
+1. take the lease (or wait for the runner holding it, then reuse what it made);
+2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
+3. clear what a failed or killed attempt left (a SUCCESS output of another key is moved aside,
+   never deleted);
+4. run the task on the cluster while the runner's heartbeat renews the lease;
+5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fray.cluster import Cluster
+
+from marin.execution import storage
+from marin.execution.artifact import (
+    LOG_FILE,
+    environment,
+    fn_reference,
+    git_state,
+    resources_json,
+    write_records,
+)
+from marin.execution.context import StepContext
+from marin.execution.errors import LeaseLostError
+from marin.execution.plan import PlannedStep
+from marin.execution.status import (
+    FAILED,
+    LEASE_PREFIX,
+    RUNNING,
+    STATUS_FILE,
+    SUCCESS,
+    Heartbeat,
+    Lease,
+    LeaseInfo,
+    event,
+    read_status,
+    try_acquire,
+    write_status,
+)
+from marin.execution.task import StepTask
+
+SUCCEEDED = "succeeded"
+REUSED = "reused"
+FAILED_OUTCOME = "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a step ended in this run: succeeded (ran here), reused (another runner made it) or failed."""
+
+    kind: str
+    result: Any = None
+    error: str = ""
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """What every step of one run shares."""
+
+    prefix: str
+    cluster: Cluster
+    heartbeat: Heartbeat
+    lease_timeout: float
+    forced: frozenset[str]
+    force_run_failed: bool
+    run_started: float
+    on_wait: Callable[[str, LeaseInfo], None]
+
+
+def execute_step(step: PlannedStep, dep_paths: Mapping[str, str], deps: list[PlannedStep],
+                 settings: ExecutionSettings) -> Outcome:
+    """Run `step` to an Outcome; never raises (an unexpected error is a failed Outcome)."""
+    try:
+        while True:
+            lease_or_outcome = _acquire(step, settings)
+            if isinstance(lease_or_outcome, Outcome):
+                return lease_or_outcome
+            try:
+                return _run_holding(step, lease_or_outcome, dep_paths, deps, settings)
+            except LeaseLostError:
+                continue  # another runner took the step over: wait for it and reuse its output
+    except Exception as e:  # the runner's own machinery failed (storage, pickling): report, don't hang
+        return Outcome(FAILED_OUTCOME, error=_format_error(e, step))
+
+
+def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
+    """Take the step's lease, waiting while a live runner holds it; an Outcome if that runner finished it."""
+    out = step.output_path
+    storage.makedirs(out)
+    delay, waited = 0.01, False
+    while True:
+        got = try_acquire(out, step.name, settings.lease_timeout)
+        if isinstance(got, Lease):
+            settings.heartbeat.add(got)
+            return got
+        finished = _finished_elsewhere(step, settings)
+        if finished is not None:
+            return finished
+        if got is None:
+            continue  # lost a race for a free lease just now: look again at once
+        if not waited:
+            settings.on_wait(step.name, got)
+            waited = True
+        # Another process holds the lease; nothing notifies across processes, so look again soon.
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
+
+
+def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings) -> Outcome | None:
+    """The outcome another runner reached for this very key: a SUCCESS to reuse, or a fresh failure."""
+    status = read_status(step.output_path)
+    if status is None or status.get("key") != step.key or not status.get("events"):
+        return None
+    last = status["events"][-1]
+    fresh = last.get("time", 0.0) >= settings.run_started
+    if status.get("state") == SUCCESS and (fresh or step.name not in settings.forced):
+        return Outcome(REUSED)
+    if status.get("state") == FAILED and fresh:
+        return Outcome(FAILED_OUTCOME, error=f"failed in another runner ({last.get('host')}:{last.get('pid')}):\n"
+                                             f"{last.get('error', '')}")
+    return None
+
+
+def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], deps: list[PlannedStep],
+                 settings: ExecutionSettings) -> Outcome:
+    out = step.output_path
+    try:
+        status = read_status(out)
+        events: list[dict[str, Any]] = list(status.get("events", [])) if status else []
+        if status is not None and status.get("key") == step.key:
+            finished = _finished_elsewhere(step, settings)
+            if finished is not None:
+                return finished
+            if (status.get("state") == FAILED and not settings.force_run_failed
+                    and step.name not in settings.forced):
+                return Outcome(FAILED_OUTCOME, error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
+                                                     "force_run_failed=True to retry")
+        _prepare_output(out, status)
+        started = time.time()
+        events.append(event(RUNNING, key=step.key))
+        context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
+        log_path = f"{out}/{LOG_FILE}"
+        future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
+                                         resources=step.spec.resources, log_path=log_path)
+        lease.on_lost.append(future.cancel)
+        try:
+            result = future.result()
+        except BaseException as e:  # the step's own failure, whatever it raised
+            message = _format_error(e, step)
+            storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
+            if lease.still_held():
+                events.append(event(FAILED, error=message[-4000:]))
+                write_status(out, step.name, step.key, events)
+            return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
+        if not lease.still_held():
+            raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
+        ended = time.time()
+        write_records(out, _info(step, deps, settings.prefix, started, ended), result)
+        if not lease.still_held():
+            raise LeaseLostError(f"step {step.name!r} lost its lease on {out} while recording")
+        events.append(event(SUCCESS))
+        write_status(out, step.name, step.key, events)  # last: only now is the output done
+        return Outcome(SUCCEEDED, result=result, seconds=ended - started)
+    finally:
+        settings.heartbeat.discard(lease)
+        lease.release()
+
+
+def _prepare_output(out: str, status: Mapping[str, Any] | None) -> None:
+    """Empty the output directory of a previous attempt, keeping leases and the status history.
+
+    A SUCCESS output (of another key: same-key ones were reused before this) is moved to a sibling
+    `...superseded-<key8>-<time>` directory instead: a runner never deletes a finished output.
+    """
+    names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
+    if status is not None and status.get("state") == SUCCESS:
+        archive = f"{out}.superseded-{str(status.get('key'))[:8]}-{int(time.time())}"
+        storage.makedirs(archive)
+        for name in names:
+            storage.move(f"{out}/{name}", f"{archive}/{name}")
+        return
+    for name in names:
+        if name != STATUS_FILE and not name.startswith(f"{STATUS_FILE}.tmp-"):
+            storage.remove_tree(f"{out}/{name}")
+
+
+def _info(step: PlannedStep, deps: list[PlannedStep], prefix: str, started: float, ended: float) -> dict[str, Any]:
+    spec = step.spec
+    return {
+        "name": spec.name,
+        "key": step.key,
+        "key_record": step.record,
+        "hash_attrs": spec.hash_attrs,
+        "version": spec.version,
+        "code_fingerprint": step.record["code"].get("fingerprint"),
+        "deps": [{"name": d.name, "key": d.key, "path": d.output_path} for d in deps],
+        "fn": fn_reference(spec.fn),
+        "git": git_state(spec.fn),
+        "environment": environment(),
+        "output_path": step.output_path,
+        "prefix": prefix,
+        "start_time": started,
+        "end_time": ended,
+        "duration_s": round(ended - started, 6),
+        "resources": resources_json(spec.resources),
+    }
+
+
+def _format_error(error: BaseException, step: PlannedStep) -> str:
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return f"{text.rstrip()}\n(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"

@@ -1,0 +1,224 @@
+"""StepRunner: plan a DAG of steps, then run what is not cached, in parallel, through a fray Cluster.
+
+The scheduler is event-driven: each finished step puts one event on a queue, and the loop wakes on
+that event to start whatever became ready. It never sleeps on a timer (the only polling is a step
+waiting for *another process's* lease, which nothing can signal across processes).
+
+When a step fails it is marked FAILED, the steps that depend on it are reported blocked, the
+independent branches run to the end, and `run` then raises `StepFailedError` listing every failure
+with its traceback and log location.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from fray.cluster import Cluster, ThreadCluster
+
+from marin.execution.errors import StepFailedError
+from marin.execution.lazy import LazyStep, lower
+from marin.execution.plan import BLOCKED, CACHED, Plan, PlannedStep, build_plan, resolve_prefix
+from marin.execution.progress import Progress
+from marin.execution.status import DEFAULT_LEASE_TIMEOUT_S, Heartbeat, LeaseInfo
+from marin.execution.step_execution import FAILED_OUTCOME, ExecutionSettings, Outcome, execute_step
+from marin.execution.step_spec import StepSpec
+
+
+@dataclass
+class RunResult:
+    """What a run did: the plan it followed, how each step ended, and what the steps that ran returned."""
+
+    plan: Plan
+    outcomes: dict[str, str] = field(default_factory=dict)  # output path -> cached|succeeded|reused|...
+    results: dict[str, Any] = field(default_factory=dict)  # output path -> the value the step returned
+
+    def output_path(self, step: StepSpec) -> str:
+        """Where `step` (a spec of this run) wrote its output."""
+        return self.plan.of(step).output_path
+
+
+class StepRunner:
+    """Runs StepSpecs (or lazy handles) under a prefix: plans, skips cached steps, executes the rest.
+
+    `prefix`: where outputs live (else $MARIN_PREFIX, else ./marin-outputs). `max_concurrent`: how
+    many steps run at once (default: the CPU count). `cluster`: where steps run (default: threads of
+    this process). `lease_timeout`: seconds without a heartbeat after which another runner may take
+    a step over. `progress`: print the plan and one line per step to stderr.
+    """
+
+    def __init__(
+        self,
+        prefix: str | None = None,
+        max_concurrent: int | None = None,
+        cluster: Cluster | None = None,
+        *,
+        lease_timeout: float = DEFAULT_LEASE_TIMEOUT_S,
+        heartbeat_interval: float | None = None,
+        progress: bool = True,
+    ):
+        self.prefix = resolve_prefix(prefix)
+        self.max_concurrent = max(1, max_concurrent or os.cpu_count() or 1)
+        self.cluster = cluster
+        self.lease_timeout = lease_timeout
+        self.heartbeat_interval = heartbeat_interval or max(0.05, lease_timeout / 4)
+        self.progress = progress
+
+    def plan(self, steps: Iterable[StepSpec | LazyStep], force_run: Iterable[str] = (),
+             force_run_failed: bool = False) -> Plan:
+        """The plan for `steps` and everything they depend on; reads statuses, runs nothing."""
+        roots = [lower(s) for s in _as_list(steps)]
+        return build_plan(roots, self.prefix, force_run, force_run_failed, self.lease_timeout)
+
+    def run(self, steps: Iterable[StepSpec | LazyStep] | StepSpec, dry_run: bool = False,
+            force_run: Sequence[str] = (), force_run_failed: bool = False) -> RunResult | Plan:
+        """Run `steps` and their dependencies; with `dry_run`, print and return the Plan instead.
+
+        Raises StepFailedError after every runnable step has finished if any step failed.
+        """
+        started = time.time()
+        plan = self.plan(steps, force_run, force_run_failed)
+        if dry_run:
+            if self.progress:
+                plan.print(max_cached_rows=10**9)
+            return plan
+        return _Run(self, plan, frozenset(force_run), force_run_failed, started).execute()
+
+
+def _as_list(steps: Any) -> list[Any]:
+    if isinstance(steps, StepSpec) or isinstance(steps, LazyStep):
+        return [steps]
+    return list(steps)
+
+
+class _Run:
+    """One execution of a plan: the ready queue, the events, and what has finished."""
+
+    def __init__(self, runner: StepRunner, plan: Plan, forced: frozenset[str], force_run_failed: bool, started: float):
+        self.runner = runner
+        self.plan = plan
+        self.steps = plan.steps
+        self.result = RunResult(plan)
+        self.failures: dict[str, str] = {}
+        self.blocked: list[str] = []
+        self.forced = forced
+        self.force_run_failed = force_run_failed
+        self.started = started
+        runnable = [s for s in self.steps if s.state != CACHED]
+        self.progress = Progress(len(runnable), enabled=runner.progress)
+
+    def execute(self) -> RunResult:
+        steps = self.steps
+        for s in steps:
+            if s.state == CACHED:
+                self.result.outcomes[s.output_path] = CACHED
+        pending = [i for i, s in enumerate(steps) if s.state != CACHED]
+        if self.runner.progress:
+            if pending:
+                self.plan.print()
+            else:
+                print(self.plan.summary(), file=sys.stderr)
+        if not pending:
+            return self.result
+        self._schedule(pending)
+        if self.failures or self.blocked:
+            raise StepFailedError(self.failures, self.blocked)
+        return self.result
+
+    def _schedule(self, pending: list[int]) -> None:
+        steps = self.steps
+        children: dict[int, list[int]] = {}
+        waiting_on: dict[int, int] = {}
+        for i in pending:
+            waiting_on[i] = 0
+            for d in steps[i].deps:
+                if steps[d].state != CACHED:
+                    waiting_on[i] += 1
+                    children.setdefault(d, []).append(i)
+        ready = [i for i in pending if waiting_on[i] == 0]
+        ready.reverse()  # pop() then starts them in plan order
+        done_events: queue.SimpleQueue[tuple[int, Outcome]] = queue.SimpleQueue()
+        own_cluster = self.runner.cluster is None
+        cluster = self.runner.cluster or ThreadCluster(max_workers=self.runner.max_concurrent)
+        heartbeat = Heartbeat(self.runner.heartbeat_interval)
+        settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
+                                     self.force_run_failed, self.started, self._on_wait)
+        in_flight = 0
+        drivers = ThreadPoolExecutor(max_workers=self.runner.max_concurrent, thread_name_prefix="marin-driver")
+        try:
+            while ready or in_flight:
+                while ready and in_flight < self.runner.max_concurrent:
+                    i = ready.pop()
+                    if steps[i].state == BLOCKED:
+                        self._block(i, steps[i].reason, children, waiting_on)
+                        continue
+                    in_flight += 1
+                    dep_steps = [steps[d] for d in steps[i].deps]
+                    dep_paths = {d.name: d.output_path for d in dep_steps}
+                    drivers.submit(self._drive, i, dep_paths, dep_steps, settings, done_events)
+                if not in_flight:
+                    continue
+                i, outcome = done_events.get()  # wakes exactly when a step finishes
+                in_flight -= 1
+                self._finish(i, outcome)
+                if outcome.kind == FAILED_OUTCOME:
+                    self._block_dependents(i, children, waiting_on)
+                    continue
+                for c in children.get(i, ()):
+                    waiting_on[c] -= 1
+                    if waiting_on[c] == 0:
+                        ready.append(c)
+        finally:
+            drivers.shutdown(wait=True)
+            heartbeat.stop()
+            if own_cluster:
+                cluster.shutdown()
+
+    def _drive(self, i: int, dep_paths, dep_steps, settings, done_events) -> None:
+        step = self.steps[i]
+        self.progress.note(f"start     {step.name}")
+        done_events.put((i, execute_step(step, dep_paths, dep_steps, settings)))
+
+    def _on_wait(self, name: str, holder: LeaseInfo) -> None:
+        self.progress.note(f"waiting   {name}: lease held by {holder.describe()}")
+
+    def _finish(self, i: int, outcome: Outcome) -> None:
+        step = self.steps[i]
+        self.result.outcomes[step.output_path] = outcome.kind
+        if outcome.kind == FAILED_OUTCOME:
+            self.failures[step.name] = outcome.error
+            self.progress.step_done("FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log")
+        else:
+            if outcome.result is not None:
+                self.result.results[step.output_path] = outcome.result
+            self.progress.step_done(outcome.kind, step.name, outcome.seconds)
+
+    def _block(self, i: int, reason: str, children, waiting_on) -> None:
+        """A step the plan found blocked: its earlier failure counts as a failure of this run."""
+        step = self.steps[i]
+        if step.status is not None and step.status.get("key") == step.key:  # failed before, not retried
+            self.failures[step.name] = f"{reason}; log: {step.output_path}/.executor_log"
+        else:
+            self.blocked.append(step.name)
+        self.result.outcomes[step.output_path] = BLOCKED
+        self.progress.step_done("blocked", step.name, detail=reason)
+        self._block_dependents(i, children, waiting_on)
+
+    def _block_dependents(self, i: int, children, waiting_on) -> None:
+        stack = list(children.get(i, ()))
+        while stack:
+            c = stack.pop()
+            if waiting_on.get(c, 0) < 0:
+                continue
+            waiting_on[c] = -1  # never becomes ready
+            step: PlannedStep = self.steps[c]
+            self.blocked.append(step.name)
+            self.result.outcomes[step.output_path] = BLOCKED
+            self.progress.step_done("blocked", step.name, detail="a dependency of it failed")
+            stack.extend(children.get(c, ()))

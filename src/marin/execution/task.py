@@ -1,0 +1,66 @@
+"""StepTask: the picklable zero-argument callable a Cluster runs for one step.
+
+It sets the step context (`marin.execution.context.current()`) in whichever process runs it,
+calls `fn()` or `fn(output_path)`, and returns the result as JSON. The function travels with
+cloudpickle, and only when the cluster actually pickles the task (a thread cluster never does).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from marin.execution.artifact import to_jsonable
+from marin.execution.context import StepContext, running
+
+
+@functools.lru_cache(maxsize=4096)
+def _accepts_path_cached(fn: Callable[..., Any]) -> bool:
+    return _accepts_path(fn)
+
+
+def _accepts_path(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+
+
+def accepts_output_path(fn: Callable[..., Any]) -> bool:
+    """Whether the runner calls `fn(output_path)` (it takes a positional argument) rather than `fn()`."""
+    try:
+        return _accepts_path_cached(fn)
+    except TypeError:  # unhashable callable
+        return _accepts_path(fn)
+
+
+class StepTask:
+    """Run one step's function inside its StepContext and return its JSON result."""
+
+    def __init__(self, fn: Callable[..., Any], context: StepContext):
+        self.fn = fn
+        self.context = context
+        self.pass_path = accepts_output_path(fn)
+
+    def __call__(self) -> Any:
+        with running(self.context):
+            result = self.fn(self.context.output_path) if self.pass_path else self.fn()
+        return to_jsonable(result, self.context.step_name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        import cloudpickle  # lazy: only a cluster that ships tasks to another process pays for it
+
+        return {"fn": cloudpickle.dumps(self.fn), "context": self.context, "pass_path": self.pass_path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import pickle
+
+        self.fn = pickle.loads(state["fn"])
+        self.context = state["context"]
+        self.pass_path = state["pass_path"]
+
+    def __repr__(self) -> str:
+        return f"StepTask({self.context.step_name!r} -> {self.context.output_path})"
