@@ -1,0 +1,127 @@
+"""The `processes` backend: a pool of long-lived local worker processes, one task each at a time.
+
+Unlike concurrent.futures.ProcessPoolExecutor, a worker that dies (os._exit, a segfault, the OOM
+killer) breaks only the task it was running: that task is reported as a retryable failure and a
+fresh worker takes its place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import pickle
+import signal
+from multiprocessing.connection import Connection, wait
+
+from zephyr.backends.base import Backend
+from zephyr.worker import ShardResult, TaskFailure, run_payload
+
+
+def _worker_main(conn: Connection) -> None:
+    """Run payloads sent over `conn` until an empty message (or a closed pipe) says stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    while True:
+        try:
+            payload = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if not payload:
+            return
+        result = run_payload(payload)
+        try:
+            data = pickle.dumps(result, protocol=5)
+        except Exception as e:
+            unpicklable = TaskFailure(type(e).__name__, f"the shard's result cannot be pickled: {e}", None, None,
+                                      retryable=False)
+            data = pickle.dumps(ShardResult(result.stage, result.shard, failure=unpicklable), protocol=5)
+        conn.send_bytes(data)
+
+
+class _Worker:
+    def __init__(self, ctx) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="zephyr-worker")
+        self.process.start()
+        child.close()
+        self.task_id: int | None = None
+
+
+class ProcessBackend(Backend):
+    """Up to `num_workers` worker processes, started on demand with forkserver (spawn where missing)."""
+
+    def __init__(self, num_workers: int, start_method: str | None = None):
+        if start_method is None:
+            start_method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(["zephyr.worker"])
+        self._max_workers = num_workers
+        self._workers: list[_Worker] = []
+
+    def free_slots(self) -> int:
+        return self._max_workers - sum(w.task_id is not None for w in self._workers)
+
+    def submit(self, task_id: int, payload: bytes) -> None:
+        worker = next((w for w in self._workers if w.task_id is None), None)
+        if worker is None:
+            worker = _Worker(self._ctx)
+            self._workers.append(worker)
+        worker.task_id = task_id
+        try:
+            worker.conn.send_bytes(payload)
+        except OSError:
+            pass  # the worker is already dead; wait() reports it and the task is retried
+
+    def wait(self) -> list[tuple[int, ShardResult]]:
+        busy = [w for w in self._workers if w.task_id is not None]
+        by_handle = {}
+        for w in busy:
+            by_handle[w.conn] = w
+            by_handle[w.process.sentinel] = w
+        finished = []
+        for handle in wait(list(by_handle)):
+            worker = by_handle[handle]
+            if worker.task_id is None:
+                continue  # both its pipe and its sentinel were ready; already handled
+            task_id, worker.task_id = worker.task_id, None
+            result = self._receive(worker)
+            if result is None:
+                result = self._bury(worker)
+            finished.append((task_id, result))
+        return finished
+
+    def _receive(self, worker: _Worker) -> ShardResult | None:
+        try:
+            if worker.conn.poll():
+                return pickle.loads(worker.conn.recv_bytes())
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def _bury(self, worker: _Worker) -> ShardResult:
+        """Reap a worker that died mid-task and describe its death as a retryable failure."""
+        worker.process.join(timeout=5)
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.conn.close()
+        self._workers.remove(worker)
+        code = worker.process.exitcode
+        failure = TaskFailure(
+            "WorkerDied", f"worker process {worker.process.pid} exited with code {code} while running the shard",
+            None, None,
+        )
+        return ShardResult(-1, -1, failure=failure)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError):
+                if worker.task_id is None:
+                    worker.conn.send_bytes(b"")
+        for worker in self._workers:
+            worker.process.join(timeout=2 if worker.task_id is None else 0)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        self._workers = []

@@ -1,0 +1,54 @@
+"""Exception types zephyr raises on purpose. Each message names the shard, file and line involved."""
+
+from __future__ import annotations
+
+from marin.execution.errors import MarinError
+
+
+class ZephyrError(MarinError):
+    """Base class of every error zephyr raises on purpose."""
+
+
+class PlanError(ZephyrError, ValueError):
+    """A pipeline is declared wrongly: a bad argument, format, path or option."""
+
+
+class BadRecordError(ZephyrError):
+    """An input record could not be parsed and the reader's policy is ``bad_records="fail"``."""
+
+    def __init__(self, file: str, line: int, reason: str):
+        self.file, self.line, self.reason = file, line, reason
+        super().__init__(
+            f"malformed record at {file}:{line}: {reason}; fix the input, or read it with "
+            "bad_records='skip' to drop and count such lines"
+        )
+
+
+class ShardFailedError(ZephyrError):
+    """A shard task kept failing after its retries; names the stage, shard, file, line and exception."""
+
+    def __init__(
+        self,
+        *,
+        stage: int,
+        shard: int,
+        num_shards: int,
+        file: str | None,
+        line: int | None,
+        error_type: str,
+        message: str,
+        attempts: int,
+        traceback: str = "",
+    ):
+        self.stage, self.shard, self.num_shards = stage, shard, num_shards
+        self.file, self.line = file, line
+        self.error_type, self.error_message = error_type, message
+        self.attempts, self.traceback = attempts, traceback
+        where = f"{file}:{line}" if file is not None and line is not None else (file or "(before the first record)")
+        text = (
+            f"stage {stage}, shard {shard} of {num_shards} failed after {attempts} attempt(s) "
+            f"at record {where}: {error_type}: {message}"
+        )
+        if traceback:
+            text += f"\n--- worker traceback ---\n{traceback.rstrip()}"
+        super().__init__(text)

@@ -1,0 +1,37 @@
+"""Progress on stderr: shards done out of total per stage, and records per second."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from tqdm import tqdm
+
+from zephyr.readers import ShardStats
+
+
+class StageProgress:
+    """A progress bar for one stage; silent when `quiet`."""
+
+    def __init__(self, stage: int, total: int, quiet: bool):
+        self.records = 0
+        self._start = time.monotonic()
+        self._bar = None
+        if not quiet:
+            self._bar = tqdm(total=total, desc=f"zephyr stage {stage}", unit="shard", file=sys.stderr, leave=True)
+
+    def skipped(self, shards: int) -> None:
+        """Shards that need no work (their output exists) count as done."""
+        if self._bar is not None and shards:
+            self._bar.update(shards)
+
+    def shard_done(self, stats: ShardStats) -> None:
+        self.records += stats.records_in or stats.records_out
+        if self._bar is not None:
+            rate = self.records / max(time.monotonic() - self._start, 1e-9)
+            self._bar.set_postfix_str(f"{rate:,.0f} records/s", refresh=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

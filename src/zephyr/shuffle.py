@@ -1,0 +1,211 @@
+"""Shuffles that spill to disk: hash-partitioned sorted runs, merged back per partition.
+
+The map side of `group_by`/`deduplicate` buffers encoded records up to the memory budget, sorts
+the buffer by (partition, key hash, key) and writes one run file per partition; the reduce side
+merges a partition's runs (each already sorted) and streams one group at a time, so neither side
+ever holds a whole stage. `reshard` writes records round-robin without sorting.
+
+A run file is a sequence of frames: `>QII` (key hash, key length, record length), key, record.
+Records are pickled; keys are encoded canonically so equal keys give equal bytes in every process.
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+import struct
+from collections.abc import Callable, Iterator
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+import fsspec
+import xxhash
+
+from zephyr.fileio import join
+
+_HEADER = struct.Struct(">QII")
+_LENGTH = struct.Struct(">I")
+# Bytes a buffered entry costs beyond its key and record: the tuple, the int, two bytes headers,
+# and the sort key tuple made while sorting.
+_ENTRY_OVERHEAD = 256
+Frame = tuple[int, bytes, bytes]
+
+
+def encode_key(key: Any) -> bytes:
+    """Canonical bytes of a key: equal str/int/float/bool/None/bytes/tuple keys give equal bytes."""
+    if isinstance(key, str):
+        return b"s" + key.encode("utf-8", "surrogatepass")
+    if isinstance(key, bool):
+        return b"b1" if key else b"b0"
+    if isinstance(key, int):
+        return b"i" + str(key).encode()
+    if isinstance(key, float):
+        return b"f" + repr(key).encode()
+    if key is None:
+        return b"n"
+    if isinstance(key, bytes):
+        return b"y" + key
+    if isinstance(key, tuple):
+        parts = [encode_key(k) for k in key]
+        return b"t" + b"".join(_LENGTH.pack(len(p)) + p for p in parts)
+    return b"p" + pickle.dumps(key, protocol=5)
+
+
+def decode_key(data: bytes) -> Any:
+    """The key that `encode_key` encoded."""
+    tag, body = data[:1], data[1:]
+    if tag == b"s":
+        return body.decode("utf-8", "surrogatepass")
+    if tag == b"b":
+        return body == b"1"
+    if tag == b"i":
+        return int(body)
+    if tag == b"f":
+        return float(body)
+    if tag == b"n":
+        return None
+    if tag == b"y":
+        return bytes(body)
+    if tag == b"t":
+        items, at = [], 0
+        while at < len(body):
+            (length,) = _LENGTH.unpack_from(body, at)
+            items.append(decode_key(body[at + 4 : at + 4 + length]))
+            at += 4 + length
+        return tuple(items)
+    return pickle.loads(body)
+
+
+def key_hash(key_bytes: bytes) -> int:
+    """A stable 64-bit hash of encoded key bytes (Python's hash() differs between processes)."""
+    return xxhash.xxh64_intdigest(key_bytes)
+
+
+class SortedRunWriter:
+    """Map side of a keyed shuffle: buffers records within a byte budget and spills sorted runs.
+
+    With `keep_first`, only the first record of each key in a run is written (a combiner for
+    `deduplicate`). `runs()` gives, per partition, the run files in the order they were written.
+    """
+
+    def __init__(self, directory: str, num_partitions: int, budget_bytes: int, keep_first: bool = False):
+        self._dir, self._partitions = directory, num_partitions
+        self._budget, self._keep_first = budget_bytes, keep_first
+        self._buffer: list[tuple[int, int, bytes, bytes]] = []
+        self._size = 0
+        self._runs: list[list[str]] = [[] for _ in range(num_partitions)]
+        self._run_count = 0
+
+    def add(self, key: Any, record: Any) -> None:
+        key_bytes = encode_key(key)
+        record_bytes = pickle.dumps(record, protocol=5)
+        h = key_hash(key_bytes)
+        self._buffer.append((h % self._partitions, h, key_bytes, record_bytes))
+        self._size += len(key_bytes) + len(record_bytes) + _ENTRY_OVERHEAD
+        if self._size >= self._budget:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._buffer:
+            return
+        self._buffer.sort(key=itemgetter(0, 1, 2))  # stable: equal keys keep their input order
+        run = self._run_count
+        self._run_count += 1
+        for partition, entries in groupby(self._buffer, key=itemgetter(0)):
+            path = join(self._dir, f"run-{run:05d}-p{partition:05d}.bin")
+            with fsspec.open(path, "wb") as out:
+                write = out.write
+                last = None
+                for _, h, key_bytes, record_bytes in entries:
+                    if self._keep_first:
+                        if (h, key_bytes) == last:
+                            continue
+                        last = (h, key_bytes)
+                    write(_HEADER.pack(h, len(key_bytes), len(record_bytes)) + key_bytes + record_bytes)
+            self._runs[partition].append(path)
+        self._buffer = []
+        self._size = 0
+
+    def runs(self) -> list[list[str]]:
+        """Spill what is buffered and return each partition's run files."""
+        self._spill()
+        return self._runs
+
+
+class RoundRobinWriter:
+    """Map side of `reshard`: record i of shard s goes to partition (s + i) % num_partitions, in order."""
+
+    def __init__(self, directory: str, num_partitions: int, shard: int):
+        self._paths = [join(directory, f"p{p:05d}.bin") for p in range(num_partitions)]
+        self._files = [fsspec.open(p, "wb").open() for p in self._paths]
+        self._next = shard % num_partitions
+        self._used = [False] * num_partitions
+
+    def add(self, record: Any) -> None:
+        record_bytes = pickle.dumps(record, protocol=5)
+        p = self._next
+        self._files[p].write(_HEADER.pack(0, 0, len(record_bytes)) + record_bytes)
+        self._used[p] = True
+        self._next = (p + 1) % len(self._files)
+
+    def runs(self) -> list[list[str]]:
+        """Close the files and return each partition's (single) file, or none if it got no record."""
+        for f in self._files:
+            f.close()
+        return [[path] if used else [] for path, used in zip(self._paths, self._used)]
+
+
+def write_frames_round_robin(records: Iterator, directory: str, num_files: int, block: int = 1024) -> list[str]:
+    """Spread records over `num_files` frame files in blocks of `block` records; return the paths."""
+    writer_paths = [join(directory, f"input-{i:05d}.bin") for i in range(num_files)]
+    files = [fsspec.open(p, "wb").open() for p in writer_paths]
+    try:
+        for i, record in enumerate(records):
+            record_bytes = pickle.dumps(record, protocol=5)
+            files[(i // block) % num_files].write(_HEADER.pack(0, 0, len(record_bytes)) + record_bytes)
+    finally:
+        for f in files:
+            f.close()
+    return writer_paths
+
+
+def read_frames(path: str) -> Iterator[Frame]:
+    """The (key hash, key bytes, record bytes) frames of one run file, streamed."""
+    with fsspec.open(path, "rb") as f:
+        read, unpack, size = f.read, _HEADER.unpack, _HEADER.size
+        while header := read(size):
+            h, key_len, record_len = unpack(header)
+            yield h, read(key_len), read(record_len)
+
+
+def read_records(paths: list[str]) -> Iterator[Any]:
+    """The records of frame files, file after file, in order."""
+    loads = pickle.loads
+    for path in paths:
+        for _, _, record_bytes in read_frames(path):
+            yield loads(record_bytes)
+
+
+def merged_groups(paths: list[str]) -> Iterator[tuple[bytes, Iterator[Frame]]]:
+    """(key bytes, frames of that key) per distinct key, merging sorted runs in order.
+
+    Runs are given in input order (shard, then run), and the merge is stable, so within a key the
+    records keep their input order.
+    """
+    merged = heapq.merge(*(read_frames(p) for p in paths), key=itemgetter(0, 1))
+    for (_, key_bytes), frames in groupby(merged, key=itemgetter(0, 1)):
+        yield key_bytes, frames
+
+
+def reduce_groups(paths: list[str], reducer: Callable[[Any, Iterator], Any]) -> Iterator[Any]:
+    """`reducer(key, records)` for each key of a partition, streaming each group's records."""
+    loads = pickle.loads
+    for key_bytes, frames in merged_groups(paths):
+        yield reducer(decode_key(key_bytes), (loads(frame[2]) for frame in frames))
+
+
+def first_of_groups(paths: list[str]) -> Iterator[Any]:
+    """The first record of each key of a partition."""
+    for _, frames in merged_groups(paths):
+        yield pickle.loads(next(frames)[2])

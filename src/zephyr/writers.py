@@ -1,0 +1,105 @@
+"""Writers: one output file per shard, `part-00000-of-00008.<ext>`, written atomically.
+
+JSONL and text are written in batches of encoded lines; Parquet in row groups of
+`row_group_size` rows with the schema of the first group. The same records give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+import orjson
+
+from zephyr.errors import PlanError
+from zephyr.fileio import atomic_write, join
+
+WRITE_FORMATS = {"jsonl": "jsonl", "text": "txt", "parquet": "parquet"}
+COMPRESSION_EXTENSIONS = {None: "", "gzip": ".gz", "gz": ".gz", "zstd": ".zst", "zst": ".zst"}
+_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Where and how the last stage writes: format, output directory, compression, Parquet row group size."""
+
+    format: str
+    output_dir: str
+    compression: str | None = None
+    row_group_size: int = 65536
+
+    def __post_init__(self) -> None:
+        if self.format not in WRITE_FORMATS:
+            raise PlanError(f"unknown output format {self.format!r}; use one of {sorted(WRITE_FORMATS)}")
+        if self.compression not in COMPRESSION_EXTENSIONS:
+            raise PlanError(f"unknown compression {self.compression!r}; use None, 'gzip' or 'zstd'")
+        if self.format == "parquet" and self.compression is not None:
+            raise PlanError("Parquet compresses its own pages; write_parquet takes no compression")
+
+    @property
+    def extension(self) -> str:
+        return WRITE_FORMATS[self.format] + COMPRESSION_EXTENSIONS[self.compression]
+
+    def path_for(self, shard: int, num_shards: int) -> str:
+        """The output file of one shard."""
+        return join(self.output_dir, f"part-{shard:05d}-of-{num_shards:05d}.{self.extension}")
+
+    def describe(self) -> str:
+        return f"write {self.extension} to {join(self.output_dir, 'part-NNNNN-of-NNNNN.' + self.extension)}"
+
+
+def write_shard(spec: WriteSpec, path: str, records: Iterable) -> int:
+    """Write the records to `path` atomically in the spec's format; return how many were written."""
+    with atomic_write(path) as stream:
+        if spec.format == "jsonl":
+            return _write_lines(stream, _jsonl_lines(records))
+        if spec.format == "text":
+            return _write_lines(stream, _text_lines(records))
+        return _write_parquet(stream, records, spec.row_group_size)
+
+
+def _write_lines(stream, lines: Iterator[bytes]) -> int:
+    count = 0
+    write = stream.write
+    while batch := list(islice(lines, _BATCH)):
+        write(b"".join(batch))
+        count += len(batch)
+    return count
+
+
+def _jsonl_lines(records: Iterable) -> Iterator[bytes]:
+    dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    for record in records:
+        yield dumps(record, option=option)
+
+
+def _text_lines(records: Iterable) -> Iterator[bytes]:
+    for record in records:
+        if not isinstance(record, str):
+            raise PlanError(f"write_text writes str records, got {type(record).__name__}: {record!r:.80}; map to str first")
+        yield record.encode("utf-8") + b"\n"
+
+
+def _write_parquet(stream, records: Iterable, row_group_size: int) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    records = iter(records)
+    count = 0
+    writer = None
+    schema = None
+    try:
+        while batch := list(islice(records, row_group_size)):
+            table = pa.Table.from_pylist(batch, schema=schema)
+            if writer is None:
+                schema = table.schema
+                writer = pq.ParquetWriter(stream, schema)
+            writer.write_table(table, row_group_size=row_group_size)
+            count += len(batch)
+        if writer is None:  # an empty shard still gets a valid, empty file
+            writer = pq.ParquetWriter(stream, pa.schema([]))
+    finally:
+        if writer is not None:
+            writer.close()
+    return count
