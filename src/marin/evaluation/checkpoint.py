@@ -14,8 +14,8 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
 def find_hf_export(step_name: str, output_path: str) -> str:
     """The directory of the Hugging Face export written by model step `step_name` at `output_path`.
 
-    The step must have finished (its status is SUCCESS); the export is its `.artifact.json`
-    `"hf_path"`, else `{output_path}/hf`, and must hold `config.json` and weights. A never-run,
+    The step must have finished (its status is SUCCESS); the export is the `"hf_path"` of its
+    `.artifact.json` result, else `{output_path}/hf`, and must hold `config.json` and weights. A never-run,
     running, failed or half-written step fails here with its name, not deep inside `from_pretrained`.
     """
     if not storage.exists(output_path):
@@ -29,9 +29,10 @@ def find_hf_export(step_name: str, output_path: str) -> str:
             f"not {status.SUCCESS}. Let the train step finish (or rerun it with `marin run`) and evaluate again"
         )
     hf_path = storage.join(output_path, "hf")
-    record = artifact.read_artifact(output_path)
-    if isinstance(record, dict) and isinstance(record.get("hf_path"), str):
-        hf_path = record["hf_path"] if record["hf_path"].startswith("/") else storage.join(output_path, record["hf_path"])
+    result = (artifact.read_artifact(output_path) or {}).get("result")
+    if isinstance(result, dict) and isinstance(result.get("hf_path"), str):
+        hf_path = result["hf_path"] if "://" in result["hf_path"] or result["hf_path"].startswith("/") \
+            else storage.join(output_path, result["hf_path"])
     if not storage.exists(storage.join(hf_path, "config.json")):
         raise CheckpointNotReadyError(
             f"model step {step_name!r} has no Hugging Face export: {hf_path}/config.json is missing. "

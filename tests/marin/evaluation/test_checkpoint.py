@@ -8,7 +8,7 @@ import pytest
 
 from marin.evaluation.checkpoint import find_hf_export
 from marin.evaluation.errors import CheckpointNotReadyError
-from marin.execution import status
+from marin.execution import artifact, status
 
 STEP = "checkpoints/nano-v1"
 
@@ -43,3 +43,10 @@ def test_finished_step_yields_its_export(tmp_path, tiny_export):
     shutil.copytree(tiny_export, tmp_path / "hf")
     _mark(tmp_path, status.SUCCESS)
     assert find_hf_export(STEP, str(tmp_path)) == str(tmp_path / "hf")
+
+
+def test_export_named_by_the_artifact_hf_path_is_used(tmp_path, tiny_export):
+    shutil.copytree(tiny_export, tmp_path / "export")
+    artifact.write_records(str(tmp_path), {}, {"hf_path": "export"})
+    _mark(tmp_path, status.SUCCESS)
+    assert find_hf_export(STEP, str(tmp_path)) == str(tmp_path / "export")

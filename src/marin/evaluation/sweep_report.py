@@ -1,0 +1,134 @@
+"""A sweep report: a table (Markdown and CSV) and a PNG plot of eval metrics against training tokens.
+
+It reads the `metrics.jsonl` of each trained model (records holding `tokens` and eval metrics such
+as `eval_loss`, `eval_bpb`) and compares the runs of, say, a learning-rate sweep. The step body,
+`run_sweep_report`, finds each train step's output through `marin.execution.context.current()`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass
+
+from marin.evaluation.errors import EvalDataError
+from marin.execution import storage
+from marin.execution.context import current
+
+TABLE_MD = "table.md"
+TABLE_CSV = "table.csv"
+PLOT_PNG = "plot.png"
+
+
+@dataclass(frozen=True)
+class SweepReportConfig:
+    """The runs to compare as `(label, train step name)` pairs, the metrics (lower is better) and the x axis."""
+
+    runs: tuple[tuple[str, str], ...]
+    metrics: tuple[str, ...] = ("eval_loss", "eval_bpb")
+    x_key: str = "tokens"
+
+    def to_json(self) -> dict:
+        """The config as plain JSON, for hash_attrs."""
+        return {"runs": [list(r) for r in self.runs], "metrics": list(self.metrics), "x_key": self.x_key}
+
+
+def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], x_key: str) -> list[dict]:
+    """The records of a train step's `metrics.jsonl` that carry an eval metric, as `{x_key, metric...}`."""
+    data = storage.read_bytes(storage.join(output_path, "metrics.jsonl"))
+    if data is None:
+        raise EvalDataError(f"train step {step_name!r} has no metrics.jsonl at {output_path}: has it run?")
+    curve = []
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the torn last line of a killed writer
+            break
+        if any(isinstance(record.get(m), (int, float)) for m in metrics) and x_key in record:
+            curve.append({x_key: record[x_key], **{m: record[m] for m in metrics if m in record}})
+    if not curve:
+        raise EvalDataError(
+            f"train step {step_name!r}: metrics.jsonl has no record with {x_key!r} and any of {list(metrics)}; "
+            "train with steps_per_eval set, or name the metrics it logs"
+        )
+    return curve
+
+
+def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> list[dict]:
+    """One row per run: its step, final tokens, and the final and best value of each metric."""
+    rows = []
+    for label, step in config.runs:
+        curve = curves[label]
+        row = {"run": label, "step": step, config.x_key: curve[-1][config.x_key]}
+        for metric in config.metrics:
+            values = [r[metric] for r in curve if metric in r and math.isfinite(r[metric])]
+            row[f"final_{metric}"] = values[-1] if values else None
+            row[f"best_{metric}"] = min(values) if values else None
+        rows.append(row)
+    return rows
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """`rows` as a Markdown table, numbers to 4 significant digits."""
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def curves_csv(config: SweepReportConfig, curves: dict[str, list[dict]]) -> str:
+    """Every eval record of every run, long format: run, x, metrics."""
+    lines = [",".join(["run", config.x_key, *config.metrics])]
+    for label, _ in config.runs:
+        for record in curves[label]:
+            values = (repr(record[m]) if m in record else "" for m in config.metrics)
+            lines.append(",".join([label, str(record[config.x_key]), *values]))
+    return "\n".join(lines) + "\n"
+
+
+def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
+    """One panel per metric, one line per run, metric against `x_key`; PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(config.metrics), figsize=(5 * len(config.metrics), 4), squeeze=False)
+    for ax, metric in zip(axes[0], config.metrics, strict=True):
+        for label, _ in config.runs:
+            points = [(r[config.x_key], r[metric]) for r in curves[label] if metric in r]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        ax.set_xlabel(f"training {config.x_key}")
+        ax.set_ylabel(metric)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
+    """Write `table.md`, `table.csv` and `plot.png` under `output_path`; return the artifact."""
+    ctx = current()
+    curves = {label: read_eval_curve(step, ctx.path_of(step), config.metrics, config.x_key) for label, step in config.runs}
+    rows = summary_rows(config, curves)
+    storage.write_atomic(storage.join(output_path, TABLE_MD), markdown_table(rows).encode())
+    storage.write_atomic(storage.join(output_path, TABLE_CSV), curves_csv(config, curves).encode())
+    storage.write_atomic(storage.join(output_path, PLOT_PNG), plot_png(config, curves))
+    first = config.metrics[0]
+    ranked = [r for r in rows if r[f"final_{first}"] is not None]
+    artifact = {"table_path": TABLE_MD, "csv_path": TABLE_CSV, "plot_path": PLOT_PNG, "runs": rows}
+    if ranked:
+        best = min(ranked, key=lambda r: r[f"final_{first}"])
+        artifact["headline"] = {"metric": f"final_{first}", "value": best[f"final_{first}"], "run": best["run"]}
+    return artifact

@@ -1,0 +1,119 @@
+"""evaluate() and sweep_report() as steps run by the real StepRunner on a real tiny export."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from marin.evaluation.documents import TextDataset
+from marin.evaluation.harness import OWN_TASKS
+from marin.evaluation.samples import SamplingConfig
+from marin.execution.errors import StepFailedError
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.execution.step_spec import StepSpec
+from marin.experiment.evaluate import evaluate, sweep_report
+from tests.marin.evaluation.tiny_hf import build_tiny_export, story
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory) -> str:
+    return str(build_tiny_export(tmp_path_factory.mktemp("tiny_hf")))
+
+
+def publish_export(source: str, output_path: str) -> dict:
+    """A stand-in train step: its output holds the export under hf/, as train_lm's does."""
+    shutil.copytree(source, Path(output_path) / "hf")
+    return {"hf_path": str(Path(output_path) / "hf")}
+
+
+def crash_before_export(output_path: str) -> dict:
+    """A train step that wrote checkpoints but never exported."""
+    (Path(output_path) / "checkpoints").mkdir(parents=True)
+    return {}
+
+
+def write_metrics(curve: list[tuple[int, float]], output_path: str) -> dict:
+    """A stand-in train step that logged eval metrics against tokens."""
+    lines = [json.dumps({"step": i, "tokens": t, "train_loss": 9.0, "eval_loss": v, "eval_bpb": v / 2})
+             for i, (t, v) in enumerate(curve)]
+    (Path(output_path) / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return {}
+
+
+@pytest.fixture()
+def text_dataset(tmp_path) -> TextDataset:
+    path = tmp_path / "eval.jsonl"
+    rows = [{"text": story(2000 + i), "tag": "even" if i % 2 == 0 else "odd"} for i in range(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return TextDataset("stories", (str(path),), domain_field="tag")
+
+
+def test_evaluation_step_writes_results_and_headline_and_reruns_identically(tmp_path, tiny_export, text_dataset):
+    model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
+    ev = evaluate("eval/tiny", model_step=model, datasets=[text_dataset], harness_tasks=OWN_TASKS,
+                  prompts=("Once upon a time",), harness_items=10,
+                  sampling=SamplingConfig(max_new_tokens=8, num_samples=2, seed=1))
+    runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
+
+    result = runner.run([ev])
+    out = Path(result.output_path(lower(ev)))
+    results = json.loads((out / "results.json").read_text())
+    artifact = json.loads((out / ".artifact.json").read_text())
+
+    perplexity = results["perplexity"]
+    assert list(perplexity["datasets"]) == ["stories"]
+    assert sorted(perplexity["domains"]) == ["stories/even", "stories/odd"]
+    assert perplexity["micro"]["bytes"] == sum(len(story(2000 + i).encode()) for i in range(6))
+    assert set(results["harness"]) == set(OWN_TASKS)
+    assert [s["mode"] for s in results["samples"]][0] == "greedy" and len(results["samples"]) == 3
+    assert (out / "samples.jsonl").read_text().count("\n") == 3
+    headline = artifact["result"]["headline"]
+    assert headline["metric"] == "bpb" and headline["value"] == perplexity["micro"]["bpb"]
+
+    first = (out / "results.json").read_bytes()
+    runner.run([ev], force_run=[ev.name])  # recompute without the cache
+    assert (out / "results.json").read_bytes() == first
+
+
+def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dataset):
+    model = StepSpec("checkpoints/crashed", crash_before_export)
+    ev = evaluate("eval/crashed", model_step=model, datasets=[text_dataset])
+    with pytest.raises(StepFailedError) as failure:
+        StepRunner(prefix=str(tmp_path / "out"), progress=False).run([ev])
+    assert "eval/crashed" in failure.value.failures
+    assert "model step 'checkpoints/crashed'" in failure.value.failures["eval/crashed"]
+    assert "hf/config.json is missing" in failure.value.failures["eval/crashed"]
+
+
+def test_evaluate_handle_is_hashable_and_lowers_model_and_token_cache_steps(text_dataset):
+    model = StepSpec("checkpoints/m", crash_before_export)
+    cache = StepSpec("tokenized/c", crash_before_export)
+    ev = evaluate("eval/m", model_step=model, datasets=[cache, text_dataset], prompts=("hi",))
+    same = evaluate("eval/m", model_step=model, datasets=[cache, text_dataset], prompts=("hi",))
+    assert ev == same and hash(ev) == hash(same)
+    spec = lower(ev)
+    assert spec.deps == (model, cache)
+    assert spec.hash_attrs["datasets"][0] == {"step_name": "tokenized/c", "split": "validation"}
+    with pytest.raises(Exception, match="nothing to do"):
+        evaluate("eval/empty", model_step=model)
+
+
+def test_sweep_report_writes_table_csv_and_plot(tmp_path):
+    runs = {f"lr={lr}": StepSpec(f"checkpoints/lr{lr}", functools.partial(write_metrics, curve))
+            for lr, curve in [("1e-3", [(0, 5.0), (100, 4.0), (200, 3.5)]), ("3e-3", [(0, 5.0), (100, 3.0), (200, 2.5)])]}
+    report = sweep_report("reports/lr", runs)
+    result = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([report])
+    out = Path(result.output_path(lower(report)))
+
+    table = (out / "table.md").read_text()
+    assert "| lr=3e-3 | checkpoints/lr3e-3 | 200 | 2.5 | 2.5 | 1.25 | 1.25 |" in table
+    assert (out / "table.csv").read_text().splitlines()[0] == "run,tokens,eval_loss,eval_bpb"
+    assert len((out / "table.csv").read_text().splitlines()) == 7
+    assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    artifact = json.loads((out / ".artifact.json").read_text())
+    assert artifact["result"]["headline"] == {"metric": "final_eval_loss", "value": 2.5, "run": "lr=3e-3"}
