@@ -1,0 +1,118 @@
+"""The body of a `tokenized()` step: tokenizer into place, plan the shards, run zephyr, write the ledger.
+
+`run_tokenize(config, output_path)` is what the StepRunner calls (through functools.partial), in
+whatever process runs the step. Everything it reads is named by the frozen `TokenizeConfig`, plus
+the tokenizer step's output when the tokenizer is a dependency (found via the step context).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from marin.data.sources import SourceConfig
+from marin.data.token_cache import TOKENIZER_DIR, token_dtype
+from marin.data.tokenize_pipeline import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_CHUNK_CHARS,
+    EncodeSettings,
+    build_ledger,
+    tokenize_task_shard,
+    write_ledger,
+)
+from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
+from marin.execution import storage
+
+logger = logging.getLogger("marin.data.tokenize")
+
+
+@dataclass(frozen=True)
+class TokenizeConfig:
+    """Everything a tokenize step reads. `tokenizer_step` names the dependency that made the tokenizer.
+
+    `zephyr` holds execution settings (backend, workers): they never change the output bytes, so
+    they are not part of the step's cache key.
+    """
+
+    input: SourceConfig
+    tokenizer: str | None = None
+    tokenizer_step: str | None = None
+    validation_fraction: float = 0.0
+    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
+    batch_size: int = DEFAULT_BATCH_SIZE
+    zephyr: Any = None  # zephyr.config.ZephyrConfig | None; None: ZephyrConfig.from_env()
+
+
+def resolve_tokenizer_source(config: TokenizeConfig) -> str:
+    """The folder or hub id to take the tokenizer from; a dependency's output when it is a step."""
+    if config.tokenizer_step is not None:
+        from marin.execution.context import current
+
+        return current().path_of(config.tokenizer_step)
+    assert config.tokenizer is not None
+    return config.tokenizer
+
+
+def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
+    """Tokenize the configured source into a token cache at `output_path`; returns its summary."""
+    from zephyr import Dataset
+    from zephyr.config import ZephyrConfig
+
+    started = time.perf_counter()
+    tokenizer_dir = storage.join(output_path, TOKENIZER_DIR)
+    materialize_tokenizer(resolve_tokenizer_source(config), tokenizer_dir)
+    info = describe_tokenizer(tokenizer_dir)
+    dtype = token_dtype(info.vocab_size).str
+
+    planned = config.input.plan()
+    settings = EncodeSettings(
+        output_path=output_path,
+        dtype=dtype,
+        eos_id=info.eos_id,
+        validation_fraction=config.validation_fraction,
+        bad_records=config.input.bad_records,
+        batch_size=config.batch_size,
+        max_chunk_chars=config.max_chunk_chars,
+    )
+    zconfig = config.zephyr or ZephyrConfig.from_env()
+    tasks = list(enumerate(planned))
+    logger.info("tokenizing %d shard(s) of %s with %s", len(tasks), config.input.source or "files", zconfig.backend)
+    outcomes = (
+        Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
+        .map_shard(partial(tokenize_task_shard, settings))
+        .collect(config=zconfig)
+    )
+    ledger = build_ledger(
+        list(outcomes),
+        dtype=dtype,
+        tokenizer={
+            "vocab_size": info.vocab_size,
+            "eos_id": info.eos_id,
+            "bos_id": info.bos_id,
+            "eos_token": info.eos_token,
+            "bos_token": info.bos_token,
+            "tokenizer_fingerprint": info.fingerprint,
+            "tokenizer": config.tokenizer if config.tokenizer_step is None else f"step:{config.tokenizer_step}",
+        },
+        source=config.input.describe(),
+        sample_count=config.input.sample_count,
+        validation_fraction=config.validation_fraction,
+        bad_records_policy=config.input.bad_records,
+    )
+    write_ledger(output_path, ledger)
+    resumed = sum(1 for o in outcomes if o.get("resumed"))
+    summary = {
+        "documents": {s: e["documents"] for s, e in ledger["splits"].items()},
+        "tokens": {s: e["tokens"] for s, e in ledger["splits"].items()},
+        "bad_records": ledger["bad_records"],
+        "tokenizer_fingerprint": info.fingerprint,
+        "vocab_size": info.vocab_size,
+        "shards": len(tasks),
+        "shards_resumed": resumed,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    logger.info("token cache written to %s: %s", output_path, summary)
+    return summary

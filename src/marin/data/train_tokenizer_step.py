@@ -1,0 +1,36 @@
+"""The body of a `train_tokenizer()` step: train a byte-level BPE on a source, save it as the step's output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from marin.data.file_documents import ShardStats
+from marin.data.sources import SourceConfig, iter_documents
+from marin.data.tokenizer import describe_tokenizer
+from marin.data.tokenizer_training import train_byte_level_bpe
+
+
+@dataclass(frozen=True)
+class TrainTokenizerConfig:
+    """What a tokenizer-training step reads and how big a vocabulary it trains."""
+
+    input: SourceConfig
+    vocab_size: int
+    min_frequency: int = 2
+
+
+def run_train_tokenizer(config: TrainTokenizerConfig, output_path: str) -> dict[str, Any]:
+    """Train on the first `sample_count` documents (all when None); the output folder loads with AutoTokenizer."""
+    stats = ShardStats()
+    documents = iter_documents(config.input.plan(), config.input.bad_records, stats)
+    train_byte_level_bpe(documents, config.vocab_size, output_path, config.min_frequency)
+    info = describe_tokenizer(output_path)
+    return {
+        "tokenizer_path": output_path,
+        "vocab_size": info.vocab_size,
+        "requested_vocab_size": config.vocab_size,
+        "tokenizer_fingerprint": info.fingerprint,
+        "eos_token": info.eos_token,
+        "bad_records": stats.bad_records,
+    }

@@ -1,0 +1,194 @@
+"""Data steps as lazy handles: `tokenized()` and `train_tokenizer()`.
+
+Calling them reads nothing and downloads nothing: they return hashable frozen handles whose
+`to_step_spec()` (called by `marin.execution.lazy.lower`) builds the StepSpec. Every parameter that
+changes the output is in the step's `hash_attrs`; a tokenizer given as a handle or StepSpec becomes a
+dependency, so its cache key is part of this step's key. Execution settings (the zephyr backend and
+worker count) never change the bytes written and stay out of the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Union
+
+from marin.data.sources import EMBEDDED_SOURCE, SourceConfig
+from marin.data.token_cache import FORMAT_VERSION
+from marin.data.tokenize_pipeline import DEFAULT_MAX_CHUNK_CHARS
+from marin.data.tokenize_step import TokenizeConfig, run_tokenize
+from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_tokenizer
+from marin.execution.errors import MarinError, StepDefinitionError
+from marin.execution.lazy import LazyStep, lower
+from marin.execution.step_spec import StepSpec
+
+__all__ = ["EMBEDDED_SOURCE", "TokenizedData", "TrainedTokenizer", "tokenized", "train_tokenizer"]
+
+DEFAULT_VALIDATION_FRACTION = 0.05
+
+
+def _normalize_location(spec: str) -> str:
+    """Make a local path absolute (steps may run in another process); leave hub ids and URLs alone.
+
+    Only paths that look local (/, ./, ../, ~) count: "org/name" is a hub id, as in the seed.
+    """
+    if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
+        return os.path.abspath(os.path.expanduser(spec))
+    return spec
+
+
+def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records) -> SourceConfig:
+    if not isinstance(name, str) or not name:
+        raise StepDefinitionError(f"data step name must be a non-empty string, got {name!r}")
+    if paths is not None and not isinstance(paths, str):
+        paths = tuple(_normalize_location(str(p)) for p in paths)
+    if isinstance(source, str) and source != EMBEDDED_SOURCE:
+        source = _normalize_location(source)
+    config = SourceConfig(source, paths, text_key, split, hf_config, sample_count, bad_records)
+    try:
+        config.check()
+    except MarinError as e:
+        raise StepDefinitionError(f"step {name!r}: {e}") from None
+    return config
+
+
+@dataclass(frozen=True)
+class TrainedTokenizer:
+    """A lazy `train_tokenizer()` step: its output folder is a tokenizer AutoTokenizer loads."""
+
+    name: str
+    config: TrainTokenizerConfig
+    version: str | None = None
+
+    def to_step_spec(self) -> StepSpec:
+        return StepSpec(
+            name=self.name,
+            fn=partial(run_train_tokenizer, self.config),
+            hash_attrs={
+                "kind": "byte_level_bpe",
+                "vocab_size": self.config.vocab_size,
+                "min_frequency": self.config.min_frequency,
+                "input": self.config.input.describe(),
+            },
+            version=self.version,
+        )
+
+
+def train_tokenizer(
+    name: str,
+    *,
+    vocab_size: int,
+    source: str | None = None,
+    paths: Sequence[str] | None = None,
+    sample_count: int | None = None,
+    text_key: str = "text",
+    split: str = "train",
+    hf_config: str | None = None,
+    min_frequency: int = 2,
+    bad_records: str = "fail",
+    version: str | None = None,
+) -> TrainedTokenizer:
+    """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
+
+    The vocabulary comes out smaller when the text has fewer merges than asked for. Pass the
+    handle as `tokenized(tokenizer=...)`; it becomes that step's dependency.
+    """
+    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
+    if not isinstance(vocab_size, int) or vocab_size < 259:
+        raise StepDefinitionError(
+            f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
+        )
+    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version)
+
+
+TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
+
+
+@dataclass(frozen=True)
+class TokenizedData:
+    """A lazy `tokenized()` step: its output folder is a token cache (`marin.data.token_cache`)."""
+
+    name: str
+    tokenizer: TokenizerArg
+    config: TokenizeConfig
+    version: str | None = None
+
+    def to_step_spec(self) -> StepSpec:
+        deps: tuple[StepSpec, ...] = ()
+        config = self.config
+        if isinstance(self.tokenizer, str):
+            tokenizer_key: dict[str, Any] = {"spec": self.tokenizer}
+        else:
+            dep = lower(self.tokenizer)
+            deps = (dep,)
+            config = dataclasses.replace(config, tokenizer_step=dep.name)
+            tokenizer_key = {"step": dep.name}  # the dependency's own cache key enters this step's key
+        return StepSpec(
+            name=self.name,
+            fn=partial(run_tokenize, config),
+            deps=deps,
+            hash_attrs={
+                "format_version": FORMAT_VERSION,
+                "tokenizer": tokenizer_key,
+                "input": config.input.describe(),
+                "validation_fraction": config.validation_fraction,
+                "max_chunk_chars": config.max_chunk_chars,
+                "eos_policy": "append",
+                "bos_policy": "none",
+            },
+            version=self.version,
+        )
+
+
+def tokenized(
+    name: str,
+    *,
+    tokenizer: TokenizerArg,
+    source: str | None = None,
+    paths: Sequence[str] | None = None,
+    sample_count: int | None = None,
+    text_key: str = "text",
+    split: str = "train",
+    hf_config: str | None = None,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    bad_records: str = "fail",
+    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
+    version: str | None = None,
+    zephyr: Any = None,
+) -> TokenizedData:
+    """Declare a step that tokenizes a source into a token cache. Nothing is read until it runs.
+
+    source: a Hugging Face dataset id (streamed; `split` and `hf_config` pick the split and config),
+        a local HF dataset folder, or "marin://tinystories-synth" (the embedded story corpus).
+    paths: instead of `source`, local or fsspec files / globs: .jsonl/.json (.gz, .zst), .parquet, .txt.
+    tokenizer: a hub id or tokenizer folder, or a `train_tokenizer()` handle / StepSpec (a dependency).
+    sample_count: exactly the first N documents (train + validation) in the source's order.
+    validation_fraction: the share of documents (chosen by a hash of their text) put in "validation".
+    bad_records: "fail" (an error naming file:line) or "skip" (skip and count malformed records).
+    max_chunk_chars: documents longer than this are encoded in whitespace-cut pieces.
+    zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
+    """
+    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
+    if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
+            or not 0.0 <= validation_fraction < 1.0:
+        raise StepDefinitionError(f"step {name!r}: validation_fraction must be in [0, 1), got {validation_fraction!r}")
+    if isinstance(tokenizer, str) and tokenizer:
+        tokenizer = _normalize_location(tokenizer)
+    elif not isinstance(tokenizer, (StepSpec, LazyStep)):
+        raise StepDefinitionError(
+            f"step {name!r}: tokenizer must be a hub id, a tokenizer folder, or a train_tokenizer() handle, "
+            f"got {tokenizer!r}"
+        )
+    if not isinstance(max_chunk_chars, int) or max_chunk_chars < 1_000:
+        raise StepDefinitionError(f"step {name!r}: max_chunk_chars must be an int >= 1000, got {max_chunk_chars!r}")
+    config = TokenizeConfig(
+        input=source_config,
+        tokenizer=tokenizer if isinstance(tokenizer, str) else None,
+        validation_fraction=float(validation_fraction),
+        max_chunk_chars=max_chunk_chars,
+        zephyr=zephyr,
+    )
+    return TokenizedData(name, tokenizer, config, version)
