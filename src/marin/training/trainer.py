@@ -36,8 +36,9 @@ from marin.training.model import Llama, LlamaConfig
 from marin.training.optim import AdamConfig, set_learning_rate
 
 # Fields that change how a run executes but not what it computes: a checkpoint written under one
-# value resumes under another (e.g. on a different number of processes).
-_EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch")
+# value resumes under another (e.g. on a different number of processes), and they stay out of a
+# train step's cache key.
+EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch")
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,13 @@ class TrainConfig:
         out["loggers"] = list(self.loggers)
         return out
 
+    def result_json(self) -> dict:
+        """The fields that determine what a run computes (all but `EXECUTION_FIELDS`)."""
+        return {k: v for k, v in self.to_json().items() if k not in EXECUTION_FIELDS}
+
     def fingerprint(self, datasets: tuple[DatasetInput, ...]) -> str:
-        """A hash of what determines the numbers a run computes (see `_EXECUTION_FIELDS`)."""
-        fields = {k: v for k, v in self.to_json().items() if k not in _EXECUTION_FIELDS}
+        """A hash of what determines the numbers a run computes, datasets included."""
+        fields = self.result_json()
         fields["datasets"] = [[d.name, d.weight] for d in datasets]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -1,0 +1,68 @@
+"""Checkpoints: complete or invisible, pruned to keep_last_k, refused by a run with another configuration."""
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from marin.training.checkpoint import TrainState, capture_rng, list_checkpoints, load_checkpoint, restore_rng, save_checkpoint
+from marin.training.errors import CheckpointError
+from marin.training.model import Llama, LlamaConfig
+from marin.training.optim import AdamConfig
+
+CONFIG = LlamaConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=40, tie_embeddings=True)
+
+
+def _trained(seed: int):
+    torch.manual_seed(seed)
+    model = Llama(CONFIG)
+    optimizer = AdamConfig(learning_rate=1e-2, weight_decay=0.1).build(model)
+    model(torch.randint(0, 40, (2, 8))).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def _save(directory, model, optimizer, step, keep=None, fingerprint="abc"):
+    state = TrainState(step, {"samples": step}, capture_rng(), fingerprint, {})
+    return save_checkpoint(str(directory), model=model, optimizer=optimizer, state=state, keep_last_k=keep)
+
+
+def test_saved_checkpoint_restores_model_optimizer_and_loader_state(tmp_path):
+    model, optimizer = _trained(0)
+    _save(tmp_path, model, optimizer, 5)
+    other, other_opt = _trained(1)
+    state = load_checkpoint(str(tmp_path), 5, model=other, optimizer=other_opt, config_fingerprint="abc")
+    assert state.step == 5 and state.loader == {"samples": 5}
+    for (name, a), b in zip(model.named_parameters(), other.parameters()):
+        assert torch.equal(a, b), name
+    for p, q in zip(model.parameters(), other.parameters()):
+        for field in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(optimizer.state[p][field], other_opt.state[q][field])
+
+
+def test_only_the_last_k_checkpoints_are_kept_and_leftovers_of_a_killed_writer_are_ignored(tmp_path):
+    model, optimizer = _trained(0)
+    os.makedirs(tmp_path / ".tmp-step-00000009-dead")  # a writer killed half way
+    assert list_checkpoints(str(tmp_path)) == []
+    for step in (2, 4, 6, 8):
+        _save(tmp_path, model, optimizer, step, keep=2)
+    assert list_checkpoints(str(tmp_path)) == [6, 8]
+    assert sorted(os.listdir(tmp_path)) == ["step-00000006", "step-00000008"]
+
+
+def test_a_checkpoint_from_another_configuration_is_refused(tmp_path):
+    model, optimizer = _trained(0)
+    _save(tmp_path, model, optimizer, 3, fingerprint="abc")
+    with pytest.raises(CheckpointError, match="another configuration"):
+        load_checkpoint(str(tmp_path), 3, model=model, optimizer=optimizer, config_fingerprint="xyz")
+
+
+def test_rng_states_round_trip_through_json():
+    random.seed(1), np.random.seed(1), torch.manual_seed(1)
+    state = capture_rng()
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(2), np.random.seed(2), torch.manual_seed(2)
+    restore_rng(state)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
