@@ -1,0 +1,142 @@
+"""tokenized() and train_tokenizer(): lazy handles, keys that carry every parameter, and real runs."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from marin.data.token_cache import TokenCache
+from marin.data.tokenizer import describe_tokenizer
+from marin.execution.errors import StepDefinitionError
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.experiment.data import EMBEDDED_SOURCE, tokenized, train_tokenizer
+from zephyr import ZephyrConfig
+
+_watching = False
+_touched: list[tuple[str, str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _watching and event in ("open", "os.listdir", "os.scandir", "socket.connect", "socket.getaddrinfo"):
+        _touched.append((event, repr(args)[:120]))
+
+
+sys.addaudithook(_audit)
+
+
+def _declare_and_lower_while_watching(build):
+    global _watching
+    _touched.clear()
+    _watching = True
+    try:
+        spec = lower(build())
+    finally:
+        _watching = False
+    return spec
+
+
+def test_the_watch_sees_file_access(tmp_path):
+    _declare_and_lower_while_watching(lambda: (tmp_path / "probe").write_text("x") or train_tokenizer(
+        "tokenizers/probe", vocab_size=300, source=EMBEDDED_SOURCE))
+    assert any(event == "open" for event, _ in _touched)
+
+
+def test_declaring_and_lowering_touch_no_file_and_no_network():
+    def build():
+        tok = train_tokenizer("tokenizers/never-trained", vocab_size=1000, paths=["/nonexistent/corpus/*.jsonl"])
+        return tokenized("tokenized/never-read", paths=["/nonexistent/data/*.jsonl.zst"], tokenizer=tok,
+                         sample_count=10)
+
+    spec = _declare_and_lower_while_watching(build)
+    assert _touched == []
+    assert [d.name for d in spec.deps] == ["tokenizers/never-trained"]
+
+    def seed_call():
+        return tokenized(name="tokenized/tinystories", source="roneneldan/TinyStories",
+                         tokenizer="no-such-org/unknown-tokenizer", sample_count=1000)
+
+    spec = _declare_and_lower_while_watching(seed_call)
+    assert _touched == []
+    assert spec.hash_attrs["input"]["dataset"] == "roneneldan/TinyStories"
+
+
+def test_every_parameter_and_the_tokenizer_identity_enter_the_key():
+    base = dict(name="tokenized/x", source="org/data", tokenizer="gpt2", sample_count=100)
+    attrs = lower(tokenized(**base)).hash_attrs
+    assert attrs["tokenizer"] == {"spec": "gpt2"}
+    assert attrs["input"]["sample_count"] == 100
+    variants = [
+        dict(tokenizer="other/tokenizer"), dict(sample_count=101), dict(text_key="body"), dict(split="validation"),
+        dict(hf_config="en"), dict(validation_fraction=0.1), dict(bad_records="skip"), dict(max_chunk_chars=5000),
+        dict(source="org/other"),
+    ]
+    for change in variants:
+        assert lower(tokenized(**(base | change))).hash_attrs != attrs, change
+    assert lower(tokenized(**base, zephyr=ZephyrConfig(backend="sync"))).hash_attrs == attrs
+    assert lower(tokenized(**base, version="v2")).version == "v2"
+
+
+def test_equal_handles_lower_to_one_step_and_a_tokenizer_handle_is_a_dependency():
+    tok = train_tokenizer("tokenizers/demo", vocab_size=600, source=EMBEDDED_SOURCE, sample_count=50)
+    a = tokenized("tokenized/a", source=EMBEDDED_SOURCE, tokenizer=tok, sample_count=10)
+    b = tokenized("tokenized/a", source=EMBEDDED_SOURCE, tokenizer=tok, sample_count=10)
+    assert a == b and hash(a) == hash(b)
+    assert lower(a) is lower(b)
+    assert lower(a).deps == (lower(tok),)
+    assert lower(a).hash_attrs["tokenizer"] == {"step": "tokenizers/demo"}
+    assert lower(tok).hash_attrs["vocab_size"] == 600
+
+
+def test_local_paths_are_made_absolute_and_hub_ids_kept(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    handle = tokenized("tokenized/local", paths=["./data/*.jsonl"], tokenizer="./tok")
+    assert handle.config.input.paths == (f"{tmp_path}/data/*.jsonl",)
+    assert handle.tokenizer == f"{tmp_path}/tok"
+    assert tokenized("t/hub", source="org/name", tokenizer="org/tok").config.input.source == "org/name"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(source="a/b", paths=["x.jsonl"]), "exactly one of"),
+        (dict(source="a/b", sample_count=0), "sample_count"),
+        (dict(source="a/b", validation_fraction=1.0), "validation_fraction"),
+        (dict(source="a/b", bad_records="ignore"), "bad_records"),
+        (dict(source="a/b", tokenizer=3), "tokenizer must be"),
+    ],
+)
+def test_bad_declarations_are_step_definition_errors(kwargs, message):
+    kwargs = {"tokenizer": "gpt2"} | kwargs
+    with pytest.raises(StepDefinitionError, match=message):
+        tokenized("tokenized/bad", **kwargs)
+
+
+def test_trained_tokenizer_and_tokenized_run_under_the_step_runner_then_cache(tmp_path):
+    tok = train_tokenizer("tokenizers/test-bpe", vocab_size=400, source=EMBEDDED_SOURCE, sample_count=300)
+    data = tokenized("tokenized/test-stories", source=EMBEDDED_SOURCE, tokenizer=tok, sample_count=120,
+                     zephyr=ZephyrConfig(backend="sync", quiet=True))
+    runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
+    result = runner.run([lower(data)])
+    cache_path = result.output_path(lower(data))
+    tokenizer_path = result.output_path(lower(tok))
+    cache = TokenCache.open(cache_path)
+    assert cache.split("train").num_documents + cache.split("validation").num_documents == 120
+    assert cache.tokenizer_fingerprint == describe_tokenizer(tokenizer_path).fingerprint
+    assert cache.vocab_size <= 400
+
+    again = runner.run([lower(data)])
+    assert set(again.outcomes.values()) == {"cached"}
+
+
+def test_marin_tokenizer_is_the_offline_demo_tokenizer_unless_chosen(monkeypatch):
+    from experiments.marin_tokenizer import MARIN_HUB_TOKENIZER, marin_demo_tokenizer, select_tokenizer
+
+    assert select_tokenizer(None) is marin_demo_tokenizer
+    assert lower(marin_demo_tokenizer).hash_attrs["input"]["name"] == EMBEDDED_SOURCE
+    assert select_tokenizer("hub") == MARIN_HUB_TOKENIZER
+    assert select_tokenizer("gpt2") == "gpt2"
+    seed = tokenized(name="tokenized/tinystories", source="roneneldan/TinyStories",
+                     tokenizer=select_tokenizer(None), sample_count=1000)
+    assert [d.name for d in lower(seed).deps] == ["tokenizers/marin-demo-bpe"]
