@@ -38,8 +38,11 @@ def _declare_and_lower_while_watching(build):
 
 
 def test_the_watch_sees_file_access(tmp_path):
-    _declare_and_lower_while_watching(lambda: (tmp_path / "probe").write_text("x") or train_tokenizer(
-        "tokenizers/probe", vocab_size=300, source=EMBEDDED_SOURCE))
+    def build():
+        (tmp_path / "probe").write_text("x")
+        return train_tokenizer("tokenizers/probe", vocab_size=300, source=EMBEDDED_SOURCE)
+
+    _declare_and_lower_while_watching(build)
     assert any(event == "open" for event, _ in _touched)
 
 
