@@ -89,7 +89,10 @@ def read_bytes(path: str) -> bytes | None:
         except (FileNotFoundError, NotADirectoryError):
             return None
         try:
-            chunks = []
+            data = os.read(fd, 1 << 16)  # records are small: usually one read
+            if len(data) < 1 << 16:
+                return data
+            chunks = [data]
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
             return b"".join(chunks)

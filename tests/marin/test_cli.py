@@ -1,0 +1,84 @@
+"""The `marin` command: run, plan, status and info on a real experiment file, as a real process."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+EXPERIMENT = textwrap.dedent('''
+    from pathlib import Path
+    from marin.execution.step_spec import StepSpec
+
+    def make_text(path):
+        Path(path, "text.txt").write_text("hello world")
+        return {"words": 2}
+
+    def shout(path):
+        from marin.execution.context import current
+        text = Path(current().path_of("text"), "text.txt").read_text()
+        Path(path, "loud.txt").write_text(text.upper())
+
+    def broken():
+        raise ValueError("broken on purpose")
+
+    text = StepSpec(name="text", fn=make_text, hash_attrs={"lang": "en"})
+    loud = StepSpec(name="loud", fn=shout, deps=[text])
+    _private = StepSpec(name="never-run", fn=broken)
+    if __name__ == "__main__":
+        raise SystemExit("marin imports this file as a module, so this never runs")
+''')
+
+
+def marin(*args, cwd):
+    env = {**os.environ, "MARIN_PREFIX": ""}
+    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_run_plan_status_info_round_trip(tmp_path):
+    (tmp_path / "exp.py").write_text(EXPERIMENT)
+    prefix = str(tmp_path / "out")
+
+    planned = marin("plan", "exp.py", "--prefix", prefix, "--json", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert [(s["name"], s["state"]) for s in plan["steps"]] == [("text", "run: new"), ("loud", "run: new")]
+
+    ran = marin("run", "exp.py", "--prefix", prefix, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "done: 2 succeeded" in ran.stderr
+    again = marin("run", "exp.py", "--prefix", prefix, cwd=tmp_path)
+    assert "done: 2 cached" in again.stderr
+
+    status = marin("status", prefix, "--json", cwd=tmp_path)
+    rows = json.loads(status.stdout)
+    assert sorted((r["name"], r["state"]) for r in rows) == [("loud", "SUCCESS"), ("text", "SUCCESS")]
+
+    text_path = next(r["path"] for r in rows if r["name"] == "text")
+    info = marin("info", text_path, cwd=tmp_path)
+    assert info.returncode == 0, info.stderr
+    for expected in ("step     text", "state    SUCCESS", 'params   {"lang":"en"}', "make_text",
+                     'result   {"words":2}', "text.txt  11 B"):
+        assert expected in info.stdout
+    table = marin("status", prefix, cwd=tmp_path)
+    assert "SUCCESS" in table.stdout and "loud" in table.stdout
+
+
+def test_step_option_picks_one_step_and_its_dependencies(tmp_path):
+    (tmp_path / "exp.py").write_text(EXPERIMENT)
+    ran = marin("run", "exp.py", "--prefix", "out", "--step", "text", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert [p.name.split("-")[0] for p in (tmp_path / "out").iterdir()] == ["text"]
+    unknown = marin("run", "exp.py", "--prefix", "out", "--step", "nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "declares no step named ['nope']" in unknown.stderr
+
+
+def test_failed_run_exits_nonzero_with_traceback_and_log_location(tmp_path):
+    (tmp_path / "exp.py").write_text(EXPERIMENT + "broken_step = StepSpec(name='broken', fn=broken)\n")
+    ran = marin("run", "exp.py", "--prefix", "out", cwd=tmp_path)
+    assert ran.returncode == 1
+    assert "ValueError: broken on purpose" in ran.stderr and "/.executor_log" in ran.stderr
+    assert len(list((tmp_path / "out").glob("text-*/.artifact.json"))) == 1  # independent steps still finished
+    info_missing = marin("info", str(tmp_path), cwd=tmp_path)
+    assert info_missing.returncode == 2 and "holds no step output" in info_missing.stderr
