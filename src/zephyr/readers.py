@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 import orjson
 
@@ -16,6 +17,7 @@ from zephyr.fileio import open_read, read_chunks, strip_compression
 
 BAD_RECORD_POLICIES = ("fail", "skip")
 MAX_BAD_EXAMPLES = 5
+_DECODE_BATCH = 256
 
 FORMAT_EXTENSIONS = {
     ".jsonl": "jsonl",
@@ -39,12 +41,41 @@ def infer_format(path: str) -> str:
     )
 
 
-@dataclass
 class Position:
-    """Where a shard's reader is: the file and the 1-based record (line) number last read."""
+    """Where a shard's reader is: the file and the 1-based line (record) number last handed on.
 
-    file: str | None = None
-    line: int = 0
+    Readers that decode a whole block of lines at once register the block's iterator instead of
+    updating a counter per record; the line is then worked out from how far that iterator got,
+    only when someone asks (an error report).
+    """
+
+    __slots__ = ("file", "_line", "_block", "_block_size", "_block_lines")
+
+    def __init__(self) -> None:
+        self.file: str | None = None
+        self._line = 0
+        self._block = None
+        self._block_size = 0
+        self._block_lines: list[int] | None = None
+
+    @property
+    def line(self) -> int:
+        if self._block is None:
+            return self._line
+        handed_on = self._block_size - self._block.__length_hint__()
+        if handed_on == 0:
+            return self._line  # the line before the block
+        if self._block_lines is not None:
+            return self._block_lines[handed_on - 1]
+        return self._line + handed_on
+
+    @line.setter
+    def line(self, value: int) -> None:
+        self._line, self._block = value, None
+
+    def start_block(self, line_before: int, block: Iterator, size: int, lines: list[int] | None) -> None:
+        """Records of `block` come from lines line_before+1.. (or exactly `lines`, when some were skipped)."""
+        self._line, self._block, self._block_size, self._block_lines = line_before, block, size, lines
 
 
 @dataclass
@@ -75,40 +106,57 @@ def read_file(path: str, fmt: str, bad_records: str, pos: Position, stats: Shard
 
 
 def _read_jsonl(path: str, bad_records: str, pos: Position, stats: ShardStats) -> Iterator:
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    line_no = 0
-    with open_read(path) as stream:
-        for block in _line_blocks(stream):
-            for line in block:
-                line_no += 1
-                try:
-                    record = loads(line)
-                except decode_error as e:
-                    if not line.strip():
-                        continue  # blank lines separate nothing and carry no record
-                    if bad_records == "skip":
-                        stats.skip_bad(path, line_no, str(e))
-                        continue
-                    raise BadRecordError(path, line_no, f"invalid JSON ({e}): {line[:80]!r}") from None
-                pos.line = line_no
-                yield record
+    return _read_lines(path, orjson.loads, orjson.JSONDecodeError, "invalid JSON", bad_records, pos, stats)
+
+
+def _decode_text(line: bytes) -> str:
+    return line.decode("utf-8").removesuffix("\r")
 
 
 def _read_text(path: str, bad_records: str, pos: Position, stats: ShardStats) -> Iterator[str]:
-    line_no = 0
+    return _read_lines(path, _decode_text, UnicodeDecodeError, "not UTF-8", bad_records, pos, stats)
+
+
+def _read_lines(path: str, decode, decode_error: type[Exception], what: str, bad_records: str, pos: Position,
+                stats: ShardStats) -> Iterator:
+    """Records decoded from the file's lines; bad lines are skipped and counted or raise BadRecordError."""
+    return chain.from_iterable(_decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats))
+
+
+def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats) -> Iterator[Iterator]:
+    # A batch of lines is decoded in one C-level map; only a batch that holds a bad or blank line
+    # is decoded again line by line. Records then flow through chain() in C. Batches stay small
+    # so that decoded records die young (large batches of live dicts make the GC work hard).
+    line_before = 0
     with open_read(path) as stream:
         for block in _line_blocks(stream):
-            for line in block:
-                line_no += 1
+            for start in range(0, len(block), _DECODE_BATCH):
+                batch = block[start : start + _DECODE_BATCH]
                 try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    if bad_records == "skip":
-                        stats.skip_bad(path, line_no, str(e))
-                        continue
-                    raise BadRecordError(path, line_no, f"not UTF-8 ({e})") from None
-                pos.line = line_no
-                yield text.removesuffix("\r")
+                    records, lines = list(map(decode, batch)), None
+                except decode_error:
+                    records, lines = _decode_carefully(path, batch, line_before, decode, decode_error, what,
+                                                       bad_records, stats)
+                iterator = iter(records)
+                pos.start_block(line_before, iterator, len(records), lines)
+                yield iterator
+                line_before += len(batch)
+
+
+def _decode_carefully(path, block, line_before, decode, decode_error, what, bad_records, stats):
+    records, lines = [], []
+    for line_no, line in enumerate(block, line_before + 1):
+        try:
+            records.append(decode(line))
+        except decode_error as e:
+            if not line.strip():
+                continue  # blank lines separate nothing and carry no record
+            if bad_records == "skip":
+                stats.skip_bad(path, line_no, str(e))
+                continue
+            raise BadRecordError(path, line_no, f"{what} ({e}): {line[:80]!r}") from None
+        lines.append(line_no)
+    return records, lines
 
 
 def _line_blocks(stream) -> Iterator[list[bytes]]:

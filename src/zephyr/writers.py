@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 
 import orjson
@@ -17,7 +18,7 @@ from zephyr.fileio import atomic_write, join
 
 WRITE_FORMATS = {"jsonl": "jsonl", "text": "txt", "parquet": "parquet"}
 COMPRESSION_EXTENSIONS = {None: "", "gzip": ".gz", "gz": ".gz", "zstd": ".zst", "zst": ".zst"}
-_BATCH = 1024
+_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ def write_shard(spec: WriteSpec, path: str, records: Iterable) -> int:
 
 
 def _write_lines(stream, lines: Iterator[bytes]) -> int:
+    """Write encoded lines a batch at a time; the loop over records stays inside C (islice, map, join)."""
     count = 0
     write = stream.write
     while batch := list(islice(lines, _BATCH)):
@@ -69,9 +71,7 @@ def _write_lines(stream, lines: Iterator[bytes]) -> int:
 
 
 def _jsonl_lines(records: Iterable) -> Iterator[bytes]:
-    dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-    for record in records:
-        yield dumps(record, option=option)
+    return map(partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE), records)
 
 
 def _text_lines(records: Iterable) -> Iterator[bytes]:
