@@ -1,6 +1,29 @@
-"""Resource requests and clusters. Importing this never imports ray."""
+"""Resource requests and clusters. Importing this never imports ray (RayCluster imports it when built)."""
 
 from fray.cluster.base import Cluster, ThreadCluster
-from fray.cluster.resource_config import ResourceConfig
+from fray.cluster.errors import (
+    FrayError,
+    RemoteTaskError,
+    ResourceConfigError,
+    ResourcesUnavailableError,
+    TaskLostError,
+)
+from fray.cluster.local_cluster import LocalCluster
+from fray.cluster.ray_cluster import RayCluster
+from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig, TpuConfig
 
-__all__ = ["Cluster", "ResourceConfig", "ThreadCluster"]
+__all__ = [
+    "Cluster",
+    "CpuConfig",
+    "FrayError",
+    "GpuConfig",
+    "LocalCluster",
+    "RayCluster",
+    "RemoteTaskError",
+    "ResourceConfig",
+    "ResourceConfigError",
+    "ResourcesUnavailableError",
+    "TaskLostError",
+    "ThreadCluster",
+    "TpuConfig",
+]

@@ -1,0 +1,220 @@
+"""LocalCluster: each task runs in a fresh Python process of the current environment.
+
+Tasks start in submission order as soon as the machine's free cores, memory and GPUs cover what
+they ask for (a later task that fits may start before an earlier one that does not yet). A task that
+could never fit on this machine fails at once instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+from packaging.requirements import Requirement
+
+from fray.cluster.base import Cluster
+from fray.cluster.capacity import Capacity
+from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.logs import attempt_header, local_log_file, tail
+from fray.cluster.resource_config import ResourceConfig
+
+
+@dataclass
+class _Pending:
+    name: str
+    payload: bytes
+    resources: ResourceConfig
+    log_path: str | None
+    future: concurrent.futures.Future
+    gpu_ids: list[str] = field(default_factory=list)
+
+
+class LocalCluster(Cluster):
+    """Runs each task in a subprocess (a fresh interpreter, not a fork) of the current environment.
+
+    `cpu`, `ram` (bytes) and `gpus` cap what running tasks may use together; each defaults to this
+    machine's total. The task is cloudpickled, its stdout/stderr go to `log_path`, and its return
+    value or exception comes back pickled.
+    """
+
+    def __init__(self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None):
+        machine = Capacity.of_this_machine()
+        self.capacity = Capacity(
+            cpu=machine.cpu if cpu is None else float(cpu),
+            ram=machine.ram if ram is None else int(ram),
+            gpus=machine.gpus if gpus is None else int(gpus),
+        )
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else []
+        self._free_gpus = (ids or [str(i) for i in range(self.capacity.gpus)])[: self.capacity.gpus]
+        self._free_cpu = self.capacity.cpu
+        self._free_ram = self.capacity.ram
+        self._lock = threading.Lock()
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._threads: set[threading.Thread] = set()
+        self._processes: dict[int, subprocess.Popen] = {}
+        self._closed = False
+        self._workdir = tempfile.mkdtemp(prefix="fray-local-")
+        self._counter = 0
+
+    def submit(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+    ) -> concurrent.futures.Future:
+        """Queue `task`; it starts in its own process once its resources are free."""
+        resources = resources or ResourceConfig.with_cpu()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        problem = self.capacity.why_never_fits(resources) or _missing_packages(resources)
+        if problem:
+            future.set_exception(
+                ResourcesUnavailableError(f"task {name!r} cannot run on this LocalCluster: {problem}")
+            )
+            return future
+        try:
+            payload = cloudpickle.dumps(task)
+        except Exception as exc:  # noqa: BLE001 - report why the task cannot travel to its process
+            future.set_exception(RemoteTaskError(f"task {name!r} cannot be pickled to run in a subprocess: {exc}"))
+            return future
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("LocalCluster.submit after shutdown()")
+            self._queue.append(_Pending(name, payload, resources, log_path, future))
+            self._start_what_fits()
+        return future
+
+    def shutdown(self, *, kill_running: bool = False) -> None:
+        """Cancel queued tasks and wait for running ones (or kill them with `kill_running=True`)."""
+        with self._lock:
+            self._closed = True
+            while self._queue:
+                self._queue.popleft().future.cancel()
+            threads = list(self._threads)
+            if kill_running:
+                for proc in self._processes.values():
+                    proc.kill()
+        for thread in threads:
+            thread.join()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    # Everything below runs with self._lock held, or in a task's own thread.
+
+    def _start_what_fits(self) -> None:
+        for pending in list(self._queue):
+            res = pending.resources
+            ram = res.ram or 0
+            if res.cpu > self._free_cpu + 1e-9 or ram > self._free_ram or res.gpu_count > len(self._free_gpus):
+                continue
+            self._queue.remove(pending)
+            if not pending.future.set_running_or_notify_cancel():
+                continue
+            self._free_cpu -= res.cpu
+            self._free_ram -= ram
+            pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(res.gpu_count)]
+            self._counter += 1
+            thread = threading.Thread(
+                target=self._run, args=(pending, self._counter), name=f"fray-local-{pending.name}", daemon=True
+            )
+            self._threads.add(thread)
+            thread.start()
+
+    def _release(self, pending: _Pending) -> None:
+        with self._lock:
+            self._free_cpu += pending.resources.cpu
+            self._free_ram += pending.resources.ram or 0
+            self._free_gpus.extend(pending.gpu_ids)
+            if not self._closed:
+                self._start_what_fits()
+
+    def _run(self, pending: _Pending, number: int) -> None:
+        task_path = os.path.join(self._workdir, f"{number}.task")
+        result_path = os.path.join(self._workdir, f"{number}.result")
+        try:
+            with open(task_path, "wb") as f:
+                f.write(pending.payload)
+            with local_log_file(pending.log_path) as log_file, open(log_file, "ab", buffering=0) as log:
+                log.write(attempt_header(pending.name, in_this_process=False))
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "fray.cluster.task_process", task_path, result_path],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self._child_env(pending),
+                )
+                with self._lock:
+                    self._processes[proc.pid] = proc
+                returncode = proc.wait()
+                with self._lock:
+                    self._processes.pop(proc.pid, None)
+            outcome = _read_outcome(result_path, pending, returncode)
+        except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
+            outcome = exc
+        finally:
+            for path in (task_path, result_path):
+                if os.path.exists(path):
+                    os.unlink(path)
+            self._release(pending)
+        if isinstance(outcome, BaseException):
+            pending.future.set_exception(outcome)
+        else:
+            pending.future.set_result(outcome[0])
+        with self._lock:
+            self._threads.discard(threading.current_thread())
+
+    def _child_env(self, pending: _Pending) -> dict[str, str]:
+        env = dict(os.environ)
+        # The child imports whatever the parent could: the task may live in a test module or a script dir.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.capacity.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
+        env.update(pending.resources.env_vars)
+        return env
+
+
+def _read_outcome(result_path: str, pending: _Pending, returncode: int) -> tuple[Any] | BaseException:
+    """(value,) for a task that returned, or the exception to raise in its place."""
+    if not os.path.exists(result_path):
+        return TaskLostError(
+            f"task {pending.name!r}: its process exited with code {returncode} before reporting a result "
+            f"(killed, out of memory or crashed); last lines of its log {pending.log_path}:\n{tail(pending.log_path)}"
+        )
+    try:
+        with open(result_path, "rb") as f:
+            outcome = cloudpickle.load(f)
+    except Exception as exc:  # noqa: BLE001 - e.g. an exception class the parent cannot import
+        return RemoteTaskError(f"task {pending.name!r}: its result could not be read back: {exc}")
+    if outcome[0] == "ok":
+        return (outcome[1],)
+    _, exc, formatted = outcome
+    if exc is None:
+        return RemoteTaskError(f"task {pending.name!r} failed:\n{formatted}")
+    exc.add_note(f"raised in the task's process (task {pending.name!r}):\n{formatted}")
+    return exc
+
+
+def _missing_packages(resources: ResourceConfig) -> str | None:
+    """Why the current environment lacks a package the task asks for, or None when it has them all."""
+    for spec in resources.pip_packages:
+        req = Requirement(spec)
+        try:
+            version = importlib.metadata.version(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            return f"it needs {spec!r}, which is not installed here; LocalCluster uses this environment: pip install '{spec}'"
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            return f"it needs {spec!r} and this environment has {req.name} {version}: pip install '{spec}'"
+    return None

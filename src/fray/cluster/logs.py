@@ -1,0 +1,105 @@
+"""Task logs: capture a process's stdout/stderr into a log path (any fsspec URL) and read its tail."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+
+import fsspec
+
+
+def is_local(path: str) -> bool:
+    """Whether `path` is a plain local file path (or a file:// URL)."""
+    return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+@contextlib.contextmanager
+def local_log_file(log_path: str | None) -> Iterator[str]:
+    """A local file to append the task's output to; for a remote `log_path`, uploaded when the block ends.
+
+    Appending (not truncating) keeps every attempt of a retried task in one log.
+    """
+    if log_path is None:
+        yield os.devnull
+        return
+    if is_local(log_path):
+        path = _local(log_path)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="fray-log-", suffix=".log")
+    os.close(fd)
+    fs, remote = fsspec.core.url_to_fs(log_path)
+    try:
+        if fs.exists(remote):
+            fs.get_file(remote, tmp)
+        yield tmp
+    finally:
+        with open(tmp, "rb") as src, fs.open(remote, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.unlink(tmp)
+
+
+def attempt_header(name: str, *, in_this_process: bool = True) -> bytes:
+    """The line that opens one attempt of a task in its log: which task, where (host, pid) and when."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    where = socket.gethostname() + (f" pid {os.getpid()}" if in_this_process else "")
+    return f"=== fray: task {name!r} starting on {where} at {stamp} ===\n".encode()
+
+
+@contextlib.contextmanager
+def redirect_output(log_path: str | None, name: str) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so child processes and C code
+    too) to `log_path` for the duration of the block, then restore them.
+
+    Used where a task runs inside a long-lived worker process (a Ray worker) that runs other tasks
+    before and after.
+    """
+    if log_path is None:
+        yield
+        return
+    with local_log_file(log_path) as path:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        with open(path, "ab", buffering=0) as log:
+            log.write(attempt_header(name))
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                os.close(saved[0])
+                os.close(saved[1])
+
+
+def tail(log_path: str | None, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last `lines` lines of a log (empty when there is none), to show with a failure."""
+    if not log_path:
+        return ""
+    try:
+        fs, path = fsspec.core.url_to_fs(log_path)
+        if not fs.exists(path):
+            return ""
+        size = fs.size(path)
+        with fs.open(path, "rb") as f:
+            if size > max_bytes:
+                f.seek(size - max_bytes)
+            data = f.read()
+    except OSError:
+        return ""
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])

@@ -1,0 +1,201 @@
+"""RayCluster: each task runs as a Ray task placed by Ray on a node with the resources it asks for.
+
+ray is imported when a RayCluster is built, never when fray.cluster is imported.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import cloudpickle
+
+from fray.cluster.base import Cluster
+from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.logs import redirect_output
+from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
+
+_NODES_TTL_S = 10.0
+
+
+def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
+    """What a Ray worker runs: unpickle the task and call it with stdout/stderr going to `log_path`."""
+    task = cloudpickle.loads(payload)
+    with redirect_output(log_path, name):
+        return task()
+
+
+class RayCluster(Cluster):
+    """Runs each task as a Ray remote call with num_cpus, num_gpus, memory and accelerator_type taken
+    from its ResourceConfig.
+
+    Connects to `address`, else to `RAY_ADDRESS`, else starts a local Ray. A task whose worker dies
+    (a preempted node, a killed process) is retried up to `max_retries` times; an exception raised by
+    the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
+    could ever hold (a GPU on a CPU-only cluster) fails at once; pass `check_feasible=False` for an
+    autoscaling cluster that adds such nodes on demand.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        max_retries: int = 3,
+        retry_exceptions: bool = False,
+        check_feasible: bool = True,
+        namespace: str | None = None,
+    ):
+        import ray
+
+        self._ray = ray
+        self.max_retries = max_retries
+        self.retry_exceptions = retry_exceptions
+        self.check_feasible = check_feasible
+        self._started_ray = False
+        if not ray.is_initialized():
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            ray.init(
+                address=address,
+                namespace=namespace,
+                log_to_driver=False,
+                configure_logging=False,
+                # Workers import what the driver imports from outside the environment (the experiment's
+                # directory, a test module), like LocalCluster's subprocesses do.
+                job_config=ray.job_config.JobConfig(code_search_path=_user_code_paths()),
+            )
+            self._started_ray = True
+        self._remote = ray.remote(run_on_worker)
+        self._nodes: list[dict[str, float]] = []
+        self._nodes_at = 0.0
+
+    def submit(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+    ) -> concurrent.futures.Future:
+        """Start `task` as a Ray task; the future resolves to its value or raises its exception."""
+        resources = resources or ResourceConfig.with_cpu()
+        options = ray_options(resources)
+        if self.check_feasible:
+            problem = self._why_never_fits(options)
+            if problem:
+                failed: concurrent.futures.Future = concurrent.futures.Future()
+                failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
+                return failed
+        ref = self._remote.options(
+            name=name,
+            max_retries=self.max_retries,
+            retry_exceptions=self.retry_exceptions,
+            **options,
+        ).remote(cloudpickle.dumps(task), name, log_path)
+        return self._as_future(ref, name)
+
+    def shutdown(self) -> None:
+        """Disconnect from Ray (stopping it if this cluster started it)."""
+        if self._started_ray and self._ray.is_initialized():
+            self._ray.shutdown()
+
+    def _as_future(self, ref: Any, name: str) -> concurrent.futures.Future:
+        """A Future of the task's own value or exception, not Ray's wrappers of them."""
+        result: concurrent.futures.Future = concurrent.futures.Future()
+
+        def settle(done: concurrent.futures.Future) -> None:
+            try:
+                result.set_result(done.result())
+            except BaseException as exc:  # noqa: BLE001 - every outcome must resolve `result`
+                result.set_exception(self._own_exception(exc, name))
+
+        ref.future().add_done_callback(settle)
+        return result
+
+    def _own_exception(self, exc: BaseException, name: str) -> BaseException:
+        """The task's own exception for a RayTaskError, TaskLostError for a dead worker, else `exc`."""
+        exceptions = self._ray.exceptions
+        if isinstance(exc, exceptions.RayTaskError):
+            cause = getattr(exc, "cause", None)
+            if not isinstance(cause, BaseException):
+                return RemoteTaskError(f"task {name!r} failed:\n{exc}")
+            # str(exc) is the remote traceback; Ray's wrapper class would hide the task's own type.
+            cause.add_note(f"raised in a Ray worker (task {name!r}):\n{exc}")
+            return cause
+        if isinstance(exc, (exceptions.WorkerCrashedError, exceptions.NodeDiedError, exceptions.ObjectLostError)):
+            return TaskLostError(
+                f"task {name!r}: its Ray worker died {self.max_retries + 1} time(s) "
+                f"(preempted, killed or out of memory) and no retry was left: {exc}"
+            )
+        return exc
+
+    def _why_never_fits(self, options: dict[str, Any]) -> str | None:
+        need = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), "memory": options.get("memory", 0)}
+        need.update(options.get("resources", {}))
+        if "accelerator_type" in options:
+            need[f"accelerator_type:{options['accelerator_type']}"] = 0.001
+        need = {k: v for k, v in need.items() if v}
+        for fresh in (False, True):
+            nodes = self._alive_nodes(fresh)
+            if any(all(node.get(k, 0) >= v for k, v in need.items()) for node in nodes):
+                return None
+        asked = ", ".join(f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}" for k, v in need.items())
+        have = "; ".join(
+            ", ".join(
+                f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}"
+                for k, v in sorted(node.items())
+                if k in ("CPU", "GPU", "TPU", "memory") or k.startswith(("accelerator_type:", "TPU-"))
+            )
+            for node in nodes
+        )
+        return (
+            f"it asks for {asked} and no node has that (nodes: {have or 'none'}); add a node with those "
+            "resources, ask for less, or pass RayCluster(check_feasible=False) if the cluster autoscales"
+        )
+
+    def _alive_nodes(self, fresh: bool) -> list[dict[str, float]]:
+        if fresh or time.monotonic() - self._nodes_at > _NODES_TTL_S:
+            self._nodes = [n["Resources"] for n in self._ray.nodes() if n.get("Alive")]
+            self._nodes_at = time.monotonic()
+        return self._nodes
+
+
+def ray_options(resources: ResourceConfig) -> dict[str, Any]:
+    """The `.options(...)` of a Ray remote call that asks for `resources`."""
+    options: dict[str, Any] = {"num_cpus": resources.cpu}
+    if resources.ram is not None:
+        options["memory"] = resources.ram
+    device = resources.device
+    if isinstance(device, GpuConfig):
+        options["num_gpus"] = device.count
+        if device.type != "auto":
+            options["accelerator_type"] = device.type
+    elif isinstance(device, TpuConfig):
+        options["accelerator_type"] = f"TPU-{device.generation.upper()}"
+        chips = (device.cores or 4) // (2 if device.generation in ("v2", "v3", "v4") else 1)
+        options["resources"] = {"TPU": min(4, max(chips, 1))}
+        if chips > 4:
+            # A multi-host slice: Ray's TPU nodes advertise one '{type}-head' resource per slice.
+            options["resources"][f"TPU-{device.type}-head"] = 1
+    runtime_env: dict[str, Any] = {}
+    if resources.env_vars:
+        runtime_env["env_vars"] = dict(resources.env_vars)
+    if resources.pip_packages:
+        runtime_env["pip"] = list(resources.pip_packages)
+    if runtime_env:
+        options["runtime_env"] = runtime_env
+    return options
+
+
+def _user_code_paths() -> list[str]:
+    """The driver's import path entries that are not part of the Python installation itself."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths = []
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if os.path.isdir(real) and not any(real.startswith(p + os.sep) or real == p for p in prefixes):
+            paths.append(real)
+    return list(dict.fromkeys(paths))

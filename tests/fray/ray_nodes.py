@@ -1,0 +1,123 @@
+"""A real multi-node Ray cluster on this machine: a head and worker nodes started with `ray start`.
+
+Every port is chosen free and every process is found by this cluster's own temp dir or address, so
+several such clusters (and other Ray users on the machine) never collide, and stopping one kills only
+the processes it started (never `ray stop`, which stops every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import psutil
+
+RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_auth_token() -> None:
+    """Create Ray's default auth token file (~/.ray/auth_token) unless it exists."""
+    if not (os.environ.get("RAY_AUTH_TOKEN") or os.path.exists(os.path.expanduser("~/.ray/auth_token"))):
+        code = "from ray._private.authentication.authentication_token_setup import generate_and_save_token as g; g()"
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _node_ports() -> list[str]:
+    return [
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+    ]
+
+
+@dataclass
+class LocalRayCluster:
+    """A head node plus `workers` worker nodes, each with `cpus_per_node` CPUs."""
+
+    workers: int = 1
+    cpus_per_node: int = 1
+    dashboard: bool = False
+    head_resources: dict[str, float] = field(default_factory=dict)
+    address: str = ""
+    dashboard_url: str = ""
+    temp_dir: str = ""
+
+    def start(self) -> LocalRayCluster:
+        """Start the head, then the workers; returns self once every node has joined.
+
+        Token authentication is on for every node and for this process (Ray's default for a local
+        cluster since 2.5x, and what a process that once called `ray.init()` is left in); the token
+        is Ray's default file, created here when missing.
+        """
+        os.environ["RAY_AUTH_MODE"] = "token"
+        ensure_auth_token()
+        # A short path: Ray's unix socket paths must stay under ~107 characters.
+        self.temp_dir = tempfile.mkdtemp(prefix="fray-ray-", dir="/tmp")
+        port, dash_port = free_port(), free_port()
+        self.address = f"127.0.0.1:{port}"
+        self.dashboard_url = f"http://127.0.0.1:{dash_port}"
+        head = [
+            RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.cpus_per_node}", f"--temp-dir={self.temp_dir}",
+            f"--include-dashboard={'true' if self.dashboard else 'false'}",
+            f"--dashboard-port={dash_port}", "--dashboard-host=127.0.0.1",
+            f"--ray-client-server-port={free_port()}", "--disable-usage-stats",
+            *_node_ports(),
+        ]
+        if self.head_resources:
+            head.append(f"--resources={json.dumps(self.head_resources)}")
+        self._run(head)
+        for _ in range(self.workers):
+            self._run([
+                RAY, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1",
+                f"--num-cpus={self.cpus_per_node}", "--disable-usage-stats", *_node_ports(),
+            ])
+        return self
+
+    def _run(self, cmd: list[str]) -> None:
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token")
+        env.pop("RAY_ADDRESS", None)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        if done.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of this cluster: its daemons (named by temp dir or address) and their children."""
+        marks = [m for m in (self.temp_dir, self.address) if m]
+        found: dict[int, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if any(m in " ".join(proc.info["cmdline"] or []) for m in marks):
+                    found[proc.pid] = proc
+                    for child in proc.children(recursive=True):
+                        found[child.pid] = child
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        found.pop(os.getpid(), None)
+        return list(found.values())
+
+    def stop(self) -> None:
+        """Kill this cluster's processes by pid and wait for them to exit."""
+        procs = self.processes()
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=30)
