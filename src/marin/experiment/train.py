@@ -83,9 +83,9 @@ class TrainLm:
 
 
 def _is_tokenized_handle(obj: Any) -> bool:
-    from marin.experiment.data import TokenizedHandle
+    from marin.experiment.data import TokenizedData
 
-    return isinstance(obj, TokenizedHandle)
+    return isinstance(obj, TokenizedData)
 
 
 def train_lm(

@@ -7,7 +7,6 @@ import pytest
 import torch
 import transformers
 
-from conftest import write_cache
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError, TrainingDataError
 from marin.training.model import LlamaConfig
@@ -75,8 +74,8 @@ def test_rerunning_a_finished_run_trains_nothing_and_reports_the_same_result(tra
     assert again["final_loss"] == summary["final_loss"]
 
 
-def test_empty_token_cache_is_refused_before_any_step(bpe_tokenizer, tmp_path):
-    empty = write_cache(str(tmp_path / "empty"), bpe_tokenizer, {"train": [], "validation": ["A story."]})
+def test_empty_token_cache_is_refused_before_any_step(empty_cache, tmp_path):
+    empty = empty_cache
     out = tmp_path / "out"
     with pytest.raises(TrainingDataError, match="no tokens"):
         train(TrainJob(_config(), (DatasetInput("empty", empty, 1.0),), str(out)))

@@ -1,0 +1,107 @@
+"""train_lm(): a lazy handle that checks its inputs when declared and trains, resumes and exports when run."""
+
+import json
+import os
+
+import pytest
+
+from experiments.llama import llama_nano
+from fray.cluster import ResourceConfig
+from marin.data.corpus import SOURCE_NAME, stories
+from marin.data.tokenizer_training import train_byte_level_bpe
+from marin.execution.errors import StepFailedError
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.execution.step_spec import StepSpec
+from marin.experiment.data import tokenized
+from marin.experiment.train import train_lm
+from marin.training.errors import TrainingConfigError
+from marin.training.model import LlamaConfig
+from marin.training.optim import AdamConfig
+from zephyr.config import ZephyrConfig
+
+IN_PROCESS = ZephyrConfig(backend="sync")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> str:
+    folder = str(tmp_path_factory.mktemp("tokenizer"))
+    train_byte_level_bpe(stories(0, 300), 384, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stories_tokenized(tokenizer_dir):
+    return tokenized("tokenized/stories", tokenizer=tokenizer_dir, source=SOURCE_NAME, sample_count=300,
+                     validation_fraction=0.1, zephyr=IN_PROCESS)
+
+
+def _nano(datasets, **overrides):
+    fields = dict(name="checkpoints/nano", model=llama_nano, optimizer=AdamConfig(learning_rate=6e-3, weight_decay=0.1),
+                  datasets=datasets, batch_size=2, seq_len=2048, num_train_steps=6, resources=ResourceConfig.with_cpu(),
+                  steps_per_eval=3, checkpoint_every=2)
+    fields.update(overrides)
+    return train_lm(**fields)
+
+
+def test_seq_len_above_the_model_maximum_is_refused_when_declared(stories_tokenized):
+    with pytest.raises(TrainingConfigError, match=r"'checkpoints/nano'.*seq_len=4096.*max_seq_len=2048"):
+        _nano({stories_tokenized: 1.0}, seq_len=4096)
+
+
+@pytest.mark.parametrize("weight", [0, -1.0, float("nan")])
+def test_dataset_weight_not_above_zero_is_refused_when_declared(stories_tokenized, weight):
+    with pytest.raises(TrainingConfigError, match="tokenized/stories.*weight"):
+        _nano({stories_tokenized: weight})
+
+
+@pytest.mark.parametrize("dataset", ["tokenized/stories", StepSpec(name="x", fn=lambda: None)], ids=["path", "stepspec"])
+def test_dataset_that_is_not_a_tokenized_handle_is_refused_when_declared(dataset):
+    with pytest.raises(TrainingConfigError, match="not a tokenized handle"):
+        _nano({dataset: 1.0})
+
+
+def test_handle_is_hashable_lowers_its_datasets_and_keys_only_what_changes_results(stories_tokenized):
+    handle = _nano({stories_tokenized: 1.0})
+    assert handle == _nano({stories_tokenized: 1.0}) and hash(handle) == hash(_nano({stories_tokenized: 1.0}))
+    spec = lower(handle)
+    assert spec.deps == (lower(stories_tokenized),)
+    assert spec.hash_attrs["datasets"] == [{"step": "tokenized/stories", "weight": 1.0}]
+    assert spec.hash_attrs["seq_len"] == 2048 and spec.hash_attrs["model"]["hidden_dim"] == 32
+    two_processes = _nano({stories_tokenized: 1.0}, num_processes=2, cpu_threads=1)
+    assert two_processes.to_step_spec().hash_attrs == spec.hash_attrs
+    assert two_processes.num_processes == 2 and handle.num_processes == 1
+
+
+def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_tokenized, tmp_path):
+    model = _nano({stories_tokenized: 1.0})
+    first = StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])
+    out = first.output_path(lower(model))
+    assert first.outcomes[out] == "succeeded"
+    with open(os.path.join(out, ".artifact.json")) as f:
+        artifact = json.load(f)
+    assert "hf_path" in json.dumps(artifact)
+    assert os.path.isfile(os.path.join(out, "hf", "config.json"))
+    assert os.path.isfile(os.path.join(out, "hf", "tokenizer.json"))
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4, 5, 6]
+    assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-00000004", "step-00000006"]
+
+    again = StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])
+    assert set(again.outcomes.values()) == {"cached"}
+
+
+def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_training(stories_tokenized, tmp_path):
+    small_vocab = LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2, vocab_size=128, max_seq_len=256)
+    model = _nano({stories_tokenized: 1.0}, model=small_vocab, seq_len=128)
+    with pytest.raises(StepFailedError, match="128 rows"):
+        StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])
+    out = os.path.join(str(tmp_path), "checkpoints")
+    assert not any(f == "metrics.jsonl" for _, _, files in os.walk(out) for f in files)
+
+
+def test_empty_token_cache_fails_the_step_before_training(tokenizer_dir, tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    empty = tokenized("tokenized/empty", tokenizer=tokenizer_dir, paths=[str(tmp_path / "empty.jsonl")], zephyr=IN_PROCESS)
+    with pytest.raises(StepFailedError, match="no tokens"):
+        StepRunner(prefix=str(tmp_path / "out"), progress=False).run([lower(_nano({empty: 1.0}))])
