@@ -1,0 +1,107 @@
+"""A marin step whose function runs a zephyr pipeline into the step's output path.
+
+    def build(ctx: StepContext) -> Dataset:
+        return Dataset.from_files(ctx.path_of(raw_step) + "/*.jsonl.gz").map(clean)
+
+    clean_step = zephyr_step("clean", build, deps=[raw_step], hash_attrs={"min_len": 10})
+
+The step's `fn` is a module-level function bound with functools.partial to a frozen config, so it
+pickles to whatever process or Ray worker the runner places it on. A re-run after a crash resumes
+the write: finished part files are kept (skip_existing).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from marin.execution.cache_key import code_fingerprint
+from marin.execution.context import StepContext, current
+from marin.execution.step_spec import StepSpec
+from zephyr.config import ZephyrConfig
+from zephyr.dataset import Dataset
+from zephyr.errors import PlanError
+from zephyr.writers import WriteSpec
+
+if TYPE_CHECKING:
+    from fray.cluster import ResourceConfig
+
+
+@dataclass(frozen=True)
+class PipelineStepConfig:
+    """What a zephyr step runs: `build(context) -> Dataset`, written in `format` under `subdir` of the output."""
+
+    build: Callable[[StepContext], Dataset]
+    format: str = "jsonl"
+    compression: str | None = None
+    subdir: str = ""
+    zephyr: ZephyrConfig | None = None
+
+
+def zephyr_step(
+    name: str,
+    build: Callable[[StepContext], Dataset],
+    *,
+    deps: Sequence[StepSpec] = (),
+    hash_attrs: Mapping[str, Any] | None = None,
+    format: str = "jsonl",
+    compression: str | None = None,
+    subdir: str = "",
+    output_path: str | None = None,
+    version: str | None = None,
+    resources: ResourceConfig | None = None,
+    zephyr_config: ZephyrConfig | None = None,
+) -> StepSpec:
+    """A StepSpec that builds a Dataset with `build(current step context)` and writes it to the step's output.
+
+    `build` must be a module-level function (it travels by pickle); its code fingerprint, the output
+    format and compression join `hash_attrs` in the cache key, so editing the pipeline re-runs the
+    step. `zephyr_config` (backend, workers, ...) is how it runs, not what it computes, and is not
+    part of the key. The step's `.artifact.json` records the part files and record counts.
+    """
+    WriteSpec(format, "unused", compression)  # fail now, at declaration, on a bad format or compression
+    if not callable(build):
+        raise PlanError(f"step {name!r}: build must be a function (context) -> Dataset, got {build!r}")
+    config = PipelineStepConfig(build, format, compression, subdir.strip("/"), zephyr_config)
+    attrs = dict(hash_attrs or {})
+    attrs["zephyr"] = {
+        "build": f"{build.__module__}.{build.__qualname__}",
+        "build_code": code_fingerprint(build),
+        "format": format,
+        "compression": compression,
+        "subdir": config.subdir,
+    }
+    return StepSpec(
+        name=name,
+        fn=functools.partial(run_pipeline_step, config),
+        deps=deps,
+        hash_attrs=attrs,
+        output_path=output_path,
+        version=version,
+        resources=resources,
+    )
+
+
+def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
+    """The step function: build the pipeline in the running step's context and write it out."""
+    context = current()
+    dataset = config.build(context)
+    if not isinstance(dataset, Dataset):
+        raise PlanError(f"step {context.step_name!r}: build() returned {type(dataset).__name__}, not a zephyr Dataset")
+    out = context.output_path.rstrip("/") + (f"/{config.subdir}" if config.subdir else "")
+    options: dict[str, Any] = {"skip_existing": True, "config": config.zephyr}
+    if config.format == "parquet":
+        result = dataset.write_parquet(out, **options)
+    elif config.format == "text":
+        result = dataset.write_text(out, compression=config.compression, **options)
+    else:
+        result = dataset.write_jsonl(out, compression=config.compression, **options)
+    prefix = context.output_path.rstrip("/") + "/"
+    return {
+        "files": [p.removeprefix(prefix) for p in result.paths],
+        "records_written": result.records_written,
+        "bad_records": result.bad_records,
+        "shards_resumed": result.shards_skipped,
+    }
