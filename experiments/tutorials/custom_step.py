@@ -1,0 +1,21 @@
+"""The seed's second example, unchanged: a custom StepSpec run by StepRunner."""
+
+from marin.execution.step_spec import StepSpec
+from marin.execution.step_runner import StepRunner
+
+# Define a generic step (e.g., a preprocessing script)
+
+def preprocess():
+    ...  # your data preprocessing code
+
+preprocess_step = StepSpec(
+    name="preprocess",
+    fn=preprocess,
+    deps=[],
+    output_path="outputs/preprocess",
+    hash_attrs={"param": 42},
+)
+
+# Run it (or any downstream steps that depend on it)
+
+StepRunner().run([preprocess_step])
