@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
@@ -148,8 +147,3 @@ def read_chunks(stream: BinaryIO, size: int = 1 << 20) -> Iterator[bytes]:
         if not block:
             return
         yield block
-
-
-def buffered(stream: BinaryIO) -> io.BufferedReader:
-    """A buffered reader over a raw stream (used by frame readers that read many small pieces)."""
-    return io.BufferedReader(stream, buffer_size=1 << 16)  # type: ignore[arg-type]
