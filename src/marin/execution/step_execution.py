@@ -11,6 +11,7 @@ The order is what makes a crash safe:
 
 from __future__ import annotations
 
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fray.cluster import Cluster
+from fray.cluster.logs import tail
 
 from marin.execution import storage
 from marin.execution.artifact import (
@@ -115,9 +117,10 @@ def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
         delay = min(delay * 1.5, 0.5)
 
 
-def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings) -> Outcome | None:
+def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings,
+                        status: Mapping[str, Any] | None = None) -> Outcome | None:
     """The outcome another runner reached for this very key: a SUCCESS to reuse, or a fresh failure."""
-    status = read_status(step.output_path)
+    status = status if status is not None else read_status(step.output_path)
     if status is None or status.get("key") != step.key or not status.get("events"):
         return None
     last = status["events"][-1]
@@ -137,7 +140,7 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         status = read_status(out)
         events: list[dict[str, Any]] = list(status.get("events", [])) if status else []
         if status is not None and status.get("key") == step.key:
-            finished = _finished_elsewhere(step, settings)
+            finished = _finished_elsewhere(step, settings, status)
             if finished is not None:
                 return finished
             if (status.get("state") == FAILED and not settings.force_run_failed
@@ -156,17 +159,19 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
             message = _format_error(e, step)
+            output = tail(log_path, lines=20)
+            if output:
+                message += "\nlast lines of its log:\n" + textwrap.indent(output, "  | ")
             storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
             if lease.still_held():
                 events.append(event(FAILED, error=message[-4000:]))
                 write_status(out, step.name, step.key, events)
             return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
+        # The one ownership check: a runner that lost the lease must not touch the new holder's records.
         if not lease.still_held():
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
         ended = time.time()
         write_records(out, _info(step, deps, settings.prefix, started, ended), result)
-        if not lease.still_held():
-            raise LeaseLostError(f"step {step.name!r} lost its lease on {out} while recording")
         events.append(event(SUCCESS))
         write_status(out, step.name, step.key, events)  # last: only now is the output done
         return Outcome(SUCCEEDED, result=result, seconds=ended - started)

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fray.cluster import Cluster, ThreadCluster
+from fray.cluster import Cluster
+from fray.cluster.select import cluster_from_env
 
 from marin.execution.errors import StepFailedError
 from marin.execution.lazy import LazyStep, lower
@@ -48,9 +49,10 @@ class StepRunner:
     """Runs StepSpecs (or lazy handles) under a prefix: plans, skips cached steps, executes the rest.
 
     `prefix`: where outputs live (else $MARIN_PREFIX, else ./marin-outputs). `max_concurrent`: how
-    many steps run at once (default: the CPU count). `cluster`: where steps run (default: threads of
-    this process). `lease_timeout`: seconds without a heartbeat after which another runner may take
-    a step over. `progress`: print the plan and one line per step to stderr.
+    many steps run at once (default: the CPU count). `cluster`: where steps run (default: the one
+    $MARIN_CLUSTER names, else a fray LocalCluster, a fresh process per step; see docs/clusters.md).
+    `lease_timeout`: seconds without a heartbeat after which another runner may take a step over.
+    `progress`: print the plan and one line per step to stderr.
     """
 
     def __init__(
@@ -145,7 +147,7 @@ class _Run:
         ready.reverse()  # pop() then starts them in plan order
         done_events: queue.SimpleQueue[tuple[int, Outcome]] = queue.SimpleQueue()
         own_cluster = self.runner.cluster is None
-        cluster = self.runner.cluster or ThreadCluster(max_workers=self.runner.max_concurrent)
+        cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent)
         heartbeat = Heartbeat(self.runner.heartbeat_interval)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
                                      self.force_run_failed, self.started, self._on_wait)

@@ -195,3 +195,62 @@ def test_default_prefix_is_marin_prefix_env_then_local_directory(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert StepRunner().prefix == str(tmp_path / "marin-outputs")
     assert StepRunner(prefix="explicit").prefix == str(tmp_path / "explicit")
+
+
+def _bad_inputs(good):
+    """Each builds an invalid run next to the good step; each must fail before touching any output."""
+
+    def cycle():
+        a = StepSpec(name="cyc-a", fn=write_numbers)
+        b = StepSpec(name="cyc-b", fn=write_numbers, deps=[a, good])
+        object.__setattr__(a, "deps", (b,))
+        return [b]
+
+    def clash():
+        return [good, StepSpec(name="other", fn=write_numbers, output_path=os.path.relpath(
+            StepRunner(prefix="/p", progress=False).plan([good]).of(good).output_path, "/p"))]
+
+    return {
+        "cycle": (cycle, "cycle: cyc-b -> cyc-a -> cyc-b"),
+        "non-json hash_attrs": (lambda: [StepSpec(name="nj", fn=write_numbers, hash_attrs={"p": Path("x")})],
+                                "step 'nj': hash_attrs.p is a PosixPath"),
+        "escaping name": (lambda: [StepSpec(name="../../etc", fn=write_numbers)], "step '../../etc'"),
+        "absolute output": (lambda: [StepSpec(name="abs", fn=write_numbers, output_path="/tmp/x")], "step 'abs'"),
+        "one path two steps": (clash, "'numbers' and 'other' both claim"),
+        "fn raises": (lambda: [StepSpec(name="boom", fn=divide_by_zero), good], "ZeroDivisionError"),
+    }
+
+
+@pytest.mark.parametrize("case", ["cycle", "non-json hash_attrs", "escaping name", "absolute output",
+                                  "one path two steps", "fn raises"])
+def test_bad_input_names_the_step_and_loses_nothing_completed_before(tmp_path, case):
+    good = StepSpec(name="numbers", fn=write_numbers)
+    runner = StepRunner(prefix=str(tmp_path), progress=False)
+    runner.run([good])
+    build, message = _bad_inputs(good)[case]
+    with pytest.raises(Exception, match=message):
+        runner.run(build())
+    out = Path(runner.plan([good]).of(good).output_path)
+    assert (out / "shard" / "numbers.txt").read_text() == "1 2 3"
+    assert runner.plan([good]).of(good).state == "cached"
+
+
+def test_steps_run_in_subprocesses_through_a_local_cluster(tmp_path):
+    from fray.cluster import LocalCluster
+
+    def in_child(path):  # defined here so cloudpickle ships it by value to the child process
+        from marin.execution.context import current
+
+        Path(path, "pid.txt").write_text(str(os.getpid()))
+        return {"output_matches_context": current().output_path == path, "parent": current().path_of("numbers")}
+
+    numbers = StepSpec(name="numbers", fn=write_numbers)
+    child = StepSpec(name="child", fn=in_child, deps=[numbers])
+    cluster = LocalCluster(cpu=2)
+    try:
+        result = StepRunner(prefix=str(tmp_path), cluster=cluster, progress=False).run([child])
+    finally:
+        cluster.shutdown()
+    out = result.output_path(child)
+    assert int(Path(out, "pid.txt").read_text()) != os.getpid()
+    assert result.results[out] == {"output_matches_context": True, "parent": result.output_path(numbers)}
