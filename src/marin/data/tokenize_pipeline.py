@@ -24,7 +24,7 @@ import xxhash
 from marin.data.file_documents import ShardStats
 from marin.data.sources import PlannedShard
 from marin.data.token_cache import FORMAT, FORMAT_VERSION, SPLITS, TOKENIZER_DIR, TRAIN, VALIDATION, shard_name
-from marin.data.token_cache_writer import ShardSummary, ShardWriter, write_ledger
+from marin.data.token_cache_writer import ShardSummary, ShardWriter
 from marin.execution import storage
 
 logger = logging.getLogger("marin.data.tokenize")
@@ -234,14 +234,3 @@ def build_ledger(
         "splits": splits,
     }
 
-
-__all__ = [
-    "EncodeSettings",
-    "ShardOutcome",
-    "build_ledger",
-    "encode_documents",
-    "split_long_text",
-    "tokenize_shard",
-    "tokenize_task_shard",
-    "write_ledger",
-]

@@ -21,8 +21,8 @@ from marin.data.tokenize_pipeline import (
     EncodeSettings,
     build_ledger,
     tokenize_task_shard,
-    write_ledger,
 )
+from marin.data.token_cache_writer import write_ledger
 from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
 from marin.execution import storage
 
