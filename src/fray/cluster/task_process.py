@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
@@ -36,7 +38,21 @@ def run_task_file(task_path: str, result_path: str) -> None:
     os.replace(tmp, result_path)
 
 
+def exit_when_parent_dies(poll_s: float = 0.5) -> None:
+    """End this process if the one that started it dies (a killed step runner must not leave its step
+    running: another runner will take the step over and must not race an orphan)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="fray-parent-watch", daemon=True).start()
+
+
 if __name__ == "__main__":
+    exit_when_parent_dies()
     run_task_file(sys.argv[1], sys.argv[2])
     sys.stdout.flush()
     sys.stderr.flush()
