@@ -79,6 +79,8 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
     )
     zconfig = config.zephyr or ZephyrConfig.from_env()
     tasks = list(enumerate(planned))
+    if len(tasks) == 1 and zconfig.backend == "processes":
+        zconfig = zconfig.with_overrides(backend="sync")  # one shard: a worker process would only add startup
     logger.info("tokenizing %d shard(s) of %s with %s", len(tasks), config.input.source or "files", zconfig.backend)
     outcomes = (
         Dataset.from_list(tasks, num_shards=max(1, len(tasks)))

@@ -168,3 +168,15 @@ def test_embedded_source_tokenizes_offline(tmp_path, tiny_tokenizer_dir):
     assert sorted(_decoded(cache, "train") + _decoded(cache, "validation")) == sorted(stories(0, 300))
     assert cache.ledger["source"] == {"kind": "embedded", "name": EMBEDDED_SOURCE, "size": 50_000, "text_key": "text",
                                       "sample_count": 300, "bad_records": "fail"}
+
+
+def test_ray_backend_writes_the_same_bytes_as_sync(tmp_path, tiny_tokenizer_dir):
+    ray = pytest.importorskip("ray")
+    _write_jsonl(tmp_path / "in", files=3, docs_per_file=40, extra=ODD)
+    run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, "sync"), str(tmp_path / "sync"))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, "ray"), str(tmp_path / "ray"))
+    finally:
+        ray.shutdown()
+    assert _tree_bytes(tmp_path / "ray") == _tree_bytes(tmp_path / "sync")
