@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, status, info.
+"""The `marin` command: run, plan, status, info; submit and jobs (a Ray cluster, see docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -53,8 +53,15 @@ def _fail(message: str, code: int = 1) -> None:
 @click.option("--force-run-failed", is_flag=True, help="Retry steps that failed in an earlier run.")
 @click.option("--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and run nothing (same as `marin plan`).")
-def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run) -> None:
+@click.option("--cluster", default=None,
+              help="Where steps run: local (default), thread, ray or ray:ADDRESS; sets $MARIN_CLUSTER.")
+def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run,
+        cluster) -> None:
     """Run the steps FILE.py declares (and their dependencies)."""
+    if cluster:
+        import os
+
+        os.environ["MARIN_CLUSTER"] = cluster
     try:
         steps = _load(file, step_names, prefix)
         result = _runner(prefix, max_concurrent, lease_timeout).run(
@@ -139,6 +146,16 @@ def info(path, as_json) -> None:
     except MarinError as e:
         _fail(str(e), 2)
 
+
+def _add_cluster_commands() -> None:
+    """`marin submit` and `marin jobs` live in marin.submit (they import ray only when run)."""
+    from marin.submit import jobs_group, submit_command
+
+    main.add_command(submit_command)
+    main.add_command(jobs_group)
+
+
+_add_cluster_commands()
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
-"""Fixtures of the fray tests: one real two-node Ray cluster (a head and a worker, one CPU each) for
-the whole session, started with `ray start` and killed by pid at the end."""
+"""Fixtures of the fray tests: one real two-node Ray cluster (a head with the dashboard, which serves
+the Jobs API, and a worker, one CPU each) for the whole session, started with `ray start` and killed
+by pid at the end."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ray_nodes import LocalRayCluster
 def ray_nodes():
     """A running head + worker node; RAY_ADDRESS points at the head while it lives."""
     saved = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    nodes = LocalRayCluster(workers=1, cpus_per_node=1).start()
+    nodes = LocalRayCluster(workers=1, cpus_per_node=1, dashboard=True).start()
     os.environ["RAY_ADDRESS"] = nodes.address
     try:
         yield nodes

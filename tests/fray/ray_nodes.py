@@ -90,7 +90,10 @@ class LocalRayCluster:
         return self
 
     def _run(self, cmd: list[str]) -> None:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token")
+        # The nodes' `python` is this environment's, as a cluster image's would be (a job's entrypoint
+        # runs `python ...`).
+        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", PATH=path)
         env.pop("RAY_ADDRESS", None)
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
         if done.returncode != 0:

@@ -149,7 +149,7 @@ class LocalCluster(Cluster):
             with local_log_file(pending.log_path) as log_file, open(log_file, "ab", buffering=0) as log:
                 log.write(attempt_header(pending.name, in_this_process=False))
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "fray.cluster.task_process", task_path, result_path],
+                    [sys.executable, "-m", "fray.task_process", task_path, result_path],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

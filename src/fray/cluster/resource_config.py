@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from fray.cluster.errors import ResourceConfigError
 
 _UNITS = {
@@ -239,6 +237,9 @@ def _names(value: Any, field_name: str, example: str) -> tuple[str, ...]:
 
 def _requirements(value: Any) -> tuple[str, ...]:
     specs = _names(value, "pip_packages", "e.g. ('lm-eval>=0.4',)")
+    if not specs:
+        return specs
+    from packaging.requirements import InvalidRequirement, Requirement
     for spec in specs:
         try:
             Requirement(spec)

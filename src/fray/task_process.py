@@ -1,6 +1,7 @@
-"""The entry point of the fresh Python process that runs one LocalCluster task.
+"""The entry point of the fresh Python process that runs one LocalCluster task (outside the
+fray.cluster package, so that starting it imports nothing but cloudpickle).
 
-`python -m fray.cluster.task_process TASK RESULT` unpickles the task from TASK, runs it, and writes
+`python -m fray.task_process TASK RESULT` unpickles the task from TASK, runs it, and writes
 the pickled outcome to RESULT: ("ok", value) or ("error", exception-or-None, formatted traceback).
 """
 
