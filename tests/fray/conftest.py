@@ -13,14 +13,16 @@ from ray_nodes import LocalRayCluster
 @pytest.fixture(scope="session")
 def ray_nodes():
     """A running head + worker node; RAY_ADDRESS points at the head while it lives."""
+    import ray
+
+    if ray.is_initialized():  # an earlier test's connection (e.g. a local Ray) is not this cluster
+        ray.shutdown()
     saved = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
     nodes = LocalRayCluster(workers=1, cpus_per_node=1, dashboard=True).start()
     os.environ["RAY_ADDRESS"] = nodes.address
     try:
         yield nodes
     finally:
-        import ray
-
         if ray.is_initialized():
             ray.shutdown()
         nodes.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +66,12 @@ class LocalRayCluster:
         is Ray's default file, created here when missing.
         """
         os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray" in sys.modules:
+            # ray read RAY_AUTH_MODE when it was imported; make this process see token mode too
+            # (what ray.init does for itself when it turns token auth on).
+            from ray._raylet import Config
+
+            Config.initialize("")
         ensure_auth_token()
         # A short path: Ray's unix socket paths must stay under ~107 characters.
         self.temp_dir = tempfile.mkdtemp(prefix="fray-ray-", dir="/tmp")
@@ -124,3 +131,5 @@ class LocalRayCluster:
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(procs, timeout=30)
+        if self.temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)

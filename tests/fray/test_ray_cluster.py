@@ -91,6 +91,9 @@ def test_gpu_request_on_a_cpu_only_cluster_fails_at_once(ray_cluster):
     too_many_cpus = ray_cluster.submit(lambda: 1, name="wide", resources=ResourceConfig.with_cpu(2))
     with pytest.raises(ResourcesUnavailableError, match="CPU=2 and no node has that"):
         too_many_cpus.result(timeout=1)
+    multi_host = ray_cluster.submit(lambda: 1, name="multi", resources=ResourceConfig(replicas=2))
+    with pytest.raises(ResourcesUnavailableError, match="replicas=2"):
+        multi_host.result(timeout=1)
 
 
 def test_ray_options_follow_the_resource_config():

@@ -20,6 +20,7 @@ from fray.cluster.logs import redirect_output
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
 _NODES_TTL_S = 10.0
+AUTOSCALING_ENV = "FRAY_RAY_AUTOSCALING"
 
 
 def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
@@ -36,8 +37,9 @@ class RayCluster(Cluster):
     Connects to `address`, else to `RAY_ADDRESS`, else starts a local Ray. A task whose worker dies
     (a preempted node, a killed process) is retried up to `max_retries` times; an exception raised by
     the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
-    could ever hold (a GPU on a CPU-only cluster) fails at once; pass `check_feasible=False` for an
-    autoscaling cluster that adds such nodes on demand.
+    could ever hold (a GPU on a CPU-only cluster) fails at once; pass `check_feasible=False` (or set
+    FRAY_RAY_AUTOSCALING=1, as the KubeRay manifest does) for an autoscaling cluster that adds such
+    nodes on demand.
     """
 
     def __init__(
@@ -46,7 +48,7 @@ class RayCluster(Cluster):
         *,
         max_retries: int = 3,
         retry_exceptions: bool = False,
-        check_feasible: bool = True,
+        check_feasible: bool | None = None,
         namespace: str | None = None,
     ):
         import ray
@@ -54,6 +56,8 @@ class RayCluster(Cluster):
         self._ray = ray
         self.max_retries = max_retries
         self.retry_exceptions = retry_exceptions
+        if check_feasible is None:
+            check_feasible = os.environ.get(AUTOSCALING_ENV, "0") not in ("1", "true", "yes")
         self.check_feasible = check_feasible
         self._started_ray = False
         if not ray.is_initialized():
@@ -83,12 +87,18 @@ class RayCluster(Cluster):
         """Start `task` as a Ray task; the future resolves to its value or raises its exception."""
         resources = resources or ResourceConfig.with_cpu()
         options = ray_options(resources)
-        if self.check_feasible:
+        problem = None
+        if resources.replicas > 1:
+            problem = (
+                f"it asks for replicas={resources.replicas}; RayCluster runs a step as one Ray task, and "
+                "multi-host steps need a launcher of their own (not yet part of fray)"
+            )
+        elif self.check_feasible:
             problem = self._why_never_fits(options)
-            if problem:
-                failed: concurrent.futures.Future = concurrent.futures.Future()
-                failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
-                return failed
+        if problem:
+            failed: concurrent.futures.Future = concurrent.futures.Future()
+            failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
+            return failed
         ref = self._remote.options(
             name=name,
             max_retries=self.max_retries,
@@ -153,7 +163,7 @@ class RayCluster(Cluster):
         )
         return (
             f"it asks for {asked} and no node has that (nodes: {have or 'none'}); add a node with those "
-            "resources, ask for less, or pass RayCluster(check_feasible=False) if the cluster autoscales"
+            f"resources, ask for less, or set {AUTOSCALING_ENV}=1 if the cluster autoscales"
         )
 
     def _alive_nodes(self, fresh: bool) -> list[dict[str, float]]:

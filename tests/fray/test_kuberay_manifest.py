@@ -1,0 +1,143 @@
+"""deploy/kuberay-raycluster.yaml, validated offline: a JSON schema of the KubeRay RayCluster CRD
+fields we use (ray.io/v1), plus the consistency marin relies on (versions, ports, replica bounds)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jsonschema
+import ray
+import yaml
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+QUANTITY = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"}]}
+RESOURCE_LIST = {"type": "object", "additionalProperties": QUANTITY}
+CONTAINER = {
+    "type": "object",
+    "required": ["name", "image"],
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+        "image": {"type": "string", "minLength": 1},
+        "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+        "ports": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["containerPort"],
+                "properties": {"containerPort": {"type": "integer", "minimum": 1, "maximum": 65535}, "name": {"type": "string"}},
+            },
+        },
+        "env": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}}},
+        },
+        "resources": {"type": "object", "properties": {"requests": RESOURCE_LIST, "limits": RESOURCE_LIST}, "additionalProperties": False},
+    },
+}
+POD_TEMPLATE = {
+    "type": "object",
+    "required": ["spec"],
+    "properties": {
+        "spec": {
+            "type": "object",
+            "required": ["containers"],
+            "properties": {"containers": {"type": "array", "minItems": 1, "items": CONTAINER}, "tolerations": {"type": "array"}},
+        }
+    },
+}
+RAY_START_PARAMS = {"type": "object", "additionalProperties": {"type": "string"}}  # map[string]string in the CRD
+SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "ray.io/v1"},
+        "kind": {"const": "RayCluster"},
+        "metadata": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
+        },
+        "spec": {
+            "type": "object",
+            "required": ["headGroupSpec"],
+            "additionalProperties": False,
+            "properties": {
+                "rayVersion": {"type": "string"},
+                "enableInTreeAutoscaling": {"type": "boolean"},
+                "autoscalerOptions": {
+                    "type": "object",
+                    "properties": {
+                        "idleTimeoutSeconds": {"type": "integer", "minimum": 0},
+                        "upscalingMode": {"enum": ["Default", "Aggressive", "Conservative"]},
+                    },
+                },
+                "headGroupSpec": {
+                    "type": "object",
+                    "required": ["rayStartParams", "template"],
+                    "properties": {
+                        "serviceType": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                        "rayStartParams": RAY_START_PARAMS,
+                        "template": POD_TEMPLATE,
+                    },
+                },
+                "workerGroupSpecs": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["groupName", "rayStartParams", "template"],
+                        "properties": {
+                            "groupName": {"type": "string", "minLength": 1},
+                            "replicas": {"type": "integer", "minimum": 0},
+                            "minReplicas": {"type": "integer", "minimum": 0},
+                            "maxReplicas": {"type": "integer", "minimum": 0},
+                            "rayStartParams": RAY_START_PARAMS,
+                            "template": POD_TEMPLATE,
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def _manifest() -> dict:
+    return yaml.safe_load((DEPLOY / "kuberay-raycluster.yaml").read_text())
+
+
+def test_manifest_matches_the_raycluster_schema():
+    jsonschema.validate(_manifest(), SCHEMA)
+
+
+def test_schema_rejects_what_kuberay_would():
+    broken = _manifest()
+    del broken["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    errors = list(jsonschema.Draft202012Validator(SCHEMA).iter_errors(broken))
+    assert [e.message for e in errors] == ["'image' is a required property"]
+    broken = _manifest()
+    broken["spec"]["workerGroupSpecs"][0]["rayStartParams"] = {"num-cpus": 8}  # must be a string
+    assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(broken)
+
+
+def test_ray_versions_agree_and_the_head_serves_the_jobs_api():
+    spec = _manifest()["spec"]
+    assert spec["rayVersion"] == ray.__version__
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(rf"^FROM rayproject/ray:{re.escape(ray.__version__)}-py311$", dockerfile, re.M)
+    head = spec["headGroupSpec"]
+    assert head["rayStartParams"]["dashboard-host"] == "0.0.0.0"  # reachable for `marin submit`
+    ports = {p["containerPort"] for p in head["template"]["spec"]["containers"][0]["ports"]}
+    assert {6379, 8265} <= ports
+
+
+def test_worker_groups_have_consistent_replicas_and_gpu_limits():
+    groups = _manifest()["spec"]["workerGroupSpecs"]
+    assert len({g["groupName"] for g in groups}) == len(groups)
+    for group in groups:
+        assert group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group["groupName"]
+        for container in group["template"]["spec"]["containers"]:
+            resources = container["resources"]
+            gpus = resources["limits"].get("nvidia.com/gpu")
+            assert resources["requests"].get("nvidia.com/gpu") == gpus  # Kubernetes requires equal GPU asks
