@@ -16,17 +16,30 @@ class DagError(MarinError):
 
 
 class StepFailedError(MarinError):
-    """One or more steps failed during a run. `failures` maps step name -> formatted error."""
+    """One or more steps failed during a run. `failures` maps step name -> formatted error.
+
+    The message shows the first `SHOWN` failures in full and names the rest (all are in `failures`).
+    """
+
+    SHOWN = 5
 
     def __init__(self, failures: dict[str, str], blocked: list[str] | None = None):
         self.failures = dict(failures)
         self.blocked = list(blocked or [])
         lines = [f"{len(self.failures)} step(s) failed:"]
-        for name, message in self.failures.items():
+        for name, message in list(self.failures.items())[: self.SHOWN]:
             lines.append(f"--- {name}\n{message}")
+        rest = list(self.failures)[self.SHOWN :]
+        if rest:
+            lines.append(f"--- and {len(rest)} more failed: {_names(rest)} (see each step's .executor_log)")
         if self.blocked:
-            lines.append(f"{len(self.blocked)} step(s) blocked by those failures: {', '.join(self.blocked)}")
+            lines.append(f"{len(self.blocked)} step(s) blocked by those failures: {_names(self.blocked)}")
         super().__init__("\n".join(lines))
+
+
+def _names(names: list[str], limit: int = 50) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
 class LeaseLostError(MarinError):
