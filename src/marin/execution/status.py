@@ -129,6 +129,8 @@ class Lease:
     acquired: float
     lost: bool = False
     on_lost: list[Callable[[], None]] = field(default_factory=list)
+    # Serialises renew and release, so a heartbeat can never re-create a just-released lease file.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def path(self) -> str:
@@ -152,17 +154,19 @@ class Lease:
 
     def renew(self) -> bool:
         """Write a fresh heartbeat if still held; returns whether it is."""
-        if not self.still_held():
-            return False
-        storage.write_atomic(self.path, self._content(time.time()))
-        return True
+        with self._lock:
+            if not self.still_held():
+                return False
+            storage.write_atomic(self.path, self._content(time.time()))
+            return True
 
     def release(self) -> None:
         """Give the lease up (delete our file if it is still ours)."""
-        info = _read_lease(self.output_path, self.generation)
-        if info is not None and info.token == self.token:
-            storage.remove(self.path)
-        self.lost = True
+        with self._lock:
+            info = _read_lease(self.output_path, self.generation)
+            if info is not None and info.token == self.token:
+                storage.remove(self.path)
+            self.lost = True
 
     def _mark_lost(self) -> None:
         if self.lost:

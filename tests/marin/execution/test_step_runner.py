@@ -13,6 +13,7 @@ import pytest
 
 from marin.execution.context import current
 from marin.execution.errors import StepFailedError
+from marin.execution.explain import explain_output, list_outputs
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
@@ -186,6 +187,9 @@ def test_memory_storage_runs_caches_and_records(tmp_path):
     assert artifact["files"] == [{"path": "data.txt", "size": 9}]
     assert not [p for p in fs.find(prefix) if ".executor_lease" in p]  # leases released
     assert set(runner.run([reader]).outcomes.values()) == {"cached"}
+    rows = list_outputs(prefix)
+    assert sorted((r.name, r.state) for r in rows) == [("mem-reader", "SUCCESS"), ("mem-writer", "SUCCESS")]
+    assert "result   {\"read\":\"in memory\"}" in explain_output(result.output_path(reader))
 
 
 def test_default_prefix_is_marin_prefix_env_then_local_directory(tmp_path, monkeypatch):
