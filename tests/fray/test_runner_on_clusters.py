@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -186,3 +188,32 @@ def test_worker_killed_mid_step_is_retried_resumes_from_its_checkpoint_and_compl
     assert [e["state"] for e in events] == ["RUNNING", "SUCCESS"]
     assert not list(out.glob(".executor_lease.*"))
     assert (out / ".executor_log").read_text().count("=== fray: task 'train' starting") == 2
+
+
+CLI_EXPERIMENT = '''
+import os
+from pathlib import Path
+
+from marin.execution.step_spec import StepSpec
+
+
+def where(path):
+    print("running in my own process")
+    return {"pid": os.getpid(), "parent": os.getppid()}
+
+
+located = StepSpec(name="located", fn=where)
+'''
+
+
+def test_marin_run_defaults_to_a_process_per_step(tmp_path):
+    (tmp_path / "exp.py").write_text(CLI_EXPERIMENT)
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_CLUSTER"}
+    done = subprocess.run([sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    [out] = (tmp_path / "out").glob("located-*")
+    runner_pid = json.loads((out / ".executor_status").read_text())["events"][-1]["pid"]
+    ran = json.loads((out / ".artifact.json").read_text())["result"]
+    assert ran["parent"] == runner_pid and ran["pid"] != runner_pid  # a child of the runner, not the runner
+    assert "running in my own process" in (out / ".executor_log").read_text()

@@ -35,6 +35,11 @@ def import_file(path: str) -> Any:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    import cloudpickle  # lazy: only `marin run` pays for it
+
+    # The module's name is importable only in this process: its step functions travel to a
+    # cluster's processes (LocalCluster, Ray workers) by value.
+    cloudpickle.register_pickle_by_value(module)
     spec.loader.exec_module(module)
     return module
 
