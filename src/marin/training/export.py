@@ -49,11 +49,18 @@ def hf_config_dict(config: LlamaConfig, *, eos_id: int | None = None, bos_id: in
 
 
 def hf_state_dict(model: nn.Module) -> dict:
-    """Our weights under Hugging Face's names (tied output weights are stored once, as HF does)."""
+    """Our weights under Hugging Face's names (tied output weights are stored once, as HF does).
+
+    The output multiplier is folded into `lm_head.weight`, which HF's Llama has no multiplier for.
+    """
+    multiplier = model.config.output_multiplier
     tensors = {}
     for name, param in model.named_parameters():
+        tensor = param.detach().to("cpu").float()
+        if name == "lm_head.weight" and multiplier != 1.0:
+            tensor = tensor * multiplier
         hf_name = name if name.startswith("lm_head.") else f"model.{name}"
-        tensors[hf_name] = param.detach().to("cpu").float().contiguous()
+        tensors[hf_name] = tensor.contiguous()
     return tensors
 
 

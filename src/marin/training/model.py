@@ -23,6 +23,13 @@ class LlamaConfig:
     `vocab_size=None` means "the tokenizer's vocabulary": the trainer resolves it from the token
     cache before building the model (see `with_vocab_size`). `max_seq_len` is the longest sequence
     the model trains on; RoPE itself has no table to outgrow, but the trainer refuses longer ones.
+
+    `output_multiplier` α scales the logits (`α · lm_head(h)`), with `lm_head` initialised α times
+    smaller so the initial logits do not change. Under Adam, which moves each weight by about the
+    learning rate per step whatever its scale, this multiplies the output layer's effective learning
+    rate by α. Tiny models need it: with a unit-RMS final hidden state of width d, each logit can
+    move only about d · lr per step, which for d = 32 and lr = 6e-4 is too little to learn even the
+    unigram distribution in 100 steps. The export folds α into the output weights.
     """
 
     hidden_dim: int
@@ -36,6 +43,7 @@ class LlamaConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
     init_std: float = 0.02
+    output_multiplier: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("hidden_dim", "intermediate_dim", "num_layers", "num_heads", "max_seq_len"):
@@ -51,6 +59,13 @@ class LlamaConfig:
         if self.num_heads % self.kv_heads:
             raise TrainingConfigError(
                 f"LlamaConfig.num_heads={self.num_heads} is not a multiple of num_kv_heads={self.kv_heads}"
+            )
+        if not self.output_multiplier > 0:
+            raise TrainingConfigError(f"LlamaConfig.output_multiplier must be > 0, got {self.output_multiplier!r}")
+        if self.tie_embeddings and self.output_multiplier != 1.0:
+            raise TrainingConfigError(
+                "LlamaConfig.output_multiplier needs untied embeddings (tie_embeddings=False): the export "
+                "folds it into the output weights"
             )
         if self.vocab_size is not None and (not isinstance(self.vocab_size, int) or self.vocab_size <= 0):
             raise TrainingConfigError(f"LlamaConfig.vocab_size must be a positive int or None, got {self.vocab_size!r}")
@@ -205,6 +220,8 @@ class Llama(nn.Module):
                 nn.init.ones_(param)
             elif name.endswith(("o_proj.weight", "down_proj.weight")):
                 nn.init.normal_(param, mean=0.0, std=residual_std)
+            elif name == "lm_head.weight" and not self.config.tie_embeddings:
+                nn.init.normal_(param, mean=0.0, std=std / self.config.output_multiplier)
             else:
                 nn.init.normal_(param, mean=0.0, std=std)
 
@@ -215,4 +232,5 @@ class Llama(nn.Module):
         x = self.embed_tokens(tokens)
         for layer in self.layers:
             x = layer(x, cos.to(x.dtype), sin.to(x.dtype))
-        return self.lm_head(self.norm(x))
+        logits = self.lm_head(self.norm(x))
+        return logits if self.config.output_multiplier == 1.0 else logits * self.config.output_multiplier

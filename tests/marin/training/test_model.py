@@ -30,14 +30,14 @@ def test_llama_nano_is_two_layers_hidden_32_two_heads_and_trains_at_2048():
 
 
 @pytest.mark.parametrize(
-    "tie, kv_heads",
-    [(False, 4), (True, 2), (False, 1)],
-    ids=["untied-mha", "tied-gqa", "untied-mqa"],
+    "tie, kv_heads, multiplier",
+    [(False, 4, 1.0), (True, 2, 1.0), (False, 1, 1.0), (False, 2, 8.0)],
+    ids=["untied-mha", "tied-gqa", "untied-mqa", "output-multiplier"],
 )
-def test_exported_model_gives_the_same_float32_logits_in_transformers(tmp_path, tie, kv_heads):
+def test_exported_model_gives_the_same_float32_logits_in_transformers(tmp_path, tie, kv_heads, multiplier):
     config = LlamaConfig(
         hidden_dim=64, intermediate_dim=96, num_layers=3, num_heads=4, num_kv_heads=kv_heads,
-        vocab_size=211, max_seq_len=128, tie_embeddings=tie, rope_theta=500000.0,
+        vocab_size=211, max_seq_len=128, tie_embeddings=tie, rope_theta=500000.0, output_multiplier=multiplier,
     )
     torch.manual_seed(0)
     ours = Llama(config)
@@ -59,5 +59,7 @@ def test_bad_shapes_are_refused_with_the_field_named():
         LlamaConfig(hidden_dim=30, intermediate_dim=64, num_layers=1, num_heads=4)
     with pytest.raises(TrainingConfigError, match="num_kv_heads"):
         LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4, num_kv_heads=3)
+    with pytest.raises(TrainingConfigError, match="untied"):
+        LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4, tie_embeddings=True, output_multiplier=2.0)
     with pytest.raises(TrainingConfigError, match="vocab_size"):
         Llama(LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4))
