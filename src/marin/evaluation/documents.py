@@ -87,7 +87,7 @@ def read_token_cache(name: str, path: str, split: str, vocab_size: int,
                      max_documents: int | None = None) -> list[EvalDocument]:
     """The documents of split `split` of the token cache at `path`, as token ids with their byte counts.
 
-    A leading BOS and a trailing EOS the tokenizer added are dropped, so the scored tokens cover the
+    A leading BOS and a trailing EOS the tokenize step added are dropped, so the scored tokens cover the
     original text and nothing else, as when raw text is tokenized for evaluation.
     """
     from marin.data.token_cache import TokenCache
@@ -100,8 +100,9 @@ def read_token_cache(name: str, path: str, split: str, vocab_size: int,
         )
     token_split = cache.split(split)
     count = token_split.num_documents if max_documents is None else min(max_documents, token_split.num_documents)
-    bos = getattr(cache, "bos_id", None)
-    eos = cache.eos_id
+    # Only the special tokens the tokenize step added are dropped, as its ledger records them.
+    bos = cache.bos_id if cache.ledger.get("bos_policy", "none") != "none" else None
+    eos = cache.eos_id if cache.ledger.get("eos_policy") == "append" else None
     docs = []
     for i in range(count):
         tokens = [int(t) for t in token_split.document(i)]

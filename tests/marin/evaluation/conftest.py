@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.marin.evaluation.tiny_hf import build_tiny_export, story
+from tests.marin.evaluation.tiny_hf import build_tiny_export, held_out_stories
 
 
 @pytest.fixture(scope="session")
@@ -15,5 +15,5 @@ def tiny_export(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def stories() -> list[str]:
-    """Held-out stories (not used to train the tokenizer), several longer than the model's context."""
-    return [story(i) for i in range(1000, 1012)]
+    """Held-out corpus stories (not used to train the tokenizer), longer than the model's context."""
+    return held_out_stories(12)

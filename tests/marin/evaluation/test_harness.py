@@ -20,7 +20,8 @@ def test_story_ending_items_are_deterministic_and_hold_the_true_ending(stories):
     assert len(items) == 8
     for item, text in zip(items, stories, strict=False):
         context, ending = split_ending(text)
-        assert item["context"] == context and text.strip() == f"{context} {ending}"
+        gap = text.strip()[len(context) : -len(ending)]
+        assert item["context"] == context and text.strip() == context + gap + ending and gap.isspace()
         assert item["choices"][item["label"]] == ending
         assert len(set(item["choices"])) == 4
 

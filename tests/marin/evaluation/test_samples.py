@@ -7,7 +7,7 @@ import torch
 from marin.evaluation.checkpoint import load_hf_model
 from marin.evaluation.samples import SamplingConfig, generate_samples
 
-PROMPTS = ("Once upon a time, Mia", "The sun was warm")
+PROMPTS = ("Once upon a time, a girl named Lena", "The sky was quiet")
 
 
 def test_greedy_continuation_equals_transformers_generate(tiny_export):

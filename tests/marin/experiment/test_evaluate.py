@@ -17,7 +17,7 @@ from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from marin.experiment.evaluate import evaluate, sweep_report
-from tests.marin.evaluation.tiny_hf import build_tiny_export, story
+from tests.marin.evaluation.tiny_hf import build_tiny_export, held_out_stories
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def write_metrics(curve: list[tuple[int, float]], output_path: str) -> dict:
 @pytest.fixture()
 def text_dataset(tmp_path) -> TextDataset:
     path = tmp_path / "eval.jsonl"
-    rows = [{"text": story(2000 + i), "tag": "even" if i % 2 == 0 else "odd"} for i in range(6)]
+    rows = [{"text": text, "tag": "even" if i % 2 == 0 else "odd"} for i, text in enumerate(held_out_stories(6))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return TextDataset("stories", (str(path),), domain_field="tag")
 
@@ -68,7 +68,7 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(tmp_
     perplexity = results["perplexity"]
     assert list(perplexity["datasets"]) == ["stories"]
     assert sorted(perplexity["domains"]) == ["stories/even", "stories/odd"]
-    assert perplexity["micro"]["bytes"] == sum(len(story(2000 + i).encode()) for i in range(6))
+    assert perplexity["micro"]["bytes"] == sum(len(text.encode()) for text in held_out_stories(6))
     assert set(results["harness"]) == set(OWN_TASKS)
     assert [s["mode"] for s in results["samples"]][0] == "greedy" and len(results["samples"]) == 3
     assert (out / "samples.jsonl").read_text().count("\n") == 3
@@ -117,3 +117,34 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     artifact = json.loads((out / ".artifact.json").read_text())
     assert artifact["result"]["headline"] == {"metric": "final_eval_loss", "value": 2.5, "run": "lr=3e-3"}
+
+
+def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
+    from zephyr import ZephyrConfig
+
+    from marin.data.corpus import SOURCE_NAME
+    from marin.data.token_cache import TokenCache
+    from marin.experiment.data import tokenized, train_tokenizer
+    from marin.experiment.train import train_lm
+    from marin.training.model import LlamaConfig
+    from marin.training.optim import AdamConfig
+
+    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=512, sample_count=300)
+    data = tokenized(name="tokenized/stories", tokenizer=tokenizer, source=SOURCE_NAME, sample_count=240,
+                     validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync", quiet=True))
+    model = train_lm(name="checkpoints/tiny", model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2,
+                                                                num_heads=2, max_seq_len=64),
+                     optimizer=AdamConfig(learning_rate=3e-3), datasets={data: 1.0}, batch_size=4, seq_len=64,
+                     num_train_steps=12, cpu_threads=1)
+    ev = evaluate("eval/tiny", model_step=model, datasets=[data], batch_size=16)
+    result = StepRunner(prefix=str(tmp_path / "out"), progress=False, max_concurrent=1).run([ev])
+
+    scored = json.loads((Path(result.output_path(lower(ev))) / "results.json").read_text())["perplexity"]
+    validation = TokenCache.open(result.output_path(lower(data))).split("validation")
+    metrics = scored["datasets"]["tokenized/stories"]
+    assert metrics["documents"] == validation.num_documents
+    assert metrics["bytes"] == validation.num_bytes  # the original texts' bytes, from the cache
+    assert metrics["tokens"] == validation.num_tokens - validation.num_documents  # the appended EOS is not scored
+    trainer = json.loads((Path(result.output_path(lower(model))) / ".artifact.json").read_text())["result"]
+    # the trainer streams windows across documents, we score documents whole: close, not equal
+    assert metrics["bpb"] == pytest.approx(trainer["final_eval_bpb"], rel=0.05)
