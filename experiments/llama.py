@@ -26,12 +26,21 @@ REFERENCE_VOCAB_SIZE = 128_256
 """The vocabulary the documented parameter counts assume (Llama 3 / Marin tokenizer)."""
 
 llama_nano = LlamaConfig(
-    hidden_dim=32, intermediate_dim=128, num_layers=2, num_heads=2, num_kv_heads=2, max_seq_len=2048, output_multiplier=8.0
+    hidden_dim=32, intermediate_dim=128, num_layers=2, num_heads=2, num_kv_heads=2, max_seq_len=2048,
+    output_multiplier=8.0,
 )
-llama_30m = LlamaConfig(hidden_dim=128, intermediate_dim=448, num_layers=4, num_heads=2, num_kv_heads=2, max_seq_len=4096)
-llama_150m = LlamaConfig(hidden_dim=512, intermediate_dim=1792, num_layers=6, num_heads=8, num_kv_heads=8, max_seq_len=4096)
-llama_600m = LlamaConfig(hidden_dim=1024, intermediate_dim=3584, num_layers=24, num_heads=16, num_kv_heads=8, max_seq_len=4096)
-llama_1_4b = LlamaConfig(hidden_dim=2048, intermediate_dim=7168, num_layers=16, num_heads=16, num_kv_heads=8, max_seq_len=4096)
+llama_30m = LlamaConfig(
+    hidden_dim=128, intermediate_dim=448, num_layers=4, num_heads=2, num_kv_heads=2, max_seq_len=4096
+)
+llama_150m = LlamaConfig(
+    hidden_dim=512, intermediate_dim=1792, num_layers=6, num_heads=8, num_kv_heads=8, max_seq_len=4096
+)
+llama_600m = LlamaConfig(
+    hidden_dim=1024, intermediate_dim=3584, num_layers=24, num_heads=16, num_kv_heads=8, max_seq_len=4096
+)
+llama_1_4b = LlamaConfig(
+    hidden_dim=2048, intermediate_dim=7168, num_layers=16, num_heads=16, num_kv_heads=8, max_seq_len=4096
+)
 
 DOCUMENTED_PARAMETER_COUNTS: dict[str, tuple[int, int]] = {
     "llama_nano": (8_241_312, 32_928),

@@ -101,7 +101,8 @@ def save_checkpoint(
     names = parameter_names(model)
     weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
     storage.write_bytes(storage.join(temp, "model.safetensors"), save_safetensors(weights, metadata={"format": "pt"}))
-    storage.write_bytes(storage.join(temp, "optimizer.safetensors"), save_safetensors(_optimizer_tensors(optimizer, names)))
+    moments = save_safetensors(_optimizer_tensors(optimizer, names))
+    storage.write_bytes(storage.join(temp, "optimizer.safetensors"), moments)
     record = {
         "step": state.step,
         "loader": state.loader,

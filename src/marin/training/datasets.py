@@ -80,6 +80,7 @@ def unigram_entropy(sources: list[TokenSource], vocab_size: int, max_tokens: int
     for source in sources:
         stop = min(source.num_tokens, max_tokens)
         for start in range(0, stop, 1 << 22):
-            counts += np.bincount(source.tokens(start, min(stop, start + (1 << 22))), minlength=vocab_size)[:vocab_size]
+            chunk = source.tokens(start, min(stop, start + (1 << 22)))
+            counts += np.bincount(chunk, minlength=vocab_size)[:vocab_size]
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum()) if math.isfinite(p.sum()) and p.size else 0.0

@@ -68,7 +68,9 @@ class LlamaConfig:
                 "folds it into the output weights"
             )
         if self.vocab_size is not None and (not isinstance(self.vocab_size, int) or self.vocab_size <= 0):
-            raise TrainingConfigError(f"LlamaConfig.vocab_size must be a positive int or None, got {self.vocab_size!r}")
+            raise TrainingConfigError(
+                f"LlamaConfig.vocab_size must be a positive int or None, got {self.vocab_size!r}"
+            )
 
     @property
     def head_dim(self) -> int:
@@ -201,7 +203,9 @@ class Llama(nn.Module):
     def __init__(self, config: LlamaConfig):
         super().__init__()
         if config.vocab_size is None:
-            raise TrainingConfigError("Llama needs a resolved vocab_size; call config.with_vocab_size(tokenizer size)")
+            raise TrainingConfigError(
+                "Llama needs a resolved vocab_size; call config.with_vocab_size(tokenizer size)"
+            )
         self.config = config
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_dim)
         self.layers = nn.ModuleList(Block(config) for _ in range(config.num_layers))

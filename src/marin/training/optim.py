@@ -48,7 +48,9 @@ class AdamConfig:
         if not 0 <= self.min_lr_ratio <= 1:
             raise TrainingConfigError(f"AdamConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
         if self.warmup < 0:
-            raise TrainingConfigError(f"AdamConfig.warmup must be ≥ 0 (steps, or a fraction < 1), got {self.warmup!r}")
+            raise TrainingConfigError(
+                f"AdamConfig.warmup must be ≥ 0 (steps, or a fraction < 1), got {self.warmup!r}"
+            )
 
     def to_json(self) -> dict:
         """The fields as a JSON object (for a step's hash_attrs)."""

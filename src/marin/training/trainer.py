@@ -25,8 +25,14 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from marin.training.checkpoint import TrainState, capture_rng, list_checkpoints, load_checkpoint, restore_rng
-from marin.training.checkpoint import save_checkpoint
+from marin.training.checkpoint import (
+    TrainState,
+    capture_rng,
+    list_checkpoints,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
 from marin.training.errors import TrainingConfigError
 from marin.training.export import export_hf
@@ -165,7 +171,8 @@ def train(job: TrainJob) -> dict:
     config = job.config
     if config.cpu_threads:
         torch.set_num_threads(config.cpu_threads)
-    device_type = "cuda" if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available()) else "cpu"
+    wants_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+    device_type = "cuda" if wants_cuda else "cpu"
     env = _init_distributed(device_type)
     try:
         return _Trainer(job, env, _pick_device(config, env.local_rank)).run()
@@ -213,7 +220,11 @@ class _Trainer:
                 self.metrics.truncate_after(0)
             return 0
         state = load_checkpoint(
-            self.checkpoint_dir, steps[-1], model=self.model, optimizer=self.optimizer, config_fingerprint=self.fingerprint
+            self.checkpoint_dir,
+            steps[-1],
+            model=self.model,
+            optimizer=self.optimizer,
+            config_fingerprint=self.fingerprint,
         )
         restore_rng(state.rng)
         self.loader.load_state_dict(state.loader)
@@ -300,7 +311,8 @@ class _Trainer:
                     "step_seconds": elapsed,
                     "data_wait_s": prefetcher.last_wait_seconds,
                 }
-                if (config.steps_per_eval and done % config.steps_per_eval == 0) or done == config.num_train_steps:
+                last_step = done == config.num_train_steps
+                if (config.steps_per_eval and done % config.steps_per_eval == 0) or last_step:
                     record.update(self._evaluate())
                     tick = time.perf_counter()
                 if self.env.is_main:
@@ -308,7 +320,7 @@ class _Trainer:
                 last = record
                 progress.update(1)
                 progress.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
-                if (config.checkpoint_every and done % config.checkpoint_every == 0) or done == config.num_train_steps:
+                if (config.checkpoint_every and done % config.checkpoint_every == 0) or last_step:
                     self._checkpoint(done, loader_state)
                     tick = time.perf_counter()
                 if self.job.on_step_end is not None:
@@ -338,11 +350,12 @@ class _Trainer:
                 if split is None:
                     continue
                 window = min(self.config.seq_len + 1, split.num_tokens)
-                n_windows = min(max(1, (split.num_tokens - 1) // (window - 1)), max(1, self.config.eval_max_tokens // window))
+                stride = window - 1
+                n_windows = min(max(1, (split.num_tokens - 1) // stride), max(1, self.config.eval_max_tokens // window))
                 mine = list(range(self.env.rank, n_windows, self.env.world_size))
                 per_batch = max(1, self.config.batch_size // self.env.world_size)
                 for i in range(0, len(mine), per_batch):
-                    rows = [split.tokens(w * (window - 1), w * (window - 1) + window) for w in mine[i : i + per_batch]]
+                    rows = [split.tokens(w * stride, w * stride + window) for w in mine[i : i + per_batch]]
                     tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(self.device)
                     with self.autocast:
                         logits = model(tokens[:, :-1])
