@@ -7,8 +7,8 @@
     StepRunner().run([lower(ev)])
 
 The step writes `results.json` (loss, perplexity and bits-per-byte per dataset and domain, micro
-and macro averages, harness metrics, samples) and its `.artifact.json` carries
-`{"headline": {"metric": "bpb", "value": ...}}`.
+and macro averages, harness metrics, samples); the step's result, stored by the runner in
+`.artifact.json` under `"result"`, carries `"headline": {"metric": "bpb", "value": ...}`.
 """
 
 from __future__ import annotations
