@@ -82,3 +82,24 @@ def test_failed_run_exits_nonzero_with_traceback_and_log_location(tmp_path):
     assert len(list((tmp_path / "out").glob("text-*/.artifact.json"))) == 1  # independent steps still finished
     info_missing = marin("info", str(tmp_path), cwd=tmp_path)
     assert info_missing.returncode == 2 and "holds no step output" in info_missing.stderr
+
+HEADLINE_EXPERIMENT = textwrap.dedent('''
+    from marin.execution.step_spec import StepSpec
+
+    def score():
+        return {"headline": {"metric": "bpb", "value": 1.23456}, "other": 1}
+
+    scored = StepSpec(name="evaluations/scored", fn=score)
+''')
+
+
+def test_status_and_info_show_a_steps_headline_metric(tmp_path):
+    (tmp_path / "exp.py").write_text(HEADLINE_EXPERIMENT)
+    prefix = str(tmp_path / "out")
+    assert marin("run", "exp.py", "--prefix", prefix, cwd=tmp_path).returncode == 0
+
+    rows = json.loads(marin("status", prefix, "--json", cwd=tmp_path).stdout)
+    assert [(r["name"], r["headline"]) for r in rows] == [("evaluations/scored", "bpb = 1.235")]
+    assert "bpb = 1.235" in marin("status", prefix, cwd=tmp_path).stdout
+    info = marin("info", rows[0]["path"], cwd=tmp_path)
+    assert "headline bpb = 1.235" in info.stdout

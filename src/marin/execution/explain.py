@@ -29,6 +29,7 @@ class OutputStatus:
     age_s: float | None
     duration_s: float | None
     detail: str = ""
+    headline: str = ""
 
 
 def list_outputs(prefix: str, lease_timeout: float = 60.0) -> list[OutputStatus]:
@@ -51,9 +52,24 @@ def list_outputs(prefix: str, lease_timeout: float = 60.0) -> list[OutputStatus]
         else:
             state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
         name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
-        rows.append(OutputStatus(path, name, state, age, _duration(events), detail))
+        shown = headline(read_artifact(path)) if state == SUCCESS else ""
+        rows.append(OutputStatus(path, name, state, age, _duration(events), detail, shown))
     rows.sort(key=lambda r: r.path)
     return rows
+
+
+def headline(artifact: dict[str, Any] | None) -> str:
+    """A step's headline metric as 'metric = value', when its result declares one.
+
+    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
+    do); the engine shows it and attaches no meaning to it.
+    """
+    result = (artifact or {}).get("result")
+    shown = result.get("headline") if isinstance(result, dict) else None
+    if not isinstance(shown, dict) or "metric" not in shown:
+        return ""
+    value = shown.get("value")
+    return f"{shown['metric']} = {value:.4g}" if isinstance(value, (int, float)) else f"{shown['metric']} = {value}"
 
 
 def _duration(events: list[dict[str, Any]]) -> float | None:
@@ -110,6 +126,8 @@ def explain_output(path: str) -> str:
                      f"  ({format_seconds(info.get('duration_s'))})")
     if artifact:
         files = artifact.get("files") or []
+        if headline(artifact):
+            lines.append(f"headline {headline(artifact)}")
         lines.append(f"result   {_json(artifact.get('result'))}")
         lines.append(f"files    {len(files)} files, {artifact.get('total_bytes', 0)} bytes")
         lines += [f"           {f['path']}  {f['size']} B" for f in files[:20]]
