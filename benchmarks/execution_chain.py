@@ -2,8 +2,8 @@
 latency of scheduling, leases and records (the scheduler wakes on completion, never on a timer).
 
 Prints one JSON object: the chain's wall time on threads, and as same-run baseline the time to call
-the same 30 functions in a loop. `--with-local` adds the chain on fray's LocalCluster (a process
-per step, the product default) for reference.
+the same 30 functions in a loop. `--with-local` adds the chain on fray's LocalCluster (the product
+default: steps in warm worker processes), held to the same target.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="marin-chain-")
     try:
         chain = run_chain(f"{root}/thread", n, ThreadCluster(max_workers=4))
-        # For reference: fray's default LocalCluster starts a fresh interpreter for every step.
+        # The product default: the first step starts a worker process, the others reuse it.
         local = run_chain(f"{root}/local", n, LocalCluster()) if "--with-local" in sys.argv else None
         loop = plain_loop_seconds(link, f"{root}/loop", n)
     finally:
@@ -57,6 +57,7 @@ def main() -> None:
         "per_step_ms": round(chain / n * 1e3, 3), "plain_loop_s": round(loop, 6),
         "ratio_vs_plain_loop": round(chain / loop, 1), "target_s": 1.5, "meets_target": chain < 1.5,
         "local_cluster_chain_s": None if local is None else round(local, 3),
+        "local_cluster_meets_target": None if local is None else local < 1.5,
     }))
 
 

@@ -1,42 +1,110 @@
-"""The entry point of the fresh Python process that runs one LocalCluster task (outside the
-fray.cluster package, so that starting it imports nothing but cloudpickle).
+"""The warm worker process of a LocalCluster, and the output capture it shares with Ray workers.
 
-`python -m fray.task_process TASK RESULT` unpickles the task from TASK, runs it, and writes
-the pickled outcome to RESULT: ("ok", value) or ("error", exception-or-None, formatted traceback).
+`python -m fray.task_process FD` serves tasks over the connected socket FD, one at a time, until the
+socket closes (the LocalCluster shut down or died). It lives outside the fray.cluster package so that
+starting it imports nothing but cloudpickle.
+
+Each request is a pickled (log_file, environ, sys_path, payload); the worker runs the cloudpickled
+task in `payload` with file descriptors 1 and 2 appended to `log_file`, `os.environ` set to
+`environ`, and then restores its cwd, environment, sys.path and sys.stdout/stderr, so one task's
+changes to those never reach the next. The reply is the pickled outcome: ("ok", value) or
+("error", exception-or-None, formatted traceback). Modules a task imported stay imported, and
+threads it left running keep running, as in a reused Ray worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pickle
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 
 
-def run_task_file(task_path: str, result_path: str) -> None:
-    """Run the pickled task in `task_path` and write its outcome to `result_path` atomically."""
+def run_task(payload: bytes) -> bytes:
+    """Unpickle and call the task in `payload`; its outcome, pickled (as text when it cannot pickle)."""
     try:
-        with open(task_path, "rb") as f:
-            task = cloudpickle.load(f)
-        outcome: tuple[Any, ...] = ("ok", task())
+        outcome: tuple[Any, ...] = ("ok", cloudpickle.loads(payload)())
     except BaseException as exc:  # noqa: BLE001 - every failure of the task goes back to the caller
         outcome = ("error", exc, traceback.format_exc())
     try:
-        data = cloudpickle.dumps(outcome)
+        return cloudpickle.dumps(outcome)
     except Exception:  # noqa: BLE001 - an unpicklable value or exception travels as text
         if outcome[0] == "ok":
             text = f"the task returned a {type(outcome[1]).__name__} that cannot be pickled:\n{traceback.format_exc()}"
         else:
             text = outcome[2]
-        data = cloudpickle.dumps(("error", None, text))
-    tmp = f"{result_path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, result_path)
+        return cloudpickle.dumps(("error", None, text))
+
+
+def _flush_std_streams() -> None:
+    for stream in {sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__}:
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+@contextlib.contextmanager
+def capture_fds(path: str) -> Iterator[None]:
+    """Append this process's file descriptors 1 and 2 (so C code and child processes too) to the local
+    file `path` for the duration of the block, then restore them."""
+    _flush_std_streams()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab", buffering=0) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        _flush_std_streams()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+@contextlib.contextmanager
+def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
+    """Give the block `environ` as os.environ and the caller's sys.path entries; afterwards put back
+    the cwd, environment, sys.path and sys.stdout/stderr this process had before."""
+    cwd, env, path = os.getcwd(), dict(os.environ), list(sys.path)
+    streams = sys.stdout, sys.stderr
+    _replace_environ(environ)
+    sys.path.extend(p for p in sys_path if p not in path)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams
+        sys.path[:] = path
+        _replace_environ(env)
+        os.chdir(cwd)
+
+
+def _replace_environ(wanted: dict[str, str]) -> None:
+    for name in [n for n in os.environ if n not in wanted]:
+        del os.environ[name]
+    for name, value in wanted.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+def serve(conn: Connection) -> None:
+    """Run the tasks that arrive on `conn`, one at a time, until it closes."""
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        log_file, environ, sys_path, payload = pickle.loads(request)
+        with capture_fds(log_file), task_state(environ, sys_path):
+            reply = run_task(payload)
+        conn.send_bytes(reply)
 
 
 def exit_when_parent_dies(poll_s: float = 0.5) -> None:
@@ -54,6 +122,9 @@ def exit_when_parent_dies(poll_s: float = 0.5) -> None:
 
 if __name__ == "__main__":
     exit_when_parent_dies()
-    run_task_file(sys.argv[1], sys.argv[2])
-    sys.stdout.flush()
-    sys.stderr.flush()
+    fd = int(sys.argv[1])
+    os.set_inheritable(fd, False)  # a task's own subprocesses must not hold the socket open
+    try:
+        serve(Connection(fd))
+    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: end quietly
+        sys.exit(130)

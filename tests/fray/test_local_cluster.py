@@ -1,4 +1,4 @@
-"""LocalCluster: tasks run in fresh processes, within the machine's cores, memory and GPUs."""
+"""LocalCluster: tasks run in other processes (warm workers), within the machine's cores, memory and GPUs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""LocalCluster: each task runs in a fresh Python process of the current environment.
+"""LocalCluster: each task runs in a worker process (a fresh interpreter of the current environment,
+kept warm and reused for later tasks).
 
 Tasks start in submission order as soon as the machine's free cores, memory and GPUs cover what
 they ask for (a later task that fits may start before an earlier one that does not yet). A task that
@@ -10,11 +11,9 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import importlib.metadata
+import math
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,8 +25,10 @@ from packaging.requirements import Requirement
 from fray.cluster.base import Cluster
 from fray.cluster.capacity import Capacity
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.echo import LogEcho
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
+from fray.cluster.worker_pool import Worker, WorkerLostError, WorkerPool
 
 
 @dataclass
@@ -41,20 +42,25 @@ class _Pending:
 
 
 class LocalCluster(Cluster):
-    """Runs each task in a subprocess (a fresh interpreter, not a fork) of the current environment.
+    """Runs each task in a worker process (a fresh interpreter, not a fork) of the current environment.
 
     `cpu`, `ram` (bytes) and `gpus` cap what running tasks may use together; each defaults to this
     machine's total. The task is cloudpickled, its stdout/stderr go to `log_path`, and its return
-    value or exception comes back pickled.
+    value or exception comes back pickled. Workers start on first use and are reused, one task at a
+    time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
+    gets a worker of its own, started with that environment and ended after it. With `echo`, the
+    lines a running task writes to its log are also shown on stderr, prefixed with its name.
     """
 
-    def __init__(self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None):
+    def __init__(self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None,
+                 echo: bool = False):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
             cpu=machine.cpu if cpu is None else float(cpu),
             ram=machine.ram if ram is None else int(ram),
             gpus=machine.gpus if gpus is None else int(gpus),
         )
+        self.echo = echo
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else []
         self._free_gpus = (ids or [str(i) for i in range(self.capacity.gpus)])[: self.capacity.gpus]
@@ -63,10 +69,8 @@ class LocalCluster(Cluster):
         self._lock = threading.Lock()
         self._queue: collections.deque[_Pending] = collections.deque()
         self._threads: set[threading.Thread] = set()
-        self._processes: dict[int, subprocess.Popen] = {}
+        self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
-        self._workdir = tempfile.mkdtemp(prefix="fray-local-")
-        self._counter = 0
 
     def submit(
         self,
@@ -104,12 +108,11 @@ class LocalCluster(Cluster):
             while self._queue:
                 self._queue.popleft().future.cancel()
             threads = list(self._threads)
-            if kill_running:
-                for proc in self._processes.values():
-                    proc.kill()
+        if kill_running:
+            self._workers.kill_busy()
         for thread in threads:
             thread.join()
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        self._workers.close()
 
     # Everything below runs with self._lock held, or in a task's own thread.
 
@@ -125,10 +128,7 @@ class LocalCluster(Cluster):
             self._free_cpu -= res.cpu
             self._free_ram -= ram
             pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(res.gpu_count)]
-            self._counter += 1
-            thread = threading.Thread(
-                target=self._run, args=(pending, self._counter), name=f"fray-local-{pending.name}", daemon=True
-            )
+            thread = threading.Thread(target=self._run, args=(pending,), name=f"fray-local-{pending.name}", daemon=True)
             self._threads.add(thread)
             thread.start()
 
@@ -140,33 +140,21 @@ class LocalCluster(Cluster):
             if not self._closed:
                 self._start_what_fits()
 
-    def _run(self, pending: _Pending, number: int) -> None:
-        task_path = os.path.join(self._workdir, f"{number}.task")
-        result_path = os.path.join(self._workdir, f"{number}.result")
+    def _run(self, pending: _Pending) -> None:
+        # A GPU task sets CUDA_VISIBLE_DEVICES, and env_vars may be read at import time (threads, caches):
+        # such a task needs an interpreter that starts with its environment.
+        dedicated = bool(pending.gpu_ids or pending.resources.env_vars)
+        env = self._task_env(pending)
         try:
-            with open(task_path, "wb") as f:
-                f.write(pending.payload)
-            with local_log_file(pending.log_path) as log_file, open(log_file, "ab", buffering=0) as log:
-                log.write(attempt_header(pending.name, in_this_process=False))
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "fray.task_process", task_path, result_path],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=self._child_env(pending),
-                )
-                with self._lock:
-                    self._processes[proc.pid] = proc
-                returncode = proc.wait()
-                with self._lock:
-                    self._processes.pop(proc.pid, None)
-            outcome = _read_outcome(result_path, pending, returncode)
+            with local_log_file(pending.log_path) as log_file:
+                worker = self._workers.take(env, dedicated=dedicated)
+                try:
+                    outcome = self._run_on(worker, pending, log_file, env)
+                finally:
+                    self._workers.give_back(worker, reusable=not dedicated)
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
             outcome = exc
         finally:
-            for path in (task_path, result_path):
-                if os.path.exists(path):
-                    os.unlink(path)
             self._release(pending)
         if isinstance(outcome, BaseException):
             pending.future.set_exception(outcome)
@@ -175,9 +163,26 @@ class LocalCluster(Cluster):
         with self._lock:
             self._threads.discard(threading.current_thread())
 
-    def _child_env(self, pending: _Pending) -> dict[str, str]:
+    def _run_on(self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]) -> tuple[Any] | BaseException:
+        with open(log_file, "ab") as log:
+            log.write(attempt_header(pending.name, pid=worker.pid))
+        echo = LogEcho(log_file, pending.name) if self.echo and pending.log_path else None
+        try:
+            reply = worker.run(log_file, env, pending.payload, while_waiting=echo.pump if echo else None)
+        except WorkerLostError:
+            return TaskLostError(
+                f"task {pending.name!r}: its process (pid {worker.pid}) exited with code {worker.exit_code()} "
+                f"before reporting a result (killed, out of memory or crashed); last lines of its log "
+                f"{pending.log_path}:\n{tail(log_file)}"
+            )
+        finally:
+            if echo:
+                echo.close()
+        return _read_outcome(reply, pending)
+
+    def _task_env(self, pending: _Pending) -> dict[str, str]:
         env = dict(os.environ)
-        # The child imports whatever the parent could: the task may live in a test module or a script dir.
+        # The worker imports whatever the parent could: the task may live in a test module or a script dir.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["PYTHONUNBUFFERED"] = "1"
         if self.capacity.gpus:
@@ -186,16 +191,10 @@ class LocalCluster(Cluster):
         return env
 
 
-def _read_outcome(result_path: str, pending: _Pending, returncode: int) -> tuple[Any] | BaseException:
+def _read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:
     """(value,) for a task that returned, or the exception to raise in its place."""
-    if not os.path.exists(result_path):
-        return TaskLostError(
-            f"task {pending.name!r}: its process exited with code {returncode} before reporting a result "
-            f"(killed, out of memory or crashed); last lines of its log {pending.log_path}:\n{tail(pending.log_path)}"
-        )
     try:
-        with open(result_path, "rb") as f:
-            outcome = cloudpickle.load(f)
+        outcome = cloudpickle.loads(reply)
     except Exception as exc:  # noqa: BLE001 - e.g. an exception class the parent cannot import
         return RemoteTaskError(f"task {pending.name!r}: its result could not be read back: {exc}")
     if outcome[0] == "ok":

@@ -6,12 +6,13 @@ import contextlib
 import os
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 
 import fsspec
+
+from fray.task_process import capture_fds
 
 
 def is_local(path: str) -> bool:
@@ -50,11 +51,11 @@ def local_log_file(log_path: str | None) -> Iterator[str]:
         os.unlink(tmp)
 
 
-def attempt_header(name: str, *, in_this_process: bool = True) -> bytes:
-    """The line that opens one attempt of a task in its log: which task, where (host, pid) and when."""
+def attempt_header(name: str, *, pid: int | None = None) -> bytes:
+    """The line that opens one attempt of a task in its log: which task, where (host, the pid of the
+    process running it, this one by default) and when."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    where = socket.gethostname() + (f" pid {os.getpid()}" if in_this_process else "")
-    return f"=== fray: task {name!r} starting on {where} at {stamp} ===\n".encode()
+    return f"=== fray: task {name!r} starting on {socket.gethostname()} pid {pid or os.getpid()} at {stamp} ===\n".encode()
 
 
 @contextlib.contextmanager
@@ -69,22 +70,10 @@ def redirect_output(log_path: str | None, name: str) -> Iterator[None]:
         yield
         return
     with local_log_file(log_path) as path:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        with open(path, "ab", buffering=0) as log:
+        with open(path, "ab") as log:
             log.write(attempt_header(name))
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                yield
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-                os.close(saved[0])
-                os.close(saved[1])
+        with capture_fds(path):
+            yield
 
 
 def tail(log_path: str | None, lines: int = 40, max_bytes: int = 64 * 1024) -> str:

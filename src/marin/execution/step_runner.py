@@ -50,9 +50,10 @@ class StepRunner:
 
     `prefix`: where outputs live (else $MARIN_PREFIX, else ./marin-outputs). `max_concurrent`: how
     many steps run at once (default: the CPU count). `cluster`: where steps run (default: the one
-    $MARIN_CLUSTER names, else a fray LocalCluster, a fresh process per step; see docs/clusters.md).
+    $MARIN_CLUSTER names, else a fray LocalCluster, steps in warm worker processes; see docs/clusters.md).
     `lease_timeout`: seconds without a heartbeat after which another runner may take a step over.
-    `progress`: print the plan and one line per step to stderr.
+    `progress`: print the plan and one line per step to stderr (and, on the default LocalCluster, each
+    running step's output lines, prefixed with its name).
     """
 
     def __init__(
@@ -147,7 +148,8 @@ class _Run:
         ready.reverse()  # pop() then starts them in plan order
         done_events: queue.SimpleQueue[tuple[int, Outcome]] = queue.SimpleQueue()
         own_cluster = self.runner.cluster is None
-        cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent)
+        cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
+                                                          echo=self.runner.progress)
         heartbeat = Heartbeat(self.runner.heartbeat_interval)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
                                      self.force_run_failed, self.started, self._on_wait)
