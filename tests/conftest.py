@@ -1,6 +1,14 @@
-"""Suite-wide settings: no test may reach the network, and the tests find the repository's modules."""
+"""Suite-wide settings and the one Ray cluster the suite shares.
+
+No test may reach the network. Every test that needs Ray uses `ray_nodes`: a real two-node cluster
+(a head with the dashboard, which serves the Jobs API, and a worker, one CPU each) started with
+`ray start` once per session and killed by pid at the end; RAY_ADDRESS points at it while it lives,
+so zephyr's and fray's Ray backends connect to it like they would to any cluster.
+"""
 
 import os
+
+import pytest
 
 # Hugging Face libraries must never download anything during the tests.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -12,3 +20,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # in-process state with their steps (barriers, counters), and a process per step would slow the
 # suite. The product default (no MARIN_CLUSTER) is fray's LocalCluster, tested in tests/fray.
 os.environ.setdefault("MARIN_CLUSTER", "thread")
+
+
+@pytest.fixture(scope="session")
+def ray_nodes():
+    """A running head + worker node; RAY_ADDRESS points at the head while it lives."""
+    import ray
+    from ray_nodes import LocalRayCluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    saved = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    nodes = LocalRayCluster(workers=1, cpus_per_node=1, dashboard=True).start()
+    os.environ["RAY_ADDRESS"] = nodes.address
+    try:
+        yield nodes
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        nodes.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -13,7 +13,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from conftest import read_jsonl_dir
+from jsonl_files import read_jsonl_dir
 from zephyr import Dataset
 
 ray = pytest.importorskip("ray")
@@ -56,12 +56,10 @@ def output_bytes(result) -> list[bytes]:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """A real two-CPU local Ray cluster for this module; this test module's functions travel by value."""
+def ray_cluster(ray_nodes):
+    """The session's real two-node Ray cluster; this test module's functions travel by value."""
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 

@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from zephyr import BadRecordError, Dataset, ShardFailedError
-from conftest import read_jsonl_dir, write_jsonl
+from jsonl_files import read_jsonl_dir, write_jsonl
 
 SYNC = {"backend": "sync", "quiet": True}
 RECORDS = [{"id": i, "text": f"line {i} é", "score": i / 7} for i in range(40)]

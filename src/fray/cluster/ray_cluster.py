@@ -30,6 +30,28 @@ def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
         return task()
 
 
+def connect_ray(address: str | None = None, *, namespace: str | None = None, log_to_driver: bool = False) -> bool:
+    """Connect this process to Ray unless it already is: `address`, else RAY_ADDRESS, else a new local Ray.
+
+    The one way marin connects (fray's RayCluster and zephyr's ray backend alike), so whichever
+    connects first, workers can import what the driver imports. Returns whether it connected now.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(
+        address=address or os.environ.get("RAY_ADDRESS") or None,
+        namespace=namespace,
+        log_to_driver=log_to_driver,
+        configure_logging=False,
+        # Workers import what the driver imports from outside the environment (the experiment's
+        # directory, a test module), like LocalCluster's subprocesses do.
+        job_config=ray.job_config.JobConfig(code_search_path=_user_code_paths()),
+    )
+    return True
+
+
 class RayCluster(Cluster):
     """Runs each task as a Ray remote call with num_cpus, num_gpus, memory and accelerator_type taken
     from its ResourceConfig.
@@ -59,19 +81,7 @@ class RayCluster(Cluster):
         if check_feasible is None:
             check_feasible = os.environ.get(AUTOSCALING_ENV, "0") not in ("1", "true", "yes")
         self.check_feasible = check_feasible
-        self._started_ray = False
-        if not ray.is_initialized():
-            address = address or os.environ.get("RAY_ADDRESS") or None
-            ray.init(
-                address=address,
-                namespace=namespace,
-                log_to_driver=False,
-                configure_logging=False,
-                # Workers import what the driver imports from outside the environment (the experiment's
-                # directory, a test module), like LocalCluster's subprocesses do.
-                job_config=ray.job_config.JobConfig(code_search_path=_user_code_paths()),
-            )
-            self._started_ray = True
+        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=False)
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[dict[str, float]] = []
         self._nodes_at = 0.0

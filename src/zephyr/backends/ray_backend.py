@@ -7,7 +7,7 @@ re-submits failed shards the same way on every backend.
 
 from __future__ import annotations
 
-import os
+from fray.cluster.ray_cluster import connect_ray
 
 from zephyr.backends.base import Backend
 from zephyr.worker import ShardResult, TaskFailure, run_payload
@@ -20,8 +20,7 @@ class RayBackend(Backend):
         import ray
 
         self._ray = ray
-        if not ray.is_initialized():
-            ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, log_to_driver=True)
+        connect_ray(address, log_to_driver=True)
         self._remote = ray.remote(num_cpus=1, max_retries=0)(run_payload)
         self._slots = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         self._in_flight: dict = {}

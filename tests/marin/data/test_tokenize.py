@@ -170,13 +170,8 @@ def test_embedded_source_tokenizes_offline(tmp_path, tiny_tokenizer_dir):
                                       "sample_count": 300, "bad_records": "fail"}
 
 
-def test_ray_backend_writes_the_same_bytes_as_sync(tmp_path, tiny_tokenizer_dir):
-    ray = pytest.importorskip("ray")
+def test_ray_backend_writes_the_same_bytes_as_sync(tmp_path, tiny_tokenizer_dir, ray_nodes):
     _write_jsonl(tmp_path / "in", files=3, docs_per_file=40, extra=ODD)
     run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, "sync"), str(tmp_path / "sync"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, "ray"), str(tmp_path / "ray"))
-    finally:
-        ray.shutdown()
+    run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, "ray"), str(tmp_path / "ray"))
     assert _tree_bytes(tmp_path / "ray") == _tree_bytes(tmp_path / "sync")

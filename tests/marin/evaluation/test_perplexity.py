@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from marin.evaluation.checkpoint import load_hf_model
 from marin.evaluation.documents import EvalDocument
-from marin.evaluation.perplexity import rolling_windows, score_documents, summarize
+from marin.evaluation.perplexity import prefix_token_id, rolling_windows, score_documents, summarize
 
 
 def _docs(dataset: str, texts: list[str], domain: str | None = None) -> list[EvalDocument]:
@@ -42,7 +42,9 @@ def test_bits_per_byte_equals_harness_loglikelihood_rolling(tiny_export, stories
 
     ours = summarize(score_documents(loaded.model, loaded.tokenizer, _docs("stories", stories), loaded.max_length))
 
-    harness = HFLM(pretrained=tiny_export, device="cpu", dtype="float32", batch_size=4)
+    # The harness does its own tokenization and windowing; it is only told our document-start token.
+    harness = HFLM(pretrained=tiny_export, device="cpu", dtype="float32", batch_size=4,
+                   prefix_token_id=prefix_token_id(loaded.tokenizer))
     requests = [Instance("loglikelihood_rolling", {}, (s,), i) for i, s in enumerate(stories)]
     loglikelihoods = harness.loglikelihood_rolling(requests, disable_tqdm=True)
     harness_bpb = -sum(loglikelihoods) / math.log(2) / sum(len(s.encode("utf-8")) for s in stories)
