@@ -54,7 +54,7 @@ def main() -> None:
     from marin.data.corpus import CORPUS_SIZE, stories
     from marin.evaluation.checkpoint import load_hf_model
     from marin.evaluation.documents import EvalDocument
-    from marin.evaluation.perplexity import score_documents, summarize
+    from marin.evaluation.perplexity import prefix_token_id, score_documents, summarize
 
     held_out = list(stories(CORPUS_SIZE - 192, CORPUS_SIZE))
     texts = [f"{a}\n\n{b}" for a, b in zip(held_out[::2], held_out[1::2], strict=True)]
@@ -64,7 +64,8 @@ def main() -> None:
         loaded = load_hf_model(folder)
         docs = [EvalDocument("stories", "stories", len(t.encode("utf-8")), text=t) for t in texts]
 
-        harness = HFLM(pretrained=folder, device="cpu", dtype="float32", batch_size=BATCH_SIZE)
+        harness = HFLM(pretrained=folder, device="cpu", dtype="float32", batch_size=BATCH_SIZE,
+                       prefix_token_id=prefix_token_id(loaded.tokenizer))
         requests = [Instance("loglikelihood_rolling", {}, (t,), i) for i, t in enumerate(texts)]
 
         def run_ours():

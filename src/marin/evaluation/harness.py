@@ -68,6 +68,7 @@ def run_harness(hf_path: str, tasks: Sequence[str], tasks_dir: str, *, limit: in
         "dtype": "float32",
         "device": "cuda" if torch.cuda.is_available() else "cpu",
         "add_bos_token": False,
+        "prefix_token_id": _prefix_token(hf_path),
     }
     output = lm_eval.simple_evaluate(
         model="hf", model_args=model_args, tasks=list(tasks), task_manager=manager, limit=limit,
@@ -77,6 +78,15 @@ def run_harness(hf_path: str, tasks: Sequence[str], tasks_dir: str, *, limit: in
     if output is None:
         raise HarnessError(f"lm-eval-harness returned no results for {list(tasks)}")
     return {task: _metrics(values) for task, values in output["results"].items()}
+
+
+def _prefix_token(hf_path: str) -> int:
+    """The document-start token our own scorer uses (see `perplexity.prefix_token_id`)."""
+    from transformers import AutoTokenizer
+
+    from marin.evaluation.perplexity import prefix_token_id
+
+    return prefix_token_id(AutoTokenizer.from_pretrained(hf_path))
 
 
 def _metrics(values: dict) -> dict[str, float]:

@@ -62,8 +62,13 @@ def tokenize_documents(docs: Sequence[EvalDocument], tokenizer) -> list[list[int
 
 
 def prefix_token_id(tokenizer) -> int:
-    """The token that conditions a document's first token: BOS if the tokenizer has one, else EOS."""
-    token = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    """The token that conditions a document's first token: EOS if the tokenizer has one, else BOS.
+
+    Our token caches end every document with EOS and add no BOS, so in training each document
+    follows an EOS; conditioning on BOS would score the first token after a token the model never
+    saw. The harness bridge passes the same id as lm-eval's `prefix_token_id`, so both agree.
+    """
+    token = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.bos_token_id
     if token is None:
         raise ValueError("the tokenizer has neither a BOS nor an EOS token to start documents with")
     return token
