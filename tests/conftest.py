@@ -16,10 +16,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Steps run on threads of the test process unless a test picks a cluster: the engine's tests share
-# in-process state with their steps (barriers, counters), and a process per step would slow the
-# suite. The product default (no MARIN_CLUSTER) is fray's LocalCluster, tested in tests/fray.
-os.environ.setdefault("MARIN_CLUSTER", "thread")
+# Steps run where users' steps run: on the product default, fray's LocalCluster (warm worker
+# processes), unless a test picks a cluster. Set MARIN_CLUSTER=thread to debug in one process.
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
+from fray.cluster import ThreadCluster
 
 from marin.execution.context import current
 from marin.execution.errors import StepFailedError
@@ -72,14 +73,15 @@ def test_dependency_outputs_and_records(tmp_path):
 
 
 def test_independent_steps_run_concurrently(tmp_path):
-    barrier = threading.Barrier(2, timeout=30)  # only passes if both steps run at the same time
+    # Threads, so the steps can share a barrier that only passes if both run at the same time.
+    barrier = threading.Barrier(2, timeout=30)
 
     def meet():
         barrier.wait()
 
     steps = [StepSpec(name=f"meet{i}", fn=meet, hash_attrs={"i": i}) for i in range(2)]
-    result = StepRunner(prefix=str(tmp_path), max_concurrent=2, progress=False).run(steps)
-    assert set(result.outcomes.values()) == {"succeeded"}
+    runner = StepRunner(prefix=str(tmp_path), max_concurrent=2, cluster=ThreadCluster(), progress=False)
+    assert set(runner.run(steps).outcomes.values()) == {"succeeded"}
 
 
 def test_failure_blocks_dependents_finishes_independent_branches_and_lists_every_failure(tmp_path):
@@ -173,7 +175,8 @@ def _read_with_fsspec():
         return {"read": f.read().decode()}
 
 
-def test_memory_storage_runs_caches_and_records(tmp_path):
+def test_memory_storage_runs_caches_and_records(tmp_path, monkeypatch):
+    monkeypatch.delenv("MARIN_CLUSTER", raising=False)  # the default: an in-process prefix runs on threads
     prefix = f"memory://marin-test-{os.getpid()}/prefix"
     writer = StepSpec(name="mem-writer", fn=_write_with_fsspec)
     reader = StepSpec(name="mem-reader", fn=_read_with_fsspec, deps=[writer])
