@@ -272,7 +272,7 @@ class _Trainer:
         max_norm = config.optimizer.max_grad_norm or math.inf
         prefetcher = Prefetcher(self.loader, self.device, depth=config.prefetch)
         progress = tqdm(
-            total=config.num_train_steps, initial=start, disable=not self.env.is_main, desc=self.job.run_name,
+            total=config.num_train_steps, initial=start, disable=not self.env.is_main, desc="train",
             mininterval=1.0, dynamic_ncols=True,
         )
         last = {"loss": float("nan")}
