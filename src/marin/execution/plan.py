@@ -58,7 +58,7 @@ class PlannedStep:
 
     spec: StepSpec
     key: str
-    record: Mapping[str, Any]
+    record: Mapping[str, Any] | None  # what the key hashes; None for a cached step (never recorded again)
     output_path: str
     state: str
     reason: str = ""
@@ -246,7 +246,12 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             continue
         status = read_status(out)
         state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
-        planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
+        # A cached step needs neither its key record nor its status again; dropping them frees those
+        # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
+        if state == CACHED:
+            planned = PlannedStep(spec, key, None, out, state, reason, deps=dep_idx)
+        else:
+            planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
         if state in RUN_STATES:
             _explain_run(planned, prefix, sibling_cache, lease_timeout)
         index[id(spec)] = len(steps)
