@@ -20,7 +20,10 @@ class Progress:
     def _line(self, text: str) -> None:
         if self.enabled:
             with self._lock:
-                print(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {text}", file=sys.stderr, flush=True)
+                # One write per line: print() writes the text and the newline separately, and a step's
+                # echoed output (fray's LocalCluster) could land between them.
+                sys.stderr.write(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {text}\n")
+                sys.stderr.flush()
 
     def note(self, text: str) -> None:
         """A line that does not finish a step (started, waiting)."""
