@@ -337,9 +337,10 @@ class _Trainer:
     def _evaluate(self) -> dict:
         """Mean next-token loss and bits per byte over the validation splits (sharded over ranks).
 
-        Windows of up to `seq_len + 1` tokens are taken in order, up to `eval_max_tokens` per dataset.
-        Bytes are the split's bytes per token times the tokens predicted, exact when the whole split
-        is evaluated.
+        Windows of up to `seq_len + 1` tokens are taken in order, up to `eval_max_tokens` per dataset;
+        the split's tail that fills no whole window is left out. Bytes are estimated as the split's
+        average bytes per token times the tokens predicted, so this bits-per-byte is a training-time
+        estimate; the evaluation step (`marin.experiment.evaluate`) counts each document's own bytes.
         """
         model = self.model
         model.eval()
