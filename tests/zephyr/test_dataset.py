@@ -105,6 +105,23 @@ def test_persistent_failure_names_shard_file_line_and_exception(docs_dir: Path):
     assert "docs-1.jsonl:8" in message and "cannot handle document 17" in message
 
 
+def test_exception_with_an_empty_message_is_retried_and_reported_by_its_type():
+    def fail_silently(record):
+        if record == 3:
+            raise SilentError()
+        return record
+
+    with pytest.raises(ShardFailedError) as info:
+        Dataset.from_list(list(range(6)), num_shards=2).map(fail_silently).collect(**SYNC, max_retries=1)
+    err = info.value
+    assert (err.shard, err.attempts, err.error_type, err.error_message) == (1, 2, "SilentError", "")
+    assert "SilentError" in str(err)
+
+
+class SilentError(Exception):
+    """An exception whose str() is empty, like many raised with no arguments."""
+
+
 def test_unknown_option_is_rejected_with_the_valid_names():
     with pytest.raises(PlanError, match="valid options"):
         Dataset.from_list([1]).collect(backnd="sync")

@@ -65,7 +65,7 @@ def run_stage(backend: Backend, tasks: list[ShardTask], max_retries: int, progre
             if failure.retryable and attempts[i] <= max_retries:
                 logger.warning(
                     "zephyr: stage %d shard %d attempt %d failed (%s: %s); retrying",
-                    task.stage, task.shard, attempts[i], failure.error_type, failure.message.splitlines()[0],
+                    task.stage, task.shard, attempts[i], failure.error_type, failure.message.partition("\n")[0],
                 )
                 pending.append(i)
                 continue

@@ -39,7 +39,7 @@ class RayBackend(Backend):
             try:
                 result = self._ray.get(ref)
             except self._ray.exceptions.RayError as e:  # the worker died or the task was lost
-                result = ShardResult(-1, -1, failure=TaskFailure(type(e).__name__, str(e).splitlines()[0], None, None))
+                result = ShardResult(-1, -1, failure=TaskFailure(type(e).__name__, str(e).partition("\n")[0], None, None))
             finished.append((task_id, result))
         return finished
 
