@@ -1,7 +1,8 @@
 """Suite-wide settings and the one Ray cluster the suite shares.
 
 No test may reach the network. Every test that needs Ray uses `ray_nodes`: a real two-node cluster
-(a head with the dashboard, which serves the Jobs API, and a worker, one CPU each) started with
+(a head with the dashboard, which serves the Jobs API, and a worker, one CPU each, in different
+regions, the worker preemptible: see HEAD_LABELS and WORKER_LABELS in ray_nodes.py) started with
 `ray start` once per session and killed by pid at the end; RAY_ADDRESS points at it while it lives,
 so zephyr's and fray's Ray backends connect to it like they would to any cluster.
 """
@@ -24,12 +25,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def ray_nodes():
     """A running head + worker node; RAY_ADDRESS points at the head while it lives."""
     import ray
-    from ray_nodes import LocalRayCluster
+    from ray_nodes import HEAD_LABELS, WORKER_LABELS, LocalRayCluster
 
     if ray.is_initialized():
         ray.shutdown()
     saved = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
-    nodes = LocalRayCluster(workers=1, cpus_per_node=1, dashboard=True).start()
+    nodes = LocalRayCluster(
+        workers=1, cpus_per_node=1, dashboard=True, head_labels=HEAD_LABELS, worker_labels=WORKER_LABELS
+    ).start()
     os.environ["RAY_ADDRESS"] = nodes.address
     try:
         yield nodes

@@ -20,6 +20,11 @@ import psutil
 
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 
+# The node labels of the suite's shared cluster (tests/conftest.py): Ray's well-known region and
+# market-type labels, which fray maps ResourceConfig.regions and preemptible to.
+HEAD_LABELS = {"ray.io/availability-region": "us-east1"}
+WORKER_LABELS = {"ray.io/availability-region": "us-central1", "ray.io/market-type": "spot"}
+
 
 def free_port() -> int:
     """A TCP port nothing listens on right now."""
@@ -46,14 +51,24 @@ def _node_ports() -> list[str]:
     ]
 
 
+def _labels_flag(labels: dict[str, str]) -> list[str]:
+    return [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
+
+
 @dataclass
 class LocalRayCluster:
-    """A head node plus `workers` worker nodes, each with `cpus_per_node` CPUs."""
+    """A head node plus `workers` worker nodes, each with `cpus_per_node` CPUs.
+
+    `head_labels` and `worker_labels` are Ray node labels (`ray start --labels`) of the head and of
+    every worker, e.g. {"ray.io/availability-region": "us-central1", "ray.io/market-type": "spot"}.
+    """
 
     workers: int = 1
     cpus_per_node: int = 1
     dashboard: bool = False
     head_resources: dict[str, float] = field(default_factory=dict)
+    head_labels: dict[str, str] = field(default_factory=dict)
+    worker_labels: dict[str, str] = field(default_factory=dict)
     address: str = ""
     dashboard_url: str = ""
     temp_dir: str = ""
@@ -88,11 +103,12 @@ class LocalRayCluster:
         ]
         if self.head_resources:
             head.append(f"--resources={json.dumps(self.head_resources)}")
-        self._run(head)
+        self._run(head + _labels_flag(self.head_labels))
         for _ in range(self.workers):
             self._run([
                 RAY, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1",
                 f"--num-cpus={self.cpus_per_node}", "--disable-usage-stats", *_node_ports(),
+                *_labels_flag(self.worker_labels),
             ])
         return self
 

@@ -3,6 +3,7 @@
 from fray.cluster.base import Cluster, ThreadCluster
 from fray.cluster.errors import (
     FrayError,
+    PlacementIgnoredWarning,
     RemoteTaskError,
     ResourceConfigError,
     ResourcesUnavailableError,
@@ -18,6 +19,7 @@ __all__ = [
     "FrayError",
     "GpuConfig",
     "LocalCluster",
+    "PlacementIgnoredWarning",
     "RayCluster",
     "RemoteTaskError",
     "ResourceConfig",

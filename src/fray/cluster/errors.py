@@ -24,3 +24,7 @@ class TaskLostError(FrayError):
 
 class RemoteTaskError(FrayError):
     """A task raised an exception that could not be sent back as itself; holds its formatted traceback."""
+
+
+class PlacementIgnoredWarning(UserWarning):
+    """A cluster cannot honour where a task asked to run (e.g. `regions` on a LocalCluster) and runs it anyway."""

@@ -15,6 +15,7 @@ import math
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from packaging.requirements import Requirement
 
 from fray.cluster.base import Cluster
 from fray.cluster.capacity import Capacity
-from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.errors import PlacementIgnoredWarning, RemoteTaskError, ResourcesUnavailableError, TaskLostError
 from fray.cluster.echo import LogEcho
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
@@ -50,6 +51,10 @@ class LocalCluster(Cluster):
     time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
     gets a worker of its own, started with that environment and ended after it. With `echo`, the
     lines a running task writes to its log are also shown on stderr, prefixed with its name.
+
+    A machine has no region: a task's `regions` are ignored, with one PlacementIgnoredWarning per
+    cluster (experiments declared for a cluster run on a laptop unchanged). `preemptible` needs
+    nothing: this machine is not a preemptible node.
     """
 
     def __init__(self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None,
@@ -71,6 +76,7 @@ class LocalCluster(Cluster):
         self._threads: set[threading.Thread] = set()
         self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
+        self._warned_regions = False
 
     def submit(
         self,
@@ -82,6 +88,14 @@ class LocalCluster(Cluster):
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
         resources = resources or ResourceConfig.with_cpu()
+        if resources.regions and not self._warned_regions:
+            self._warned_regions = True
+            warnings.warn(
+                f"LocalCluster ignores regions={resources.regions!r} of task {name!r} (and of every later "
+                "task): this machine has no region; regions apply on a RayCluster",
+                PlacementIgnoredWarning,
+                stacklevel=2,
+            )
         future: concurrent.futures.Future = concurrent.futures.Future()
         problem = self.capacity.why_never_fits(resources) or _missing_packages(resources)
         if problem:

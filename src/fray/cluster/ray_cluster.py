@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
@@ -17,10 +18,19 @@ import cloudpickle
 from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
 from fray.cluster.logs import redirect_output
+from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
 _NODES_TTL_S = 10.0
 AUTOSCALING_ENV = "FRAY_RAY_AUTOSCALING"
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A live Ray node as the feasibility check sees it: its total resources and its labels."""
+
+    resources: dict[str, float]
+    labels: dict[str, str]
 
 
 def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
@@ -54,12 +64,13 @@ def connect_ray(address: str | None = None, *, namespace: str | None = None, log
 
 class RayCluster(Cluster):
     """Runs each task as a Ray remote call with num_cpus, num_gpus, memory and accelerator_type taken
-    from its ResourceConfig.
+    from its ResourceConfig, on the nodes its `regions` and `preemptible` allow (node labels, see
+    fray.cluster.placement).
 
     Connects to `address`, else to `RAY_ADDRESS`, else starts a local Ray. A task whose worker dies
     (a preempted node, a killed process) is retried up to `max_retries` times; an exception raised by
     the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
-    could ever hold (a GPU on a CPU-only cluster) fails at once; pass `check_feasible=False` (or set
+    could ever hold (a GPU on a CPU-only cluster, a region no node is in) fails at once; pass `check_feasible=False` (or set
     FRAY_RAY_AUTOSCALING=1, as the KubeRay manifest does) for an autoscaling cluster that adds such
     nodes on demand.
     """
@@ -83,7 +94,7 @@ class RayCluster(Cluster):
         self.check_feasible = check_feasible
         self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=False)
         self._remote = ray.remote(run_on_worker)
-        self._nodes: list[dict[str, float]] = []
+        self._nodes: list[_Node] = []
         self._nodes_at = 0.0
 
     def submit(
@@ -104,7 +115,7 @@ class RayCluster(Cluster):
                 "multi-host steps need a launcher of their own (not yet part of fray)"
             )
         elif self.check_feasible:
-            problem = self._why_never_fits(options)
+            problem = self._why_never_fits(options, resources)
         if problem:
             failed: concurrent.futures.Future = concurrent.futures.Future()
             failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
@@ -152,33 +163,41 @@ class RayCluster(Cluster):
             )
         return exc
 
-    def _why_never_fits(self, options: dict[str, Any]) -> str | None:
+    def _why_never_fits(self, options: dict[str, Any], resources: ResourceConfig) -> str | None:
+        selector = options.get("label_selector", {})
         need = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), "memory": options.get("memory", 0)}
         need.update(options.get("resources", {}))
         if "accelerator_type" in options:
             need[f"accelerator_type:{options['accelerator_type']}"] = 0.001
         need = {k: v for k, v in need.items() if v}
         for fresh in (False, True):
-            nodes = self._alive_nodes(fresh)
-            if any(all(node.get(k, 0) >= v for k, v in need.items()) for node in nodes):
+            nodes = [n for n in self._alive_nodes(fresh) if selector_matches(selector, n.labels)]
+            if any(all(node.resources.get(k, 0) >= v for k, v in need.items()) for node in nodes):
                 return None
+        if not nodes:
+            return why_no_node_is_allowed(resources, [n.labels for n in self._nodes])
         asked = ", ".join(f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}" for k, v in need.items())
         have = "; ".join(
             ", ".join(
                 f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}"
-                for k, v in sorted(node.items())
+                for k, v in sorted(node.resources.items())
                 if k in ("CPU", "GPU", "TPU", "memory") or k.startswith(("accelerator_type:", "TPU-"))
             )
             for node in nodes
         )
+        where = [f"in {', '.join(resources.regions)}"] if resources.regions else []
+        where += [] if resources.preemptible else ["not preemptible"]
+        allowed = f" ({', '.join(where)})" if where else ""
         return (
-            f"it asks for {asked} and no node has that (nodes: {have or 'none'}); add a node with those "
+            f"it asks for {asked} and no node{allowed} has that (nodes: {have or 'none'}); add a node with those "
             f"resources, ask for less, or set {AUTOSCALING_ENV}=1 if the cluster autoscales"
         )
 
-    def _alive_nodes(self, fresh: bool) -> list[dict[str, float]]:
+    def _alive_nodes(self, fresh: bool) -> list[_Node]:
         if fresh or time.monotonic() - self._nodes_at > _NODES_TTL_S:
-            self._nodes = [n["Resources"] for n in self._ray.nodes() if n.get("Alive")]
+            self._nodes = [
+                _Node(n["Resources"], n.get("Labels") or {}) for n in self._ray.nodes() if n.get("Alive")
+            ]
             self._nodes_at = time.monotonic()
         return self._nodes
 
@@ -207,6 +226,9 @@ def ray_options(resources: ResourceConfig) -> dict[str, Any]:
         runtime_env["pip"] = list(resources.pip_packages)
     if runtime_env:
         options["runtime_env"] = runtime_env
+    selector = label_selector(resources)
+    if selector:
+        options["label_selector"] = selector
     return options
 
 

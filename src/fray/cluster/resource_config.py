@@ -35,6 +35,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")
 _TPU_TYPE = re.compile(r"^v\d+[a-z]*(?:-\d+)?$")
 _TOPOLOGY = re.compile(r"^\d+(?:x\d+){1,2}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A region is matched against a node label, so it must be a valid label value (Kubernetes' and Ray's rule).
+_REGION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
 
 def parse_size(value: int | str | None, field_name: str) -> int | None:
@@ -136,7 +138,8 @@ class ResourceConfig:
     `cpu` cores (fractions allowed); `ram` and `disk` as sizes ('4GiB', '512MB' or bytes; stored as
     bytes); `device` CpuConfig(), GpuConfig(type, count) or TpuConfig(type, topology);
     `preemptible` whether the step may run on workers that can vanish (a preempted attempt is
-    retried); `regions` where it may run (empty: anywhere); `replicas` how many hosts a multi-host
+    retried; False keeps it off nodes labelled preemptible); `regions` the cloud regions it may run
+    in (empty: anywhere; see fray.cluster.placement for how clusters apply both); `replicas` how many hosts a multi-host
     step spans; `env_vars` set in the process that runs the step; `pip_packages` pip requirements
     the step needs beyond the base environment (installed by RayCluster, checked by LocalCluster).
     """
@@ -166,7 +169,7 @@ class ResourceConfig:
             )
         if not isinstance(self.preemptible, bool):
             raise ResourceConfigError(f"preemptible={self.preemptible!r} must be True or False")
-        object.__setattr__(self, "regions", _names(self.regions, "regions", "e.g. regions=('us-central1',)"))
+        object.__setattr__(self, "regions", _regions(self.regions))
         if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
             raise ResourceConfigError(f"replicas={self.replicas!r} must be a whole number >= 1, e.g. replicas=2")
         object.__setattr__(self, "env_vars", _env_vars(self.env_vars))
@@ -233,6 +236,17 @@ def _names(value: Any, field_name: str, example: str) -> tuple[str, ...]:
         if not isinstance(item, str) or not item.strip():
             raise ResourceConfigError(f"{field_name} has {item!r}; each entry must be a non-empty string, {example}")
     return tuple(value)
+
+
+def _regions(value: Any) -> tuple[str, ...]:
+    regions = _names(value, "regions", "e.g. regions=('us-central1',)")
+    for region in regions:
+        if not _REGION.match(region):
+            raise ResourceConfigError(
+                f"regions has {region!r}, which is not a region name; write it like 'us-central1' "
+                "(letters, digits, '-', '_' or '.', at most 63 characters)"
+            )
+    return regions
 
 
 def _requirements(value: Any) -> tuple[str, ...]:
