@@ -43,11 +43,16 @@ POD_TEMPLATE = {
         "spec": {
             "type": "object",
             "required": ["containers"],
-            "properties": {"containers": {"type": "array", "minItems": 1, "items": CONTAINER}, "tolerations": {"type": "array"}},
+            "properties": {
+                "containers": {"type": "array", "minItems": 1, "items": CONTAINER},
+                "tolerations": {"type": "array"},
+                "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
         }
     },
 }
 RAY_START_PARAMS = {"type": "object", "additionalProperties": {"type": "string"}}  # map[string]string in the CRD
+GROUP_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}  # map[string]string (KubeRay >= 1.5.1)
 SCHEMA = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -78,6 +83,7 @@ SCHEMA = {
                     "required": ["rayStartParams", "template"],
                     "properties": {
                         "serviceType": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                        "labels": GROUP_LABELS,
                         "rayStartParams": RAY_START_PARAMS,
                         "template": POD_TEMPLATE,
                     },
@@ -92,6 +98,7 @@ SCHEMA = {
                             "replicas": {"type": "integer", "minimum": 0},
                             "minReplicas": {"type": "integer", "minimum": 0},
                             "maxReplicas": {"type": "integer", "minimum": 0},
+                            "labels": GROUP_LABELS,
                             "rayStartParams": RAY_START_PARAMS,
                             "template": POD_TEMPLATE,
                         },
@@ -141,3 +148,30 @@ def test_worker_groups_have_consistent_replicas_and_gpu_limits():
             resources = container["resources"]
             gpus = resources["limits"].get("nvidia.com/gpu")
             assert resources["requests"].get("nvidia.com/gpu") == gpus  # Kubernetes requires equal GPU asks
+
+
+def test_group_labels_are_ray_node_labels_that_fray_places_steps_by():
+    from ray._private.label_utils import validate_node_label_syntax
+
+    from fray.cluster import ResourceConfig
+    from fray.cluster.placement import (
+        MARKET_TYPE_LABEL,
+        REGION_LABEL,
+        label_selector,
+        selector_matches,
+        why_no_node_is_allowed,
+    )
+
+    spec = _manifest()["spec"]
+    groups = {"head": spec["headGroupSpec"], **{g["groupName"]: g for g in spec["workerGroupSpecs"]}}
+    for name, group in groups.items():
+        validate_node_label_syntax(group["labels"])  # what `ray start --labels` accepts
+        assert REGION_LABEL in group["labels"], name
+        # A spot group's pods must land on spot VMs, and only a spot group's.
+        on_spot = group["template"]["spec"].get("nodeSelector", {}).get("cloud.google.com/gke-spot") == "true"
+        assert (group["labels"][MARKET_TYPE_LABEL] == "spot") == on_spot, name
+    labels = [g["labels"] for g in groups.values()]
+    region = spec["headGroupSpec"]["labels"][REGION_LABEL]
+    assert why_no_node_is_allowed(ResourceConfig(regions=[region], preemptible=False), labels) is None
+    on_demand = label_selector(ResourceConfig(preemptible=False))
+    assert {n for n, g in groups.items() if not selector_matches(on_demand, g["labels"])} == {"cpu-spot"}
