@@ -8,7 +8,7 @@ Nothing runs until a writer, `collect()`, `take()` or `count()`; `explain()` pri
 
 from zephyr.config import ZephyrConfig
 from zephyr.dataset import Dataset
-from zephyr.errors import BadRecordError, PlanError, ShardFailedError, ZephyrError
+from zephyr.errors import BadRecordError, PlanError, ShardFailedError, UnsupportedKeyError, ZephyrError
 from zephyr.execute import WriteResult
 from zephyr.ops import ShardInfo
 
@@ -18,6 +18,7 @@ __all__ = [
     "PlanError",
     "ShardFailedError",
     "ShardInfo",
+    "UnsupportedKeyError",
     "WriteResult",
     "ZephyrConfig",
     "ZephyrError",

@@ -13,6 +13,18 @@ class PlanError(ZephyrError, ValueError):
     """A pipeline is declared wrongly: a bad argument, format, path or option."""
 
 
+class UnsupportedKeyError(PlanError):
+    """A group_by/deduplicate key is of a type zephyr cannot encode canonically across processes."""
+
+    def __init__(self, key_type: type, op: str | None = None):
+        self.key_type, self.op = key_type, op
+        where = f"{op}: " if op else ""
+        super().__init__(
+            f"{where}shuffle keys of type {key_type.__module__}.{key_type.__qualname__} are not supported; "
+            "return a str, int, float, bool, None, bytes, or a tuple/list/dict/set/frozenset of those"
+        )
+
+
 class BadRecordError(ZephyrError):
     """An input record could not be parsed and the reader's policy is ``bad_records="fail"``."""
 

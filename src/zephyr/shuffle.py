@@ -22,6 +22,7 @@ from typing import Any
 import fsspec
 import xxhash
 
+from zephyr.errors import UnsupportedKeyError
 from zephyr.fileio import join
 
 _HEADER = struct.Struct(">QII")
@@ -33,32 +34,56 @@ Frame = tuple[int, bytes, bytes]
 
 
 def encode_key(key: Any) -> bytes:
-    """Canonical bytes of a key: equal str/int/float/bool/None/bytes/tuple keys give equal bytes."""
+    """Canonical bytes of a shuffle key: keys Python considers equal give equal bytes in every process.
+
+    Numbers are normalised the way Python's dict merges them (`True`, `1` and `1.0` are one key;
+    so are `0.0` and `-0.0`); lists and tuples are encoded element by element, dicts by their items
+    sorted by encoded key, sets and frozensets by their encoded elements sorted, so neither insertion
+    order nor the per-process hash seed changes the bytes. Any other type raises UnsupportedKeyError.
+    """
     if isinstance(key, str):
         return b"s" + key.encode("utf-8", "surrogatepass")
-    if isinstance(key, bool):
-        return b"b1" if key else b"b0"
-    if isinstance(key, int):
-        return b"i" + str(key).encode()
+    if isinstance(key, int):  # bool included: True == 1
+        return b"i" + str(int(key)).encode()
     if isinstance(key, float):
+        if key.is_integer():  # 2.0 == 2 and -0.0 == 0 in Python, so they share the int's bytes
+            return b"i" + str(int(key)).encode()
         return b"f" + repr(key).encode()
     if key is None:
         return b"n"
-    if isinstance(key, bytes):
-        return b"y" + key
+    if isinstance(key, bytes | bytearray):
+        return b"y" + bytes(key)
     if isinstance(key, tuple):
-        parts = [encode_key(k) for k in key]
-        return b"t" + b"".join(_LENGTH.pack(len(p)) + p for p in parts)
-    return b"p" + pickle.dumps(key, protocol=5)
+        return b"t" + _encode_parts(encode_key(k) for k in key)
+    if isinstance(key, list):
+        return b"l" + _encode_parts(encode_key(k) for k in key)
+    if isinstance(key, dict):
+        items = sorted((encode_key(k), encode_key(v)) for k, v in key.items())
+        return b"d" + _encode_parts(part for item in items for part in item)
+    if isinstance(key, set | frozenset):
+        return b"S" + _encode_parts(sorted(encode_key(k) for k in key))
+    raise UnsupportedKeyError(type(key))
+
+
+def _encode_parts(parts) -> bytes:
+    return b"".join(_LENGTH.pack(len(p)) + p for p in parts)
+
+
+def _decode_parts(body: bytes) -> list:
+    items, at = [], 0
+    while at < len(body):
+        (length,) = _LENGTH.unpack_from(body, at)
+        items.append(decode_key(body[at + 4 : at + 4 + length]))
+        at += 4 + length
+    return items
 
 
 def decode_key(data: bytes) -> Any:
-    """The key that `encode_key` encoded."""
+    """The key that `encode_key` encoded, in canonical form: an integral float or a bool comes back
+    as int, bytearray as bytes, a set as frozenset (each equal to the key that was encoded)."""
     tag, body = data[:1], data[1:]
     if tag == b"s":
         return body.decode("utf-8", "surrogatepass")
-    if tag == b"b":
-        return body == b"1"
     if tag == b"i":
         return int(body)
     if tag == b"f":
@@ -68,13 +93,15 @@ def decode_key(data: bytes) -> Any:
     if tag == b"y":
         return bytes(body)
     if tag == b"t":
-        items, at = [], 0
-        while at < len(body):
-            (length,) = _LENGTH.unpack_from(body, at)
-            items.append(decode_key(body[at + 4 : at + 4 + length]))
-            at += 4 + length
-        return tuple(items)
-    return pickle.loads(body)
+        return tuple(_decode_parts(body))
+    if tag == b"l":
+        return _decode_parts(body)
+    if tag == b"d":
+        parts = _decode_parts(body)
+        return dict(zip(parts[::2], parts[1::2]))
+    if tag == b"S":
+        return frozenset(_decode_parts(body))
+    raise ValueError(f"not an encoded shuffle key (tag {tag!r})")
 
 
 def key_hash(key_bytes: bytes) -> int:

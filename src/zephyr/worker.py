@@ -16,7 +16,7 @@ from typing import Any
 
 import cloudpickle
 
-from zephyr.errors import BadRecordError, PlanError
+from zephyr.errors import BadRecordError, PlanError, UnsupportedKeyError
 from zephyr.fileio import join, makedirs
 from zephyr.ops import Deduplicate, GroupBy, Reshard, ShardInfo, ShuffleOp, apply_row_ops
 from zephyr.plan import CollectSink, CountSink, Sink
@@ -117,9 +117,12 @@ def _consume(task: ShardTask, records, stats: ShardStats) -> Any:
             directory, task.num_partitions, task.memory_budget_bytes, keep_first=isinstance(output, Deduplicate)
         )
         key = output.key
-        for record in records:
-            sorter.add(record if key is None else key(record), record)
-            stats.records_out += 1
+        try:
+            for record in records:
+                sorter.add(record if key is None else key(record), record)
+                stats.records_out += 1
+        except UnsupportedKeyError as e:
+            raise UnsupportedKeyError(e.key_type, output.describe()) from None
         return sorter.runs()
     raise PlanError(f"stage {task.stage} has no sink: end the pipeline with a writer, collect(), take() or count()")
 
