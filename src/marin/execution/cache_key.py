@@ -56,20 +56,37 @@ _fingerprint_lock = threading.Lock()
 
 
 def code_fingerprint(fn: Callable[..., Any]) -> str:
-    """A sha256 of the normalized source of `fn` (see the module docstring), cached per function.
+    """A sha256 of the normalized source of `fn` (see the module docstring) and what it captures.
 
     A `functools.partial` is fingerprinted as its function plus its bound arguments when those are
     plain JSON; otherwise the bound arguments are left out and the step's `hash_attrs` or `version`
-    must carry them (lazy handles put every parameter in `hash_attrs`).
+    must carry them (lazy handles put every parameter in `hash_attrs`). A closure adds the values of
+    its captured variables that are plain JSON, and the fingerprint of each captured function;
+    other captured values are left out, like non-JSON partial arguments.
     """
+    return _fingerprint(fn, frozenset())
+
+
+def _fingerprint(fn: Callable[..., Any], active: frozenset[int]) -> str:
+    if id(fn) in active:  # a function that captures itself (recursion): its code is already counted
+        return "recursive"
+    active = active | {id(fn)}
     if isinstance(fn, functools.partial):
-        base = code_fingerprint(fn.func)
+        base = _fingerprint(fn.func, active)
         bound = {"args": list(fn.args), "kwargs": dict(fn.keywords)}
         try:
             _require_plain_json(bound)
         except TypeError:
             return base
         return hashlib.sha256(base.encode() + canonical_json(bound)).hexdigest()
+    digest = _source_digest(fn)
+    captured = _captured_values(fn, active)
+    if not captured:
+        return digest
+    return hashlib.sha256(digest.encode() + canonical_json(captured)).hexdigest()
+
+
+def _source_digest(fn: Callable[..., Any]) -> str:
     cached = _fingerprints.get(id(fn))
     if cached is not None and cached[0] is fn:
         return cached[1]
@@ -77,6 +94,32 @@ def code_fingerprint(fn: Callable[..., Any]) -> str:
     with _fingerprint_lock:
         _fingerprints[id(fn)] = (fn, digest)  # holds fn, so its id is never reused while cached
     return digest
+
+
+def _captured_values(fn: Callable[..., Any], active: frozenset[int]) -> dict[str, Any]:
+    """Per captured variable of a closure: its value if plain JSON, or the fingerprint of a function.
+
+    Read on every call, not cached: a cell's value can be rebound after the closure is made.
+    """
+    closure = getattr(fn, "__closure__", None)
+    code = getattr(fn, "__code__", None)
+    if not closure or code is None:
+        return {}
+    captured: dict[str, Any] = {}
+    for name, cell in zip(code.co_freevars, closure):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a cell not yet bound
+            continue
+        if inspect.isfunction(value) or inspect.ismethod(value) or isinstance(value, functools.partial):
+            captured[name] = {"fn": _fingerprint(value, active)}
+            continue
+        try:
+            _require_plain_json(value)
+        except TypeError:
+            continue
+        captured[name] = {"value": value}
+    return captured
 
 
 def _require_plain_json(value: Any) -> None:

@@ -67,6 +67,56 @@ def test_partial_fingerprint_includes_json_bound_args_only():
     assert code_fingerprint(functools.partial(_write, value=object())) == code_fingerprint(_write)
 
 
+def _closure_over(value):
+    def step(path):
+        return {"value": value}
+
+    return step
+
+
+def _closure_calling(helper):
+    def step(path):
+        return helper(path)
+
+    return step
+
+
+def _double(path):
+    return {"n": 2}
+
+
+def _triple(path):
+    return {"n": 3}
+
+
+def test_closures_differing_only_in_captured_values_get_different_keys(tmp_path):
+    runner = StepRunner(prefix=str(tmp_path), progress=False)
+    one, two = StepSpec(name="c", fn=_closure_over(1)), StepSpec(name="c", fn=_closure_over(2))
+    assert runner.plan([one]).of(one).key != runner.plan([two]).of(two).key
+    again = StepSpec(name="c", fn=_closure_over(1))
+    assert runner.plan([again]).of(again).key == runner.plan([one]).of(one).key
+    runner.run([one])
+    assert runner.plan([one]).of(one).state == "cached"
+    assert runner.plan([two]).of(two).state != "cached"  # no false cache hit from its twin's output
+
+
+def test_closure_fingerprint_folds_in_captured_functions_and_skips_other_objects():
+    assert code_fingerprint(_closure_calling(_double)) != code_fingerprint(_closure_calling(_triple))
+    assert code_fingerprint(_closure_calling(_double)) == code_fingerprint(_closure_calling(_double))
+    # Non-JSON captured values are left to hash_attrs/version: the fingerprint is the code's alone.
+    assert code_fingerprint(_closure_over(object())) == code_fingerprint(_closure_over(object()))
+
+
+def test_a_function_that_captures_itself_is_fingerprinted():
+    def outer():
+        def countdown(path, n=3):
+            return {"n": n} if n == 0 else countdown(path, n - 1)
+
+        return countdown
+
+    assert code_fingerprint(outer()) == code_fingerprint(outer())
+
+
 def test_key_covers_name_hash_attrs_version_and_dependency_keys():
     base = key_record("s", {"a": 1}, [("d", "k1")], None, "fp")
     assert key_of(base) == key_of(key_record("s", {"a": 1}, [("d", "k1")], None, "fp"))
