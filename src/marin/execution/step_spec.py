@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 class StepSpec:
     """One step: `fn` writes its output under the step's output path.
 
-    `fn` takes no argument or one (the output path). `hash_attrs` are the JSON parameters that,
+    `fn` takes no argument or one (the output path): it is called `fn(output_path)` when it has
+    one positional parameter without a default, else `fn()`. `hash_attrs` are the JSON parameters that,
     with the name, the dependencies' keys and the code version, make the step's cache key.
     `output_path`, when given, is relative to the runner's prefix; otherwise the output lives at
     `{prefix}/{name}-{key[:8]}`. `version` replaces the code fingerprint when given.
@@ -38,6 +41,7 @@ class StepSpec:
             _check_relative_path(self.name, "output_path", self.output_path)
         if not callable(self.fn):
             raise StepDefinitionError(f"step {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
+        _check_signature(self.name, self.fn)
         deps = tuple(self.deps)
         for dep in deps:
             if not isinstance(dep, StepSpec):
@@ -56,10 +60,45 @@ class StepSpec:
         return f"StepSpec(name={self.name!r}, deps={[d.name for d in self.deps]})"
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_WINDOWS_DRIVE = re.compile(r"[A-Za-z]:([\\/]|$)")
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable without one: called with no argument
+        return None
+
+
+def takes_output_path(fn: Callable[..., Any]) -> bool:
+    """Whether a step's `fn` is called as `fn(output_path)`: it has one positional parameter
+    without a default. A function whose positional parameters all have defaults (`def f(x=3)`),
+    or that only takes `*args`, is called as `fn()`."""
+    sig = _signature(fn)
+    if sig is None:
+        return False
+    return any(p.kind in _POSITIONAL and p.default is p.empty for p in sig.parameters.values())
+
+
+def _check_signature(step: str, fn: Callable[..., Any]) -> None:
+    sig = _signature(fn)
+    if sig is None:
+        return
+    params = sig.parameters.values()
+    required = [p.name for p in params if p.kind in _POSITIONAL and p.default is p.empty]
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if len(required) > 1 or keyword_only:
+        raise StepDefinitionError(
+            f"step {step!r}: fn takes ({', '.join(required + keyword_only)}), but a step function takes no "
+            "argument or one (the output path); bind the others with functools.partial or give them defaults"
+        )
+
+
 def _check_relative_path(step: str, field_name: str, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise StepDefinitionError(f"step {step!r}: {field_name} must be a non-empty string, got {value!r}")
-    if value.startswith("/") or "://" in value or (len(value) > 1 and value[1] == ":"):
+    if value.startswith(("/", "\\")) or "://" in value or _WINDOWS_DRIVE.match(value):
         raise StepDefinitionError(
             f"step {step!r}: {field_name} {value!r} is absolute; give a path relative to the prefix "
             "(set the prefix with StepRunner(prefix=...) or MARIN_PREFIX)"

@@ -8,33 +8,25 @@ cloudpickle, and only when the cluster actually pickles the task (a thread clust
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from marin.execution.artifact import to_jsonable
 from marin.execution.context import StepContext, running
+from marin.execution.step_spec import takes_output_path
 
 
 @functools.lru_cache(maxsize=4096)
 def _accepts_path_cached(fn: Callable[..., Any]) -> bool:
-    return _accepts_path(fn)
-
-
-def _accepts_path(fn: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+    return takes_output_path(fn)
 
 
 def accepts_output_path(fn: Callable[..., Any]) -> bool:
-    """Whether the runner calls `fn(output_path)` (it takes a positional argument) rather than `fn()`."""
+    """Whether the runner calls `fn(output_path)` rather than `fn()` (the rule is StepSpec's)."""
     try:
         return _accepts_path_cached(fn)
     except TypeError:  # unhashable callable
-        return _accepts_path(fn)
+        return takes_output_path(fn)
 
 
 class StepTask:

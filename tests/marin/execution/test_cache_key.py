@@ -140,8 +140,8 @@ def test_explicit_version_replaces_the_code_fingerprint():
 
 
 def test_key_does_not_depend_on_the_prefix(tmp_path):
-    dep = StepSpec(name="dep", fn=_write, hash_attrs={"x": 1})
-    top = StepSpec(name="top", fn=_write, deps=[dep])
+    dep = StepSpec(name="dep", fn=functools.partial(_write, value=1), hash_attrs={"x": 1})
+    top = StepSpec(name="top", fn=functools.partial(_write, value=2), deps=[dep])
     one = StepRunner(prefix=str(tmp_path / "one"), progress=False).plan([top])
     two = StepRunner(prefix=str(tmp_path / "moved" / "elsewhere"), progress=False).plan([top])
     assert one.of(top).key == two.of(top).key
