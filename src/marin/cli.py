@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, status, info; submit and jobs (a Ray cluster, see docs/clusters.md).
+"""The `marin` command: run, plan, status, info, gc; submit and jobs (a Ray cluster, see docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -103,13 +103,14 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 @main.command()
 @click.argument("prefix", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
-def status(prefix, as_json) -> None:
+@click.option("--all", "show_all", is_flag=True, help="Also list superseded copies of outputs.")
+def status(prefix, as_json, show_all) -> None:
     """A table of the step outputs under PREFIX: state, age, duration and headline metric."""
     from marin.execution.explain import format_seconds, list_outputs
     from marin.execution.plan import resolve_prefix
 
     root = resolve_prefix(prefix)
-    rows = list_outputs(root)
+    rows = list_outputs(root, include_superseded=show_all)
     if as_json:
         import dataclasses
 
@@ -128,6 +129,23 @@ def status(prefix, as_json) -> None:
         table.add_row(r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.headline,
                       r.detail)
     Console(width=160).print(table)
+
+
+@main.command()
+@click.argument("prefix")
+@click.option("--superseded", is_flag=True, help="Delete superseded copies of outputs (required: the only kind).")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted and delete nothing.")
+def gc(prefix, superseded, dry_run) -> None:
+    """Delete superseded copies of step outputs under PREFIX (older outputs moved aside by a new key)."""
+    from marin.execution.gc import delete_superseded
+
+    if not superseded:
+        _fail("say what to delete: `marin gc PREFIX --superseded` (add --dry-run to list it first)", 2)
+    paths = delete_superseded(prefix, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    for path in paths:
+        click.echo(f"{verb} {path}")
+    click.echo(f"{verb} {len(paths)} superseded output(s) under {prefix}", err=True)
 
 
 @main.command()

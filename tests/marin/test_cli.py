@@ -30,8 +30,8 @@ EXPERIMENT = textwrap.dedent('''
 ''')
 
 
-def marin(*args, cwd):
-    env = {**os.environ, "MARIN_PREFIX": ""}
+def marin(*args, cwd, **env_vars):
+    env = {**os.environ, "MARIN_PREFIX": "", **env_vars}
     return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -103,3 +103,43 @@ def test_status_and_info_show_a_steps_headline_metric(tmp_path):
     assert "bpb = 1.235" in marin("status", prefix, cwd=tmp_path).stdout
     info = marin("info", rows[0]["path"], cwd=tmp_path)
     assert "headline bpb = 1.235" in info.stdout
+
+
+REVISED = textwrap.dedent('''
+    import os
+    from pathlib import Path
+    from marin.execution.step_spec import StepSpec
+
+    def write(path):
+        Path(path, "v.txt").write_text(os.environ["V"])
+
+    fixed = StepSpec(name="fixed", fn=write, hash_attrs={"v": os.environ["V"]}, output_path="fixed")
+''')
+
+
+def test_superseded_copies_are_hidden_from_status_and_removed_only_by_gc(tmp_path):
+    (tmp_path / "exp.py").write_text(REVISED)
+    prefix = tmp_path / "out"
+    for version in ("1", "2"):  # same output path, new key: the first output is moved aside, not deleted
+        ran = marin("run", "exp.py", "--prefix", str(prefix), cwd=tmp_path, V=version)
+        assert ran.returncode == 0, ran.stderr
+    superseded = [p for p in prefix.iterdir() if ".superseded-" in p.name]
+    assert len(superseded) == 1 and (superseded[0] / "v.txt").read_text() == "1"
+
+    rows = json.loads(marin("status", str(prefix), "--json", cwd=tmp_path).stdout)
+    assert [(r["name"], r["path"].endswith("/fixed")) for r in rows] == [("fixed", True)]
+    every = json.loads(marin("status", str(prefix), "--all", "--json", cwd=tmp_path).stdout)
+    assert sorted(r["superseded"] for r in every) == [False, True]
+
+    refused = marin("gc", str(prefix), cwd=tmp_path)
+    assert refused.returncode != 0 and "--superseded" in refused.stderr
+    dry = marin("gc", str(prefix), "--superseded", "--dry-run", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert superseded[0].name in dry.stdout and superseded[0].exists()
+
+    collected = marin("gc", str(prefix), "--superseded", cwd=tmp_path)
+    assert collected.returncode == 0, collected.stderr
+    assert superseded[0].name in collected.stdout
+    assert not superseded[0].exists()
+    assert (prefix / "fixed" / "v.txt").read_text() == "2"
+    assert len(json.loads(marin("status", str(prefix), "--all", "--json", cwd=tmp_path).stdout)) == 1

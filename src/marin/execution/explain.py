@@ -9,6 +9,7 @@ from typing import Any
 from marin.execution import storage
 from marin.execution.artifact import read_artifact, read_info
 from marin.execution.errors import MarinError
+from marin.execution.gc import is_superseded
 from marin.execution.status import (
     LEASE_PREFIX,
     RUNNING,
@@ -30,14 +31,22 @@ class OutputStatus:
     duration_s: float | None
     detail: str = ""
     headline: str = ""
+    superseded: bool = False
 
 
-def list_outputs(prefix: str, lease_timeout: float = 60.0) -> list[OutputStatus]:
-    """Every step output under `prefix` (directories with a status or a lease), sorted by path."""
+def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: bool = False) -> list[OutputStatus]:
+    """Every step output under `prefix` (directories with a status or a lease), sorted by path.
+
+    Superseded copies (an older output moved aside when its path got a new key) are left out
+    unless `include_superseded`.
+    """
     now = time.time()
     rows = []
     wanted = lambda n: n == STATUS_FILE or n.startswith(LEASE_PREFIX)  # noqa: E731
     for path, names in storage.find_dirs_with(prefix, wanted):
+        superseded = is_superseded(path)
+        if superseded and not include_superseded:
+            continue
         status = read_status(path) if STATUS_FILE in names else None
         events = (status or {}).get("events") or []
         holder = current_holder(path, lease_timeout) if any(n.startswith(LEASE_PREFIX) for n in names) else None
@@ -53,7 +62,9 @@ def list_outputs(prefix: str, lease_timeout: float = 60.0) -> list[OutputStatus]
             state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
         name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
         shown = headline(read_artifact(path)) if state == SUCCESS else ""
-        rows.append(OutputStatus(path, name, state, age, _duration(events), detail, shown))
+        if superseded:
+            detail = "superseded copy (delete with `marin gc PREFIX --superseded`)"
+        rows.append(OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded))
     rows.sort(key=lambda r: r.path)
     return rows
 
