@@ -2,7 +2,7 @@
 
 - `.executor_info`: how the output was made: the step's name, key and key record (hash_attrs,
   version or code fingerprint, dependencies with their keys), the dependencies' paths, `fn` as
-  module:qualname, git commit and dirty flag, Python and package versions, host, user, start and
+  module:qualname, git commit and dirty flag of `fn`'s repository and of the experiment's, Python and package versions, host, user, start and
   end times, and resources.
 - `.artifact.json`: what the step produced: its returned value and a manifest of its files.
 
@@ -88,16 +88,41 @@ _git_cache: dict[str, dict[str, Any]] = {}
 _git_lock = threading.Lock()
 
 
+# How `marin.execution.discover` names the module of an experiment file that `marin run` imports.
+_EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
+
+
 def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The git commit and dirty flag of the repository holding `fn`'s source (or the cwd)."""
+    """The git commit and dirty flag of the repository holding `fn`'s source (or the cwd), and
+    under `"experiment"` those of the experiment this process runs (see `experiment_directory`).
+
+    A library step's `fn` (tokenize, train) lives in marin's repository, so the experiment's own
+    state is recorded beside it: together they say which code and which experiment made the output.
+    """
     target = fn.func if isinstance(fn, functools.partial) else fn
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     source = getattr(module, "__file__", None)
     directory = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+    experiment = experiment_directory()
+    return {**_git_of(directory), "experiment": {"directory": experiment, **_git_of(experiment)}}
+
+
+@functools.cache
+def experiment_directory() -> str:
+    """The directory of the experiment this process runs, found once per process: the file
+    `marin run` imported, else the `__main__` script's file, else the current directory."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith(_EXPERIMENT_MODULE_PREFIX) and getattr(module, "__file__", None):
+            return os.path.dirname(os.path.abspath(module.__file__))
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.dirname(os.path.abspath(main_file)) if main_file else os.getcwd()
+
+
+def _git_of(directory: str) -> dict[str, Any]:
     with _git_lock:
         if directory not in _git_cache:
             _git_cache[directory] = _read_git(directory)
-        return _git_cache[directory]
+        return dict(_git_cache[directory])
 
 
 def _read_git(directory: str) -> dict[str, Any]:

@@ -126,6 +126,10 @@ def explain_output(path: str) -> str:
         git = info.get("git") or {}
         if git.get("commit"):
             lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
+        experiment = git.get("experiment") or {}
+        if experiment.get("commit"):
+            lines.append(f"exp git  {experiment['commit']}" + ("  (dirty working tree)" if experiment.get("dirty")
+                                                              else "") + f"  in {experiment.get('directory')}")
         lines.append(f"params   {_json(info.get('hash_attrs'))}")
         for dep in info.get("deps") or []:
             lines.append(f"input    {dep['name']}  key {dep['key'][:12]}  at {dep['path']}")

@@ -1,0 +1,78 @@
+"""Git provenance: a library step records marin's repository and, beside it, the experiment's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import marin.execution.storage
+
+MARIN_REPO = Path(marin.execution.storage.__file__).resolve().parent
+
+# A library step: its fn lives in marin, not in the experiment's repository.
+EXPERIMENT = textwrap.dedent("""
+    import sys
+    from marin.execution import storage
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    library_step = StepSpec(name="library-step", fn=storage.makedirs)
+    if __name__ == "__main__":
+        StepRunner(prefix=sys.argv[1], progress=False).run([library_step])
+""")
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _experiment_repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "experiment-repo"
+    repo.mkdir()
+    (repo / "exp.py").write_text(EXPERIMENT)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "exp.py")
+    _git(repo, "commit", "-q", "-m", "experiment")
+    return repo, _git(repo, "rev-parse", "HEAD")
+
+
+def _info(prefix: Path) -> dict:
+    (info_file,) = prefix.glob("library-step-*/.executor_info")
+    return json.loads(info_file.read_text())
+
+
+def _marin_commit() -> str:
+    return _git(MARIN_REPO, "rev-parse", "HEAD")
+
+
+def test_script_run_records_the_experiment_repository_beside_marins(tmp_path):
+    repo, commit = _experiment_repo(tmp_path)
+    prefix = tmp_path / "out"
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    # Run from another directory: the experiment is found from __main__'s file, not the cwd.
+    subprocess.run([sys.executable, str(repo / "exp.py"), str(prefix)], cwd=elsewhere, check=True, timeout=120)
+    git = _info(prefix)["git"]
+    assert git["commit"] == _marin_commit()
+    assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": False}
+
+
+def test_marin_run_records_the_imported_experiment_files_repository(tmp_path):
+    repo, commit = _experiment_repo(tmp_path)
+    (repo / "exp.py").write_text(EXPERIMENT + "\n# an uncommitted edit\n")
+    prefix = tmp_path / "out"
+    env = {**os.environ, "MARIN_PREFIX": ""}
+    subprocess.run([sys.executable, "-m", "marin.cli", "run", str(repo / "exp.py"), "--prefix", str(prefix)],
+                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
+    git = _info(prefix)["git"]
+    assert git["commit"] == _marin_commit()
+    assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": True}
+    shown = subprocess.run([sys.executable, "-m", "marin.cli", "info", str(next(prefix.glob("library-step-*")))],
+                           env=env, check=True, capture_output=True, text=True, timeout=120).stdout
+    assert f"exp git  {commit}  (dirty working tree)  in {repo}" in shown
