@@ -9,11 +9,13 @@ in `stats` under `bad_records="skip"`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 
 from zephyr.errors import BadRecordError
 from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
 
-__all__ = ["BAD_RECORD_POLICIES", "BadRecordError", "ShardStats", "infer_format", "read_texts", "report_bad"]
+__all__ = ["BAD_RECORD_POLICIES", "BadRecordError", "ShardStats", "infer_format", "read_text_records", "read_texts",
+           "report_bad"]
 
 
 def report_bad(bad_records: str, stats: ShardStats, where: str, line: int, reason: str) -> None:
@@ -26,18 +28,24 @@ def report_bad(bad_records: str, stats: ShardStats, where: str, line: int, reaso
 
 def read_texts(path: str, text_key: str, bad_records: str, stats: ShardStats) -> Iterator[str]:
     """The documents of one file, in file order."""
+    return map(itemgetter(0), read_text_records(path, text_key, bad_records, stats))
+
+
+def read_text_records(path: str, text_key: str, bad_records: str,
+                      stats: ShardStats) -> Iterator[tuple[str, dict | None]]:
+    """(text, record) for each document of one file, in file order; the record is None in a text file."""
     fmt = infer_format(path)
     pos = Position()
     records = read_file(path, fmt, bad_records, pos, stats)
     if fmt == "text":
         for line in records:
             if line.strip():
-                yield line
+                yield line, None
         return
     for record in records:
         text = record.get(text_key) if isinstance(record, dict) else None
         if isinstance(text, str):
-            yield text
+            yield text, record
         elif isinstance(record, dict) and text_key in record:
             report_bad(bad_records, stats, path, pos.line, f"field {text_key!r} is {type(text).__name__}, not a string")
         else:

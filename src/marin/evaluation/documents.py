@@ -6,27 +6,33 @@ UTF-8 byte length of its ORIGINAL text, which is what bits-per-byte divides by.
 
 from __future__ import annotations
 
-import json
+import logging
 from dataclasses import dataclass
 
-import fsspec
-
+from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_format, read_text_records
 from marin.evaluation.errors import EvalDataError
+from zephyr.errors import PlanError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class TextDataset:
-    """Raw text to evaluate on: `.jsonl` files (one JSON object per line) or `.txt` files (one document each).
+    """Raw text to evaluate on, read exactly as the data pipeline reads files (`marin.data.file_documents`).
 
-    In JSON lines the text is `text_field`; when `domain_field` is set and a record has it, that
-    record's domain is `{name}/{record[domain_field]}`. Paths are fsspec URLs or local paths; the
-    step's cache key holds the paths, so change the name or paths when the files' contents change.
+    `.jsonl`/`.json` (text under `text_field`), `.parquet`, or `.txt` (one document per line, blank
+    lines skipped), each optionally `.gz`/`.zst` compressed. When `domain_field` is set and a record
+    has it, that record's domain is `{name}/{record[domain_field]}`. A malformed record fails the
+    step naming file:line under `bad_records="fail"`, or is skipped and counted under `"skip"`.
+    Paths are fsspec URLs or local paths; the step's cache key holds the paths, so change the name
+    or paths when the files' contents change.
     """
 
     name: str
     paths: tuple[str, ...]
     text_field: str = "text"
     domain_field: str | None = None
+    bad_records: str = "fail"
 
     def __post_init__(self) -> None:
         if isinstance(self.paths, str):
@@ -34,11 +40,19 @@ class TextDataset:
         object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
         if not self.name or not self.paths:
             raise EvalDataError(f"TextDataset {self.name!r}: give a name and at least one path")
+        if self.bad_records not in BAD_RECORD_POLICIES:
+            raise EvalDataError(f"TextDataset {self.name!r}: bad_records={self.bad_records!r}; use one of "
+                                f"{list(BAD_RECORD_POLICIES)}")
+        for path in self.paths:
+            try:
+                infer_format(path)
+            except PlanError as e:
+                raise EvalDataError(f"TextDataset {self.name!r}: {e}") from None
 
     def to_json(self) -> dict:
         """The dataset as JSON, for a step's hash_attrs."""
         return {"name": self.name, "paths": list(self.paths), "text_field": self.text_field,
-                "domain_field": self.domain_field}
+                "domain_field": self.domain_field, "bad_records": self.bad_records}
 
 
 @dataclass(frozen=True)
@@ -53,26 +67,17 @@ class EvalDocument:
 
 
 def read_text_dataset(dataset: TextDataset) -> list[EvalDocument]:
-    """All documents of `dataset`, in path order then line order."""
+    """All documents of `dataset`, in path order then file order."""
     docs: list[EvalDocument] = []
+    stats = ShardStats()
+    domain_field = dataset.domain_field
     for path in dataset.paths:
-        with fsspec.open(path, "rt", encoding="utf-8", compression="infer") as f:
-            if path.endswith(".txt"):
-                docs.append(_document(dataset, f.read(), None))
-                continue
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    text = record[dataset.text_field]
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
-                    raise EvalDataError(
-                        f"dataset {dataset.name!r}: {path} line {line_no} is not a JSON object with a "
-                        f"{dataset.text_field!r} string ({e}); fix the file or set text_field"
-                    ) from None
-                tag = record.get(dataset.domain_field) if dataset.domain_field else None
-                docs.append(_document(dataset, text, tag))
+        for text, record in read_text_records(path, dataset.text_field, dataset.bad_records, stats):
+            tag = record.get(domain_field) if domain_field and record is not None else None
+            docs.append(_document(dataset, text, tag))
+    if stats.bad_records:
+        logger.warning("dataset %r: skipped %d malformed record(s), e.g. %s", dataset.name, stats.bad_records,
+                       "; ".join(stats.bad_examples))
     if not docs:
         raise EvalDataError(f"dataset {dataset.name!r} has no documents in {list(dataset.paths)}")
     return docs
