@@ -10,15 +10,19 @@ The lease says which runner is executing the step. Lease files are numbered gene
   stale (no heartbeat for `timeout` seconds), or its holder is a dead process on this host, create
   generation n+1 exclusively and delete the older ones. Exclusive create is `O_EXCL` locally and a
   conditional create on object stores (see `storage.create_exclusive`), so exactly one contender
-  wins each generation. After creating, the winner re-lists and backs off if a higher generation
-  appeared meanwhile.
+  wins each generation; locally the file is hard-linked into place whole. After creating, the winner
+  re-lists and backs off if a higher generation appeared meanwhile. A lease file that cannot be
+  parsed counts as held by an unknown process whose last heartbeat is the file's mtime.
 - hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
   file carries its token and no higher generation exists. Once lost, a lease stays lost.
 - release: the holder deletes its own file.
+- heartbeat: a renewal that fails is retried at the next beat; after a few failures in a row the
+  holder gives the lease up, which stops its step (see `Lease.on_lost`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -32,6 +36,8 @@ from typing import Any
 import orjson
 
 from marin.execution import storage
+
+logger = logging.getLogger("marin.execution")
 
 STATUS_FILE = ".executor_status"
 LEASE_PREFIX = ".executor_lease."
@@ -96,17 +102,20 @@ def _generations(output_path: str) -> list[int]:
 
 
 def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
-    data = storage.read_bytes(_lease_path(output_path, generation))
+    path = _lease_path(output_path, generation)
+    data = storage.read_bytes(path)
     if data is None:
         return None
     try:
         d = orjson.loads(data)
-        return LeaseInfo(generation, d["token"], d["host"], d["pid"], d.get("pid_start"), d["step"], d["acquired"],
-                         d["heartbeat"])
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        # Created but not yet written: treat it as just acquired by someone alive.
-        now = time.time()
-        return LeaseInfo(generation, "", "?", -1, None, "?", now, now)
+        return LeaseInfo(generation, d["token"], d["host"], d["pid"], d.get("pid_start"), d["step"],
+                         float(d["acquired"]), float(d["heartbeat"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        # Unreadable (a writer that died mid-write, on a store without atomic creates): an unknown
+        # holder whose last heartbeat is the file's mtime, so it goes stale after the timeout.
+        written = storage.modified_time(path)
+        written = time.time() if written is None else written
+        return LeaseInfo(generation, "", "?", -1, None, "?", written, written)
 
 
 def current_holder(output_path: str, timeout: float) -> LeaseInfo | None:
@@ -168,15 +177,35 @@ class Lease:
                 storage.remove(self.path)
             self.lost = True
 
+    def give_up(self, reason: str) -> None:
+        """Treat the lease as lost (its heartbeat keeps failing): the step is stopped, records nothing."""
+        with self._lock:
+            if self.lost:
+                return
+            logger.warning("giving up the lease on %s: %s", self.output_path, reason)
+            try:
+                self._mark_lost()
+            except Exception:  # noqa: BLE001 - storage is failing; the callbacks must still run
+                self.lost = True
+                self._notify_lost()
+
     def _mark_lost(self) -> None:
         if self.lost:
             return
         self.lost = True
-        info = _read_lease(self.output_path, self.generation)
-        if info is not None and info.token == self.token:
-            storage.remove(self.path)  # our own heartbeat may have re-created it after a takeover
-        for callback in self.on_lost:
-            callback()
+        try:
+            info = _read_lease(self.output_path, self.generation)
+            if info is not None and info.token == self.token:
+                storage.remove(self.path)  # our own heartbeat may have re-created it after a takeover
+        finally:
+            self._notify_lost()
+
+    def _notify_lost(self) -> None:
+        for callback in list(self.on_lost):
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one failing callback must not keep the others from running
+                logger.exception("a lease-lost callback for %s failed", self.output_path)
 
 
 def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInfo | None:
@@ -207,10 +236,16 @@ def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInf
 
 
 class Heartbeat:
-    """One thread that renews every lease this runner holds, every `interval` seconds."""
+    """One thread that renews every lease this runner holds, every `interval` seconds.
 
-    def __init__(self, interval: float):
+    A renewal that raises is logged and retried at the next beat; after `max_failures` failures in a
+    row the lease is given up (its step is stopped), since others will soon see it as stale.
+    """
+
+    def __init__(self, interval: float, max_failures: int = 3):
         self._interval = interval
+        self._max_failures = max_failures
+        self._failures: dict[Lease, int] = {}
         self._leases: set[Lease] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -228,6 +263,7 @@ class Heartbeat:
         """Stop heartbeating `lease`."""
         with self._lock:
             self._leases.discard(lease)
+            self._failures.pop(lease, None)
 
     def stop(self) -> None:
         """Stop the thread."""
@@ -240,10 +276,21 @@ class Heartbeat:
             with self._lock:
                 leases = list(self._leases)
             for lease in leases:
-                try:
-                    lease.renew()
-                except OSError:
-                    pass  # a storage hiccup: the next beat retries; staleness is judged by the timeout
+                self._beat(lease)
+
+    def _beat(self, lease: Lease) -> None:
+        # Nothing may end this thread: a dead heartbeat lets leases go stale while their steps run on.
+        try:
+            lease.renew()
+        except Exception as exc:  # noqa: BLE001 - storage errors of any kind (OSError or not)
+            with self._lock:
+                failures = self._failures[lease] = self._failures.get(lease, 0) + 1
+            logger.warning("heartbeat of the lease on %s failed (%d in a row): %r", lease.output_path, failures, exc)
+            if failures >= self._max_failures:
+                lease.give_up(f"{failures} heartbeats in a row failed, the last with {exc!r}")
+        else:
+            with self._lock:
+                self._failures.pop(lease, None)
 
 
 _own_start_time: float | None = None

@@ -166,17 +166,14 @@ def write_atomic(path: str, data: bytes) -> None:
 def create_exclusive(path: str, data: bytes) -> bool:
     """Create `path` holding `data` only if nothing is there; True when this call created it.
 
-    Locally this is `O_CREAT | O_EXCL`. On other stores it is fsspec's exclusive mode `"xb"`, which
+    Locally the bytes go to a temporary file that is then hard-linked to `path` (the link fails when
+    `path` exists), so the file appears whole or not at all. On other stores it is fsspec's exclusive mode `"xb"`, which
     gcsfs implements with `ifGenerationMatch=0` and s3fs with `If-None-Match: *` (both conditional
     creates), and memory:// under its lock. A store without "xb" falls back to check-then-write,
     which is not atomic; the runner's verify step after acquiring narrows but cannot close that gap.
     """
     if is_local(path):
-        try:
-            _write_local(_local(path), data, os.O_EXCL)
-        except FileExistsError:
-            return False
-        return True
+        return _create_exclusive_local(_local(path), data)
     fs, p = fs_and_path(path)
     try:
         with fs.open(p, "xb") as f:
@@ -189,6 +186,42 @@ def create_exclusive(path: str, data: bytes) -> bool:
             return False
         fs.pipe_file(p, data)
         return True
+
+
+def _create_exclusive_local(local: str, data: bytes) -> bool:
+    # Write a private temporary file, then hard-link it to the name: link() fails if the name exists,
+    # and the name never shows a half-written file (an O_EXCL create followed by a write would, to a
+    # reader, or forever if the writer is killed in between).
+    tmp = f"{local}.tmp-{os.getpid()}-{threading.get_ident()}"
+    _write_local(tmp, data, os.O_TRUNC)
+    try:
+        os.link(tmp, local)
+    except FileExistsError:
+        return False
+    except OSError:  # a filesystem without hard links: exclusive create, then write
+        try:
+            _write_local(local, data, os.O_EXCL)
+        except FileExistsError:
+            return False
+    finally:
+        remove(tmp)
+    return True
+
+
+def modified_time(path: str) -> float | None:
+    """When the file at `path` was last written (seconds since the epoch), or None when it is missing."""
+    if is_local(path):
+        try:
+            return os.stat(_local(path)).st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    fs, p = fs_and_path(path)
+    try:
+        return fs.modified(p).timestamp()
+    except FileNotFoundError:
+        return None
+    except (NotImplementedError, AttributeError, ValueError):
+        return None
 
 
 def remove(path: str) -> None:

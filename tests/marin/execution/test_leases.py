@@ -1,0 +1,110 @@
+"""Leases under damage: half-written lease files, racing creators, and heartbeats whose storage fails."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+from marin.execution import status as status_module
+from marin.execution import storage
+from marin.execution.status import Heartbeat, try_acquire
+
+RUN_ONE_STEP = textwrap.dedent('''
+    import sys
+    from pathlib import Path
+    from fray.cluster import ThreadCluster
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    def work(path):
+        Path(path, "done.txt").write_text("done")
+
+    step = StepSpec(name="fixed", fn=work, output_path="fixed")
+    StepRunner(prefix=sys.argv[1], cluster=ThreadCluster(), progress=False, lease_timeout=1).run([step])
+''')
+
+
+def test_an_empty_lease_file_goes_stale_after_the_timeout(tmp_path):
+    # What an O_EXCL create followed by a write leaves when its writer is killed in between.
+    out = tmp_path / "prefix" / "fixed"
+    out.mkdir(parents=True)
+    lease = out / ".executor_lease.0"
+    lease.write_bytes(b"")
+    written = lease.stat().st_mtime
+    done = subprocess.run([sys.executable, "-c", RUN_ONE_STEP, str(tmp_path / "prefix")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / ".executor_status").read_text())
+    assert record["state"] == "SUCCESS"
+    running = [e for e in record["events"] if e["state"] == "RUNNING"]
+    assert running[-1]["time"] >= written + 1  # taken over only once the file's mtime was a timeout old
+    assert (out / "done.txt").read_text() == "done"
+    assert not list(out.glob(".executor_lease.*"))
+
+
+def test_an_unreadable_lease_is_honoured_until_it_is_stale(tmp_path):
+    (tmp_path / ".executor_lease.0").write_bytes(b'{"token": "ab')  # cut off mid-write
+    holder = try_acquire(str(tmp_path), "s", timeout=60)
+    assert not isinstance(holder, status_module.Lease) and holder.host == "?"
+    os.utime(tmp_path / ".executor_lease.0", (time.time() - 120, time.time() - 120))
+    lease = try_acquire(str(tmp_path), "s", timeout=60)
+    assert isinstance(lease, status_module.Lease) and lease.generation == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".executor_lease.1"]
+
+
+def test_exclusive_create_publishes_whole_files_and_exactly_one_racer_wins(tmp_path):
+    target = str(tmp_path / ".executor_lease.0")
+    barrier = threading.Barrier(8)
+    wins = []
+
+    def race(i):
+        barrier.wait()
+        if storage.create_exclusive(target, orjson.dumps({"racer": i, "pad": "x" * 100_000})):
+            wins.append(i)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    assert orjson.loads(Path(target).read_bytes())["racer"] == wins[0]
+    assert os.listdir(tmp_path) == [".executor_lease.0"]  # no temporary file left behind
+
+
+def test_heartbeat_survives_any_renewal_error_and_gives_up_a_lease_that_keeps_failing(tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    failing = try_acquire(str(tmp_path / "a"), "a", timeout=60)
+    healthy = try_acquire(str(tmp_path / "b"), "b", timeout=60)
+    lost = threading.Event()
+    failing.on_lost.append(lost.set)
+    real_write = storage.write_atomic
+
+    def write_atomic(path, data):
+        # Fault injection: a store error that is not an OSError (as some fsspec backends raise).
+        if path.startswith(str(tmp_path / "a")):
+            raise RuntimeError("the store refused the write")
+        real_write(path, data)
+
+    monkeypatch.setattr(storage, "write_atomic", write_atomic)
+    heartbeat = Heartbeat(0.02)
+    heartbeat.add(failing)
+    heartbeat.add(healthy)
+    try:
+        assert lost.wait(30), "the failing lease was never given up"
+        assert failing.lost and not failing.still_held()
+        before = json.loads(Path(healthy.path).read_text())["heartbeat"]
+        deadline = time.monotonic() + 30
+        while json.loads(Path(healthy.path).read_text())["heartbeat"] == before:  # the thread still beats
+            assert time.monotonic() < deadline, "the heartbeat thread died"
+            time.sleep(0.01)
+    finally:
+        heartbeat.stop()
+    assert not Path(failing.path).exists()  # given up: its file is gone, so another runner takes over at once
