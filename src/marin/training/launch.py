@@ -3,18 +3,22 @@
 With several, each worker is `python -m marin.training.launch JOB_FILE` with RANK, LOCAL_RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; the job travels as a pickle in a local temporary folder.
 If any worker fails, the others are terminated and the failure is raised with its exit code.
-Rank 0 writes the summary the caller returns.
+Rank 0 writes the summary the caller returns. A worker dies with the process that launched it
+even when that process gets no chance to clean up (SIGKILL, or a cluster worker's `os._exit`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from marin.execution.errors import MarinError
@@ -22,6 +26,8 @@ from marin.training.trainer import TrainJob, train
 
 _JOB_FILE = ".train_job.pkl"
 _SUMMARY_FILE = ".train_summary.json"
+_LAUNCHER_PID = "MARIN_TRAIN_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class TrainWorkerError(MarinError):
@@ -53,6 +59,7 @@ def _start_and_wait(job_file: str, num_processes: int) -> None:
             LOCAL_WORLD_SIZE=str(num_processes),
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(port),
+            **{_LAUNCHER_PID: str(os.getpid())},
         )
         workers.append(subprocess.Popen([sys.executable, "-m", "marin.training.launch", job_file], env=env))
     _wait_all(workers)
@@ -89,6 +96,36 @@ def _wait_all(workers: list[subprocess.Popen]) -> None:
                 w.kill()
 
 
+def _die_with_launcher() -> None:
+    """Make this worker exit when the process that launched it dies, however it dies.
+
+    On Linux the kernel sends SIGKILL on the launcher's death (PR_SET_PDEATHSIG: strictly, when the
+    launching thread ends, and that thread waits in `_wait_all` for as long as workers run); elsewhere a
+    thread watches the parent pid. Either way, a launcher that died before the guard was in place
+    is caught by comparing the parent pid with the one the launcher passed down.
+    """
+    launcher = int(os.environ.get(_LAUNCHER_PID, "0")) or None
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            _watch_parent(launcher)
+    else:
+        _watch_parent(launcher)
+    if launcher is not None and os.getppid() != launcher:
+        os._exit(1)  # the launcher is already gone: nobody will read what this worker would write
+
+
+def _watch_parent(launcher: int | None) -> None:
+    parent = launcher or os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="marin-launcher-watch", daemon=True).start()
+
+
 def _worker(job_file: str) -> None:
     with open(job_file, "rb") as f:
         job: TrainJob = pickle.load(f)
@@ -101,4 +138,5 @@ def _worker(job_file: str) -> None:
 
 
 if __name__ == "__main__":
+    _die_with_launcher()
     _worker(sys.argv[1])

@@ -2,7 +2,13 @@
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -43,3 +49,44 @@ def test_failing_worker_stops_the_run_with_its_rank(tmp_path):
     missing = DatasetInput("missing", str(tmp_path / "no-cache"), 1.0)
     with pytest.raises(TrainWorkerError, match="rank"):
         run_job(TrainJob(tiny_config(2), (missing,), str(tmp_path / "out")), num_processes=2)
+
+
+LAUNCHER = textwrap.dedent("""
+    import sys
+    from marin.training.datasets import DatasetInput
+    from marin.training.launch import run_job
+    from marin.training.trainer import TrainJob
+    from train_child import tiny_config
+
+    cache, out = sys.argv[1], sys.argv[2]
+    config = tiny_config(100_000, checkpoint_every=None, steps_per_eval=None)
+    run_job(TrainJob(config, (DatasetInput("stories", cache, 1.0),), out), num_processes=2)
+""")
+
+
+def test_rank_processes_die_when_their_launcher_is_killed(story_cache, tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, story_cache, str(out)], env=env)
+    ranks: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 180  # a bound on waiting for training to start, not a measurement
+        metrics = out / "metrics.jsonl"
+        while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+            assert launcher.poll() is None, "the launcher exited before training started"
+            assert time.monotonic() < deadline, "training never started"
+            time.sleep(0.2)
+        ranks = psutil.Process(launcher.pid).children()
+        assert len(ranks) == 2
+        launcher.send_signal(signal.SIGKILL)  # as an OOM kill or a dying worker would: no cleanup runs
+        launcher.wait()
+        _, alive = psutil.wait_procs(ranks, timeout=60)
+        assert alive == [], f"rank processes outlived their launcher: {[p.pid for p in alive]}"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        for rank in ranks:  # without the guarantee these would train on forever
+            try:
+                rank.kill()
+            except psutil.NoSuchProcess:
+                pass
