@@ -26,7 +26,7 @@ from marin.execution import storage
 from marin.execution.artifact import read_info
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
 from marin.execution.errors import DagError
-from marin.execution.status import FAILED, SUCCESS, LeaseInfo, current_holder, read_status
+from marin.execution.status import FAILED, RUNNING, SUCCESS, LeaseInfo, current_holder, read_status
 from marin.execution.step_spec import StepSpec
 
 CACHED = "cached"
@@ -275,6 +275,8 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[s
             return RUN_FORCED, "named in force_run"
         if state == FAILED and not force_run_failed and spec.name not in forced:
             return BLOCKED, "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry"
+        if state == RUNNING:
+            return RUN_RETRY, "an earlier attempt was interrupted (killed, or its runner stalled)"
         return RUN_RETRY, f"previous attempt ended {state}"
     return RUN_NEW, ""
 

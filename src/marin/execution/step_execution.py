@@ -5,7 +5,7 @@ The order is what makes a crash safe:
 2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
 3. clear what a failed or killed attempt left (a SUCCESS output of another key is moved aside,
    never deleted);
-4. run the task on the cluster while the runner's heartbeat renews the lease;
+4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease;
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
 """
 
@@ -150,6 +150,8 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         _prepare_output(out, status)
         started = time.time()
         events.append(event(RUNNING, key=step.key))
+        # On disk from now on: a killed attempt reads as interrupted (a retry), not as its previous state.
+        write_status(out, step.name, step.key, events)
         context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
         log_path = f"{out}/{LOG_FILE}"
         future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,

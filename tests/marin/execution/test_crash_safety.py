@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from marin.execution.explain import list_outputs
+
 # A DAG script run as a separate process. Every execution of a step appends its name to COUNTER.
 # A step named in HANG writes a partial file, signals STARTED, then sleeps HANG_S seconds before
 # finishing; env vars are not part of any key, so a rerun without them is the same step.
 DAG_SCRIPT = textwrap.dedent('''
-    import os, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
     from marin.execution.step_runner import StepRunner
@@ -25,11 +27,13 @@ DAG_SCRIPT = textwrap.dedent('''
         with open(os.environ["COUNTER"], "a") as f:
             f.write(f"{name} {os.getpid()}\\n")
         Path(path, "part-0.txt").write_text("first half")
+        if name == os.environ.get("FAIL"):
+            raise RuntimeError(f"{name} fails on purpose")
         if name == os.environ.get("HANG"):
             Path(os.environ["STARTED"]).write_text(str(os.getpid()))
             time.sleep(float(os.environ.get("HANG_S", "600")))
         time.sleep(float(os.environ.get("STEP_S", "0")))
-        Path(path, "part-1.txt").write_text("second half")
+        Path(path, "part-1.txt").write_text(f"second half by {os.getpid()}")
         return {"name": name}
 
     def build(layers, width):
@@ -47,7 +51,10 @@ DAG_SCRIPT = textwrap.dedent('''
         layers, width = int(os.environ.get("LAYERS", "2")), int(os.environ.get("WIDTH", "2"))
         runner = StepRunner(prefix=sys.argv[1], max_concurrent=4, progress=False,
                             lease_timeout=float(os.environ.get("LEASE_TIMEOUT", "60")))
-        runner.run(build(layers, width))
+        if os.environ.get("PLAN"):
+            print(json.dumps(runner.plan(build(layers, width)).to_json()))
+        else:
+            runner.run(build(layers, width), force_run_failed=bool(os.environ.get("FORCE_RUN_FAILED")))
 ''')
 
 
@@ -59,11 +66,12 @@ def dag(tmp_path):
     counter = tmp_path / "counter.txt"
     started = tmp_path / "started"
 
-    def start(**env):
+    def start(new_session=False, **env):
         full_env = {**os.environ, "COUNTER": str(counter), "STARTED": str(started),
                     **{k: str(v) for k, v in env.items()}}
         return subprocess.Popen([sys.executable, str(script), str(prefix)], env=full_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=new_session)
 
     def executions():
         return [line.split()[0] for line in counter.read_text().splitlines()] if counter.exists() else []
@@ -79,13 +87,24 @@ def dag(tmp_path):
         (match,) = prefix.glob(f"{name}-*")
         return match
 
+    def plan(**env):
+        done = start(PLAN=1, **env)
+        out = _finish(done, stdout=True)
+        return {s["name"]: s for s in json.loads(out)["steps"]}
+
+    start.plan = plan
     return start, executions, wait_started, output
 
 
-def _finish(proc, timeout=120):
+def _finish(proc, timeout=120, stdout=False):
     out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, err
-    return err
+    return out if stdout else err
+
+
+def _kill(proc):
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 def _listing(path):
@@ -102,16 +121,22 @@ def test_kill_9_mid_step_then_rerun_reruns_cleanly(dag):
     start, executions, wait_started, output = dag
     runner = start(HANG="s1x0")
     wait_started(runner)
-    runner.send_signal(signal.SIGKILL)
-    runner.wait()
+    _kill(runner)
     hung = output("s1x0")
-    assert _status(hung) is None  # never SUCCESS with partial output
-    assert _listing(hung) == [".executor_lease.0", "part-0.txt"]
+    killed = _status(hung)
+    assert killed["state"] == "RUNNING" and killed["events"][-1]["pid"] == runner.pid  # never SUCCESS
+    assert _listing(hung) == [".executor_lease.0", ".executor_status", "part-0.txt"]
     done_before = {name for name in executions() if name != "s1x0"}
+    planned = start.plan()
+    assert planned["s1x0"]["state"] == "run: retry" and "interrupted" in planned["s1x0"]["reason"]
+    assert all(planned[name]["state"] == "cached" for name in done_before)
+    (row,) = [r for r in list_outputs(str(hung.parent)) if r.path == str(hung)]
+    assert "interrupted" in row.detail  # `marin status` shows the dead attempt
 
     _finish(start())  # same DAG, nothing hangs; the dead holder's lease is taken over at once
     status = _status(hung)
     assert status["state"] == "SUCCESS"
+    assert [e["state"] for e in status["events"]] == ["RUNNING", "RUNNING", "SUCCESS"]
     assert _listing(hung) == [".artifact.json", ".executor_info", ".executor_status", "part-0.txt", "part-1.txt"]
     manifest = json.loads((hung / ".artifact.json").read_text())["files"]
     assert [f["path"] for f in manifest] == ["part-0.txt", "part-1.txt"]
@@ -164,5 +189,26 @@ def test_lease_of_a_dead_process_on_another_host_is_taken_over_after_the_timeout
     status = _status(output("s0x0"))
     assert status["state"] == "SUCCESS"
     # It cannot see a remote process die, so it only took over once the heartbeat was 1.5 s old.
-    assert status["events"][0]["state"] == "RUNNING" and status["events"][0]["time"] >= last_heartbeat + 1.5
+    killed, retried, _ = status["events"]
+    assert killed["pid"] == holder.pid and retried["state"] == "RUNNING"
+    assert retried["time"] >= last_heartbeat + 1.5
     assert not list(output("s0x0").glob(".executor_lease.*"))
+
+
+def test_a_killed_retry_of_a_failed_step_is_retried_again_not_blocked(dag):
+    start, executions, wait_started, output = dag
+    failed = start(FAIL="s0x0", LAYERS=1, WIDTH=1)
+    out, err = failed.communicate(timeout=120)
+    assert failed.returncode != 0 and _status(output("s0x0"))["state"] == "FAILED"
+    assert start.plan(LAYERS=1, WIDTH=1)["s0x0"]["state"] == "blocked"
+
+    retry = start(FORCE_RUN_FAILED=1, HANG="s0x0", LAYERS=1, WIDTH=1)
+    wait_started(retry)
+    _kill(retry)
+    planned = start.plan(LAYERS=1, WIDTH=1)["s0x0"]
+    assert planned["state"] == "run: retry" and "interrupted" in planned["reason"]
+
+    _finish(start(LAYERS=1, WIDTH=1))  # no force_run_failed needed: the last attempt was not a failure
+    status = _status(output("s0x0"))
+    assert [e["state"] for e in status["events"]] == ["RUNNING", "FAILED", "RUNNING", "RUNNING", "SUCCESS"]
+    assert executions() == ["s0x0"] * 3
