@@ -1,8 +1,10 @@
 """Cache keys: reformatting keeps a key, real edits and parameters change it, the prefix never does."""
 
+import atexit
 import functools
 import importlib.util
 import itertools
+import shutil
 import tempfile
 import textwrap
 from pathlib import Path
@@ -14,6 +16,7 @@ from marin.execution.step_spec import StepSpec
 
 _counter = itertools.count()
 _module_dir = Path(tempfile.mkdtemp(prefix="marin-keys-"))
+atexit.register(shutil.rmtree, _module_dir, True)
 
 
 def _define(source: str):
