@@ -81,6 +81,7 @@ def zephyr_step(
         output_path=output_path,
         version=version,
         resources=resources,
+        resumable=True,  # part files are written atomically; a rerun keeps them (skip_existing)
     )
 
 

@@ -275,9 +275,9 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[s
             return RUN_FORCED, "named in force_run"
         if state == FAILED and not force_run_failed and spec.name not in forced:
             return BLOCKED, "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry"
-        if state == RUNNING:
-            return RUN_RETRY, "an earlier attempt was interrupted (killed, or its runner stalled)"
-        return RUN_RETRY, f"previous attempt ended {state}"
+        reason = ("an earlier attempt was interrupted (killed, or its runner stalled)" if state == RUNNING
+                  else f"previous attempt ended {state}")
+        return RUN_RETRY, reason + ("; resumable: it resumes from that attempt's output" if spec.resumable else "")
     return RUN_NEW, ""
 
 

@@ -3,8 +3,8 @@
 The order is what makes a crash safe:
 1. take the lease (or wait for the runner holding it, then reuse what it made);
 2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
-3. clear what a failed or killed attempt left (a SUCCESS output of another key is moved aside,
-   never deleted);
+3. clear what a failed or killed attempt left, unless the step is resumable and that attempt had
+   its key (a SUCCESS output of another key is moved aside, never deleted);
 4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease;
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
 """
@@ -147,7 +147,7 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                     and step.name not in settings.forced):
                 return Outcome(FAILED_OUTCOME, error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
                                                      "force_run_failed=True to retry")
-        _prepare_output(out, status)
+        _prepare_output(out, status, step.key, step.spec.resumable)
         started = time.time()
         events.append(event(RUNNING, key=step.key))
         # On disk from now on: a killed attempt reads as interrupted (a retry), not as its previous state.
@@ -182,11 +182,12 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         lease.release()
 
 
-def _prepare_output(out: str, status: Mapping[str, Any] | None) -> None:
+def _prepare_output(out: str, status: Mapping[str, Any] | None, key: str, resumable: bool) -> None:
     """Empty the output directory of a previous attempt, keeping leases and the status history.
 
-    A SUCCESS output (of another key: same-key ones were reused before this) is moved to a sibling
-    `...superseded-<key8>-<time>` directory instead: a runner never deletes a finished output.
+    A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
+    a sibling `...superseded-<key8>-<time>` directory instead: a runner never deletes a finished
+    output. A resumable step keeps what an interrupted or failed attempt with its own key wrote.
     """
     names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
     if status is not None and status.get("state") == SUCCESS:
@@ -194,6 +195,8 @@ def _prepare_output(out: str, status: Mapping[str, Any] | None) -> None:
         storage.makedirs(archive)
         for name in names:
             storage.move(f"{out}/{name}", f"{archive}/{name}")
+        return
+    if resumable and status is not None and status.get("key") == key:
         return
     for name in names:
         if name != STATUS_FILE and not name.startswith(f"{STATUS_FILE}.tmp-"):

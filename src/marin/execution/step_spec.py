@@ -24,6 +24,9 @@ class StepSpec:
     with the name, the dependencies' keys and the code version, make the step's cache key.
     `output_path`, when given, is relative to the runner's prefix; otherwise the output lives at
     `{prefix}/{name}-{key[:8]}`. `version` replaces the code fingerprint when given.
+    `resumable=True` says the step writes only atomic units (checkpoints, shard files) and resumes
+    from them: when an attempt with the same key died or failed, its output is kept for the rerun
+    instead of cleared (it is not part of the key).
     Steps compare by identity; two specs with the same key are the same work.
     """
 
@@ -34,6 +37,7 @@ class StepSpec:
     output_path: str | None = None
     version: str | None = None
     resources: ResourceConfig | None = None
+    resumable: bool = False
 
     def __post_init__(self) -> None:
         _check_relative_path(self.name, "name", self.name)

@@ -140,6 +140,7 @@ class TokenizedData:
                 "bos_policy": "none",
             },
             version=self.version,
+            resumable=True,  # shards are published atomically; a rerun keeps the finished ones
         )
 
 

@@ -72,6 +72,7 @@ class TrainLm:
             hash_attrs=hash_attrs,
             version=self.version,
             resources=self.resources,
+            resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
         )
 
     @property
