@@ -7,6 +7,7 @@ from fray.cluster.errors import (
     RemoteTaskError,
     ResourceConfigError,
     ResourcesUnavailableError,
+    TaskCancelledError,
     TaskLostError,
 )
 from fray.cluster.local_cluster import LocalCluster
@@ -25,6 +26,7 @@ __all__ = [
     "ResourceConfig",
     "ResourceConfigError",
     "ResourcesUnavailableError",
+    "TaskCancelledError",
     "TaskLostError",
     "ThreadCluster",
     "TpuConfig",

@@ -31,12 +31,25 @@ class Cluster(abc.ABC):
         `log_path`, when given, is a file (any fsspec URL) that receives the task's stdout/stderr.
         """
 
+    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
+        """Stop the task behind `future` (one this cluster returned); `reason` goes into its error.
+
+        A queued task never starts. A running task is killed where the cluster can kill it (its
+        process on a LocalCluster, its Ray worker on a RayCluster), and its future fails with
+        `TaskCancelledError`. This default can only keep a task that has not started from starting.
+        """
+        future.cancel()
+
     def shutdown(self) -> None:
         """Release whatever the cluster holds (processes, connections)."""
 
 
 class ThreadCluster(Cluster):
-    """Runs tasks on threads of the current process: the cheapest placement, for tests and debugging."""
+    """Runs tasks on threads of the current process: the cheapest placement, for tests and debugging.
+
+    A running thread cannot be stopped: `cancel` only keeps queued tasks from starting, and a
+    cancelled running task runs to its end (the step runner then records nothing of it).
+    """
 
     def __init__(self, max_workers: int = 32):
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="marin-step")

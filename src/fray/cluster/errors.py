@@ -22,6 +22,10 @@ class TaskLostError(FrayError):
     """The process running a task died (killed, preempted, out of memory) and no retry was left."""
 
 
+class TaskCancelledError(FrayError):
+    """The task was cancelled through `Cluster.cancel` (e.g. its step lost its lease); a running one was killed."""
+
+
 class RemoteTaskError(FrayError):
     """A task raised an exception that could not be sent back as itself; holds its formatted traceback."""
 

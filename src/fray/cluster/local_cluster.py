@@ -25,7 +25,13 @@ from packaging.requirements import Requirement
 
 from fray.cluster.base import Cluster
 from fray.cluster.capacity import Capacity
-from fray.cluster.errors import PlacementIgnoredWarning, RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.errors import (
+    PlacementIgnoredWarning,
+    RemoteTaskError,
+    ResourcesUnavailableError,
+    TaskCancelledError,
+    TaskLostError,
+)
 from fray.cluster.echo import LogEcho
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
@@ -40,6 +46,8 @@ class _Pending:
     log_path: str | None
     future: concurrent.futures.Future
     gpu_ids: list[str] = field(default_factory=list)
+    worker: Worker | None = None
+    cancelled: str | None = None  # why cancel() stopped it
 
 
 class LocalCluster(Cluster):
@@ -51,6 +59,7 @@ class LocalCluster(Cluster):
     time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
     gets a worker of its own, started with that environment and ended after it. With `echo`, the
     lines a running task writes to its log are also shown on stderr, prefixed with its name.
+    `cancel(future)` kills a running task's worker process.
 
     A machine has no region: a task's `regions` are ignored, with one PlacementIgnoredWarning per
     cluster (experiments declared for a cluster run on a laptop unchanged). `preemptible` needs
@@ -74,6 +83,7 @@ class LocalCluster(Cluster):
         self._lock = threading.Lock()
         self._queue: collections.deque[_Pending] = collections.deque()
         self._threads: set[threading.Thread] = set()
+        self._tasks: dict[concurrent.futures.Future, _Pending] = {}  # queued or running, by future
         self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
         self._warned_regions = False
@@ -111,9 +121,28 @@ class LocalCluster(Cluster):
         with self._lock:
             if self._closed:
                 raise RuntimeError("LocalCluster.submit after shutdown()")
-            self._queue.append(_Pending(name, payload, resources, log_path, future))
+            pending = _Pending(name, payload, resources, log_path, future)
+            self._queue.append(pending)
+            self._tasks[future] = pending
             self._start_what_fits()
         return future
+
+    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
+        """Keep a queued task from starting, or SIGKILL the worker process of a running one (its future
+        then fails with TaskCancelledError naming `reason`)."""
+        with self._lock:
+            pending = self._tasks.get(future)
+            if pending is None or pending.cancelled is not None:
+                return
+            pending.cancelled = reason or "cancelled"
+            if pending in self._queue:
+                self._queue.remove(pending)
+                del self._tasks[future]
+                future.cancel()
+                return
+            worker = pending.worker
+        if worker is not None:  # else it is between start and take(): _run sees `cancelled`
+            worker.kill()
 
     def shutdown(self, *, kill_running: bool = False) -> None:
         """Cancel queued tasks and wait for running ones (or kill them with `kill_running=True`)."""
@@ -138,6 +167,7 @@ class LocalCluster(Cluster):
                 continue
             self._queue.remove(pending)
             if not pending.future.set_running_or_notify_cancel():
+                self._tasks.pop(pending.future, None)
                 continue
             self._free_cpu -= res.cpu
             self._free_ram -= ram
@@ -162,8 +192,13 @@ class LocalCluster(Cluster):
         try:
             with local_log_file(pending.log_path) as log_file:
                 worker = self._workers.take(env, dedicated=dedicated)
+                with self._lock:
+                    pending.worker = worker
                 try:
-                    outcome = self._run_on(worker, pending, log_file, env)
+                    if pending.cancelled is not None:
+                        outcome = self._cancelled(pending, killed=False)
+                    else:
+                        outcome = self._run_on(worker, pending, log_file, env)
                 finally:
                     self._workers.give_back(worker, reusable=not dedicated)
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
@@ -176,6 +211,7 @@ class LocalCluster(Cluster):
             pending.future.set_result(outcome[0])
         with self._lock:
             self._threads.discard(threading.current_thread())
+            self._tasks.pop(pending.future, None)
 
     def _run_on(self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
@@ -184,6 +220,8 @@ class LocalCluster(Cluster):
         try:
             reply = worker.run(log_file, env, pending.payload, while_waiting=echo.pump if echo else None)
         except WorkerLostError:
+            if pending.cancelled is not None:
+                return self._cancelled(pending, killed=True)
             return TaskLostError(
                 f"task {pending.name!r}: its process (pid {worker.pid}) exited with code {worker.exit_code()} "
                 f"before reporting a result (killed, out of memory or crashed); last lines of its log "
@@ -193,6 +231,11 @@ class LocalCluster(Cluster):
             if echo:
                 echo.close()
         return _read_outcome(reply, pending)
+
+    @staticmethod
+    def _cancelled(pending: _Pending, *, killed: bool) -> TaskCancelledError:
+        how = f": its process (pid {pending.worker.pid}) was killed" if killed and pending.worker else " before it ran"
+        return TaskCancelledError(f"task {pending.name!r} was cancelled ({pending.cancelled}){how}")
 
     def _task_env(self, pending: _Pending) -> dict[str, str]:
         env = dict(os.environ)

@@ -16,7 +16,7 @@ from typing import Any
 import cloudpickle
 
 from fray.cluster.base import Cluster
-from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskLostError
+from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
@@ -96,6 +96,8 @@ class RayCluster(Cluster):
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[_Node] = []
         self._nodes_at = 0.0
+        self._refs: dict[concurrent.futures.Future, Any] = {}  # unsettled futures and their Ray refs
+        self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them
 
     def submit(
         self,
@@ -128,6 +130,15 @@ class RayCluster(Cluster):
         ).remote(cloudpickle.dumps(task), name, log_path)
         return self._as_future(ref, name)
 
+    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
+        """Cancel the Ray task behind `future` with `ray.cancel(force=True)`: a running one's worker is
+        killed, and the future fails with TaskCancelledError naming `reason`."""
+        ref = self._refs.get(future)
+        if ref is None:
+            return
+        self._cancelled[future] = reason or "cancelled"
+        self._ray.cancel(ref, force=True)
+
     def shutdown(self) -> None:
         """Disconnect from Ray (stopping it if this cluster started it)."""
         if self._started_ray and self._ray.is_initialized():
@@ -138,11 +149,16 @@ class RayCluster(Cluster):
         result: concurrent.futures.Future = concurrent.futures.Future()
 
         def settle(done: concurrent.futures.Future) -> None:
+            self._refs.pop(result, None)
+            reason = self._cancelled.pop(result, None)
             try:
                 result.set_result(done.result())
             except BaseException as exc:  # noqa: BLE001 - every outcome must resolve `result`
+                if reason is not None:
+                    exc = TaskCancelledError(f"task {name!r} was cancelled ({reason}): its Ray task was killed")
                 result.set_exception(self._own_exception(exc, name))
 
+        self._refs[result] = ref
         ref.future().add_done_callback(settle)
         return result
 

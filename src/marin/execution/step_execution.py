@@ -5,12 +5,14 @@ The order is what makes a crash safe:
 2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
 3. clear what a failed or killed attempt left, unless the step is resumable and that attempt had
    its key (a SUCCESS output of another key is moved aside, never deleted);
-4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease;
+4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease
+   (a lost lease cancels the task: the cluster kills its process where it can);
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
 """
 
 from __future__ import annotations
 
+import functools
 import textwrap
 import time
 import traceback
@@ -156,18 +158,23 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         log_path = f"{out}/{LOG_FILE}"
         future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
                                          resources=step.spec.resources, log_path=log_path)
-        lease.on_lost.append(future.cancel)
+        stop = functools.partial(settings.cluster.cancel, future,
+                                 reason=f"step {step.name!r} lost its lease on {out}; another runner took it over")
+        lease.on_lost.append(stop)
+        if lease.lost:  # lost before the callback was in place
+            stop()
         try:
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
+            if not lease.still_held():  # stopped (or failed) after a takeover: the new holder owns the records
+                raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over") from e
             message = _format_error(e, step)
             output = tail(log_path, lines=20)
             if output:
                 message += "\nlast lines of its log:\n" + textwrap.indent(output, "  | ")
             storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
-            if lease.still_held():
-                events.append(event(FAILED, error=message[-4000:]))
-                write_status(out, step.name, step.key, events)
+            events.append(event(FAILED, error=message[-4000:]))
+            write_status(out, step.name, step.key, events)
             return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
         # The one ownership check: a runner that lost the lease must not touch the new holder's records.
         if not lease.still_held():

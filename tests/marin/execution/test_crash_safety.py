@@ -1,5 +1,6 @@
 """Crash safety and concurrency with real processes: kill -9, two runners at once, stale leases."""
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from marin.execution.explain import list_outputs
@@ -73,15 +75,19 @@ def dag(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=new_session)
 
-    def executions():
-        return [line.split()[0] for line in counter.read_text().splitlines()] if counter.exists() else []
+    def executions(pids=False):
+        """The steps executed so far, in order (with the pid of the process that ran each, if `pids`)."""
+        lines = counter.read_text().splitlines() if counter.exists() else []
+        return [(line.split()[0], int(line.split()[1])) if pids else line.split()[0] for line in lines]
 
     def wait_started(proc, timeout=60):
+        """The pid of the process running the hanging step, once it has started."""
         deadline = time.monotonic() + timeout
-        while not started.exists():
+        while not (started.exists() and started.read_text()):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the hanging step never started"
             time.sleep(0.02)
+        return int(started.read_text())
 
     def output(name):
         (match,) = prefix.glob(f"{name}-*")
@@ -213,3 +219,27 @@ def test_a_killed_retry_of_a_failed_step_is_retried_again_not_blocked(dag):
     status = _status(output("s0x0"))
     assert [e["state"] for e in status["events"]] == ["RUNNING", "FAILED", "RUNNING", "RUNNING", "SUCCESS"]
     assert executions() == ["s0x0"] * 3
+
+
+def test_a_stalled_runner_that_lost_its_lease_kills_its_step_as_soon_as_it_wakes(dag):
+    start, executions, wait_started, output = dag
+    holder = start(new_session=True, HANG="s0x0", LEASE_TIMEOUT=1, LAYERS=1, WIDTH=1)  # the step hangs 600 s
+    step_pid = wait_started(holder)
+    os.killpg(holder.pid, signal.SIGSTOP)  # the runner and its step's process stall (a frozen machine)
+    try:
+        taker = start(LEASE_TIMEOUT=1, LAYERS=1, WIDTH=1)
+        _finish(taker)  # took the stale lease over and ran the step
+        os.killpg(holder.pid, signal.SIGCONT)
+        _finish(holder)  # notices the loss, kills its step, then reuses the taker's output
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(holder.pid, signal.SIGKILL)
+    assert not psutil.pid_exists(step_pid)  # the first attempt's process is gone...
+    out = output("s0x0")
+    (_, first_pid), (_, taker_step_pid) = executions(pids=True)
+    assert first_pid == step_pid
+    assert (out / "part-1.txt").read_text() == f"second half by {taker_step_pid}"  # ...and never finished
+    status = _status(out)
+    assert [(e["state"], e["pid"]) for e in status["events"]] == [
+        ("RUNNING", holder.pid), ("RUNNING", taker.pid), ("SUCCESS", taker.pid)]  # the holder recorded nothing
+    assert executions() == ["s0x0", "s0x0"]

@@ -1,0 +1,90 @@
+"""Cluster.cancel: a running task's process is killed and its future fails naming the reason; a
+queued task never starts."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fray.cluster import LocalCluster, ResourceConfig, TaskCancelledError, ThreadCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _publish_pid_and_hang(pid_file: str) -> None:
+    tmp = f"{pid_file}.tmp"
+    Path(tmp).write_text(str(os.getpid()))
+    os.replace(tmp, pid_file)
+    time.sleep(600)
+
+
+def _touch(path: str) -> None:
+    Path(path).write_text("ran")
+
+
+def _wait_for_pid(pid_file: Path) -> int:
+    deadline = time.monotonic() + 120
+    while not pid_file.exists():
+        assert time.monotonic() < deadline, "the task never started"
+        time.sleep(0.02)
+    return int(pid_file.read_text())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_local_cluster_cancel_kills_the_running_task_and_keeps_a_queued_one_from_starting(tmp_path):
+    cluster = LocalCluster(cpu=1, gpus=0)
+    try:
+        running = cluster.submit(functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")), name="hang",
+                                 resources=ResourceConfig.with_cpu(1))
+        queued = cluster.submit(functools.partial(_touch, str(tmp_path / "queued-ran")), name="queued",
+                                resources=ResourceConfig.with_cpu(1))
+        pid = _wait_for_pid(tmp_path / "pid")
+        cluster.cancel(queued, reason="not needed")
+        cluster.cancel(running, reason="its step lost its lease")
+        with pytest.raises(TaskCancelledError, match=r"'hang' was cancelled \(its step lost its lease\).*killed"):
+            running.result(timeout=60)
+        assert queued.cancelled() and _gone(pid)
+        after = cluster.submit(os.getpid, name="after")  # the cluster goes on with a fresh worker
+        assert after.result(timeout=60) != pid
+    finally:
+        cluster.shutdown(kill_running=True)
+    assert not (tmp_path / "queued-ran").exists()
+
+
+def test_thread_cluster_cancel_keeps_a_queued_task_from_starting(tmp_path):
+    cluster = ThreadCluster(max_workers=1)
+    release = threading.Event()
+    try:
+        busy = cluster.submit(release.wait, name="busy")
+        queued = cluster.submit(functools.partial(_touch, str(tmp_path / "ran")), name="queued")
+        cluster.cancel(queued, reason="not needed")
+        assert queued.cancelled()
+    finally:
+        release.set()
+        cluster.shutdown()
+    assert busy.result() is True and not (tmp_path / "ran").exists()
+
+
+def test_ray_cluster_cancel_kills_the_running_task(ray_cluster, tmp_path):
+    future = ray_cluster.submit(functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")), name="hang",
+                                resources=ResourceConfig.with_cpu(1))
+    pid = _wait_for_pid(tmp_path / "pid")
+    ray_cluster.cancel(future, reason="its step lost its lease")
+    with pytest.raises(TaskCancelledError, match="its step lost its lease"):
+        future.result(timeout=120)
+    deadline = time.monotonic() + 60
+    while not _gone(pid):
+        assert time.monotonic() < deadline, "the Ray worker running the task was not killed"
+        time.sleep(0.05)
