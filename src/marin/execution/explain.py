@@ -56,8 +56,10 @@ def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: b
         elif status is not None:
             state, detail = status.get("state", "?"), ""
             age = now - events[-1]["time"] if events else None
-            if state == RUNNING or any(n.startswith(LEASE_PREFIX) for n in names):
-                detail = "an attempt was interrupted (stale lease)"
+            if state == RUNNING:  # no live lease holds it: the attempt died without recording an end
+                state, detail = "INTERRUPTED", "an attempt died before finishing; the next run retries it"
+            elif any(n.startswith(LEASE_PREFIX) for n in names):
+                detail = "a stale lease remains from an interrupted attempt"
         else:
             state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
         name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))

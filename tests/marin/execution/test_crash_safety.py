@@ -137,7 +137,7 @@ def test_kill_9_mid_step_then_rerun_reruns_cleanly(dag):
     assert planned["s1x0"]["state"] == "run: retry" and "interrupted" in planned["s1x0"]["reason"]
     assert all(planned[name]["state"] == "cached" for name in done_before)
     (row,) = [r for r in list_outputs(str(hung.parent)) if r.path == str(hung)]
-    assert "interrupted" in row.detail  # `marin status` shows the dead attempt
+    assert row.state == "INTERRUPTED" and "died" in row.detail  # `marin status` shows the dead attempt
     (hung / "leftover.txt").write_text("what the killed attempt wrote")  # a step that is not resumable: cleared
 
     _finish(start())  # same DAG, nothing hangs; the dead holder's lease is taken over at once
