@@ -138,6 +138,7 @@ class Lease:
     acquired: float
     lost: bool = False
     on_lost: list[Callable[[], None]] = field(default_factory=list)
+    _notified: bool = field(default=False, repr=False)
     # Serialises renew and release, so a heartbeat can never re-create a just-released lease file.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -201,6 +202,9 @@ class Lease:
             self._notify_lost()
 
     def _notify_lost(self) -> None:
+        if self._notified:  # a give-up whose storage fails mid-way reaches here twice
+            return
+        self._notified = True
         for callback in list(self.on_lost):
             try:
                 callback()

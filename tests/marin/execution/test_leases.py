@@ -108,3 +108,16 @@ def test_heartbeat_survives_any_renewal_error_and_gives_up_a_lease_that_keeps_fa
     finally:
         heartbeat.stop()
     assert not Path(failing.path).exists()  # given up: its file is gone, so another runner takes over at once
+
+
+def test_giving_up_a_lease_on_failing_storage_stops_its_step_once(tmp_path, monkeypatch):
+    lease = try_acquire(str(tmp_path), "s", timeout=60)
+    stops = []
+    lease.on_lost.append(lambda: stops.append("stop"))
+
+    def read_bytes(path):
+        raise RuntimeError("the store is unreachable")  # fault injection: every read fails
+
+    monkeypatch.setattr(storage, "read_bytes", read_bytes)
+    lease.give_up("its heartbeat keeps failing")
+    assert stops == ["stop"] and lease.lost
