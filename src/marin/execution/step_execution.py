@@ -156,14 +156,15 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         write_status(out, step.name, step.key, events)
         context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
         log_path = f"{out}/{LOG_FILE}"
-        future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
-                                         resources=step.spec.resources, log_path=log_path)
-        stop = functools.partial(settings.cluster.cancel, future,
-                                 reason=f"step {step.name!r} lost its lease on {out}; another runner took it over")
-        lease.on_lost.append(stop)
-        if lease.lost:  # lost before the callback was in place
-            stop()
         try:
+            # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
+            future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
+                                             resources=step.spec.resources, log_path=log_path)
+            stop = functools.partial(settings.cluster.cancel, future,
+                                     reason=f"step {step.name!r} lost its lease on {out}; another runner took it over")
+            lease.on_lost.append(stop)
+            if lease.lost:  # lost before the callback was in place
+                stop()
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
             if not lease.still_held():  # stopped (or failed) after a takeover: the new holder owns the records

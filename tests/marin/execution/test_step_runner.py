@@ -130,6 +130,24 @@ def test_force_run_failed_retries_and_force_run_reruns_without_deleting(tmp_path
     assert (out / "ok.txt").exists()
 
 
+class UnreachableCluster(ThreadCluster):
+    """A cluster whose submit fails at once, as RayCluster's does when it cannot reach Ray."""
+
+    def submit(self, task, *, name, resources=None, log_path=None):
+        raise ConnectionError(f"cannot reach the cluster to start {name}")
+
+
+def test_a_submit_that_raises_records_the_step_as_failed(tmp_path):
+    step = StepSpec(name="unsent", fn=write_numbers, version="1")
+    runner = StepRunner(prefix=str(tmp_path), cluster=UnreachableCluster(), progress=False)
+    with pytest.raises(StepFailedError, match="cannot reach the cluster to start unsent"):
+        runner.run([step])
+    status = json.loads(Path(runner.plan([step]).of(step).output_path, ".executor_status").read_text())
+    assert [e["state"] for e in status["events"]] == ["RUNNING", "FAILED"]
+    assert "ConnectionError" in status["events"][-1]["error"]
+    assert runner.plan([step]).of(step).state == "blocked"  # a failure, not an interrupted attempt
+
+
 def test_changed_step_at_an_explicit_path_keeps_the_old_output_aside(tmp_path):
     first = StepSpec(name="data", fn=write_numbers, output_path="fixed/data", hash_attrs={"v": 1})
     second = StepSpec(name="data", fn=write_numbers, output_path="fixed/data", hash_attrs={"v": 2})
