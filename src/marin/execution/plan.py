@@ -7,7 +7,8 @@ States:
   lists each field that changed (a hash_attrs field, the version, the code fingerprint, a
   dependency's key), old -> new.
 - `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set.
-- `run: forced`: cached, but named in `force_run`.
+- `run: forced`: named in `force_run`, with a SUCCESS (moved aside) or an unfinished attempt of this
+  key (cleared, even for a resumable step: this is how a resumable step gets a clean rerun).
 - `waiting`: another runner holds the step's lease right now.
 - `blocked`: it cannot run: it failed before (pass `force_run_failed=True`), or a dependency is blocked.
 
@@ -271,9 +272,11 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[s
         return BLOCKED, f"dependency {blocked[0]!r} is blocked"
     if same_key:
         state = status.get("state")
-        if state == SUCCESS:
-            return RUN_FORCED, "named in force_run"
-        if state == FAILED and not force_run_failed and spec.name not in forced:
+        if spec.name in forced:
+            if state == SUCCESS:
+                return RUN_FORCED, "named in force_run"
+            return RUN_FORCED, f"named in force_run: starts clean, clearing the {state} attempt's output"
+        if state == FAILED and not force_run_failed:
             return BLOCKED, "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry"
         reason = ("an earlier attempt was interrupted (killed, or its runner stalled)" if state == RUNNING
                   else f"previous attempt ended {state}")

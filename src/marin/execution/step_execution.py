@@ -3,8 +3,9 @@
 The order is what makes a crash safe:
 1. take the lease (or wait for the runner holding it, then reuse what it made);
 2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
-3. clear what a failed or killed attempt left, unless the step is resumable and that attempt had
-   its key (a SUCCESS output of another key is moved aside, never deleted);
+3. clear what a failed or killed attempt left, unless the step is resumable, that attempt had its
+   key, and it is resumed (not named in `force_run`; a failed one only under `force_run_failed`);
+   a SUCCESS output (another key, or forced) is moved aside, never deleted;
 4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease
    (a lost lease cancels the task: the cluster kills its process where it can);
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
@@ -149,7 +150,7 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                     and step.name not in settings.forced):
                 return Outcome(FAILED_OUTCOME, error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
                                                      "force_run_failed=True to retry")
-        _prepare_output(out, status, step.key, step.spec.resumable)
+        _prepare_output(out, status, keep_partial=_resumes(step, status, settings))
         started = time.time()
         events.append(event(RUNNING, key=step.key))
         # On disk from now on: a killed attempt reads as interrupted (a retry), not as its previous state.
@@ -190,12 +191,25 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         lease.release()
 
 
-def _prepare_output(out: str, status: Mapping[str, Any] | None, key: str, resumable: bool) -> None:
+def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: ExecutionSettings) -> bool:
+    """Whether this attempt continues from the output of an earlier one with the same key.
+
+    Only a resumable step does, and only from an interrupted attempt (RUNNING) or a failed one that
+    `force_run_failed` retries; a step named in `force_run` always starts clean.
+    """
+    if not step.spec.resumable or step.name in settings.forced or status is None or status.get("key") != step.key:
+        return False
+    state = status.get("state")
+    return state == RUNNING or (state == FAILED and settings.force_run_failed)
+
+
+def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bool) -> None:
     """Empty the output directory of a previous attempt, keeping leases and the status history.
 
     A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
     a sibling `...superseded-<key8>-<time>` directory instead: a runner never deletes a finished
-    output. A resumable step keeps what an interrupted or failed attempt with its own key wrote.
+    output. With `keep_partial` (see `_resumes`) an unfinished attempt's output stays for the step
+    to resume from.
     """
     names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
     if status is not None and status.get("state") == SUCCESS:
@@ -204,7 +218,7 @@ def _prepare_output(out: str, status: Mapping[str, Any] | None, key: str, resuma
         for name in names:
             storage.move(f"{out}/{name}", f"{archive}/{name}")
         return
-    if resumable and status is not None and status.get("key") == key:
+    if keep_partial:
         return
     for name in names:
         if name != STATUS_FILE and not name.startswith(f"{STATUS_FILE}.tmp-"):
