@@ -84,8 +84,11 @@ class Dataset:
                  num_shards: int | None = None) -> Dataset:
         """`reducer(key, records)` once per distinct `key(record)`; records of a key arrive in input order.
 
-        Keys are compared by type and value (str, int, float, bool, None, bytes and tuples of
-        them canonically; other types by their pickle). Spills to disk beyond the memory budget.
+        Keys are grouped as Python's `==` compares them (`1`, `1.0`, `True`, `Decimal("1")` and
+        `numpy.int64(1)` are one key): str, bytes, None, numbers (int, bool, float, Decimal,
+        Fraction, numpy scalars), datetime/date/time/timedelta, and tuples, lists, dicts and sets
+        of those; any other type fails with UnsupportedKeyError. The reducer gets the key of the
+        group's first record in input order. Spills to disk beyond the memory budget.
         """
         return self._then(GroupBy(key, reducer, _check_shards(num_shards)))
 

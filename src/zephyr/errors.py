@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from marin.execution.errors import MarinError
 
 
@@ -21,8 +23,12 @@ class UnsupportedKeyError(PlanError):
         where = f"{op}: " if op else ""
         super().__init__(
             f"{where}shuffle keys of type {key_type.__module__}.{key_type.__qualname__} are not supported; "
-            "return a str, int, float, bool, None, bytes, or a tuple/list/dict/set/frozenset of those"
+            "return a str, bytes, None, a number (int, bool, float, Decimal, Fraction, numpy scalar), a "
+            "datetime/date/time/timedelta, or a tuple/list/dict/set/frozenset of those"
         )
+
+    def __reduce__(self):  # args hold the message, not the constructor's arguments
+        return type(self), (self.key_type, self.op)
 
 
 class BadRecordError(ZephyrError):
@@ -34,6 +40,9 @@ class BadRecordError(ZephyrError):
             f"malformed record at {file}:{line}: {reason}; fix the input, or read it with "
             "bad_records='skip' to drop and count such lines"
         )
+
+    def __reduce__(self):
+        return type(self), (self.file, self.line, self.reason)
 
 
 class ShardFailedError(ZephyrError):
@@ -64,3 +73,11 @@ class ShardFailedError(ZephyrError):
         if traceback:
             text += f"\n--- worker traceback ---\n{traceback.rstrip()}"
         super().__init__(text)
+
+    def __reduce__(self):  # the constructor takes keywords only
+        fields = dict(
+            stage=self.stage, shard=self.shard, num_shards=self.num_shards, file=self.file, line=self.line,
+            error_type=self.error_type, message=self.error_message, attempts=self.attempts,
+            traceback=self.traceback,
+        )
+        return partial(type(self), **fields), ()

@@ -6,16 +6,22 @@ merges a partition's runs (each already sorted) and streams one group at a time,
 ever holds a whole stage. `reshard` writes records round-robin without sorting.
 
 A run file is a sequence of frames: `>QII` (key hash, key length, record length), key, record.
-Records are pickled; keys are encoded canonically so equal keys give equal bytes in every process.
+Records are pickled; keys are encoded canonically (`encode_key`) so keys Python calls equal give
+equal bytes in every process.
 """
 
 from __future__ import annotations
 
 import heapq
+import numbers
+import operator
 import pickle
 import struct
+import sys
 from collections.abc import Callable, Iterator
-from itertools import groupby
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
+from itertools import chain, groupby
 from operator import itemgetter
 from typing import Any
 
@@ -36,19 +42,20 @@ Frame = tuple[int, bytes, bytes]
 def encode_key(key: Any) -> bytes:
     """Canonical bytes of a shuffle key: keys Python considers equal give equal bytes in every process.
 
-    Numbers are normalised the way Python's dict merges them (`True`, `1` and `1.0` are one key;
-    so are `0.0` and `-0.0`); lists and tuples are encoded element by element, dicts by their items
-    sorted by encoded key, sets and frozensets by their encoded elements sorted, so neither insertion
-    order nor the per-process hash seed changes the bytes. Any other type raises UnsupportedKeyError.
+    Supported keys (see docs/zephyr.md): str; bytes/bytearray; None; numbers (int, bool, float,
+    Decimal, Fraction, numpy integer/float/bool scalars), compared by exact value as Python compares
+    them, so `True`, `1`, `1.0`, `Decimal("1.0")` and `numpy.int64(1)` are one key and `0.5`,
+    `Decimal("0.5")` and `Fraction(1, 2)` another (all NaNs are one key); datetime, date, time and
+    timedelta (an aware datetime or time by its UTC instant, a naive one apart from every aware one,
+    nanoseconds of pandas values kept); and tuples, lists, dicts and sets/frozensets of supported
+    keys, dicts and sets regardless of order or hash seed. Any other type raises UnsupportedKeyError.
     """
     if isinstance(key, str):
         return b"s" + key.encode("utf-8", "surrogatepass")
     if isinstance(key, int):  # bool included: True == 1
-        return b"i" + str(int(key)).encode()
+        return b"i%d" % key
     if isinstance(key, float):
-        if key.is_integer():  # 2.0 == 2 and -0.0 == 0 in Python, so they share the int's bytes
-            return b"i" + str(int(key)).encode()
-        return b"f" + repr(key).encode()
+        return _encode_real(key)
     if key is None:
         return b"n"
     if isinstance(key, bytes | bytearray):
@@ -62,46 +69,57 @@ def encode_key(key: Any) -> bytes:
         return b"d" + _encode_parts(part for item in items for part in item)
     if isinstance(key, set | frozenset):
         return b"S" + _encode_parts(sorted(encode_key(k) for k in key))
+    if isinstance(key, datetime):  # before date: a datetime is a date, yet never equal to one
+        offset = key.utcoffset()
+        if offset is None:
+            return b"D%d" % _nanoseconds(key - _EPOCH, getattr(key, "nanosecond", 0))
+        since_epoch = _nanoseconds(key.replace(tzinfo=None) - _EPOCH, getattr(key, "nanosecond", 0))
+        return b"Z%d" % (since_epoch - _nanoseconds(offset))
+    if isinstance(key, date):
+        return b"a%d" % key.toordinal()
+    if isinstance(key, time):
+        since_midnight = timedelta(hours=key.hour, minutes=key.minute, seconds=key.second,
+                                   microseconds=key.microsecond)
+        offset = key.utcoffset()
+        if offset is None:
+            return b"T%d" % _nanoseconds(since_midnight)
+        return b"U%d" % (_nanoseconds(since_midnight) - _nanoseconds(offset))
+    if isinstance(key, timedelta):
+        return b"e%d" % _nanoseconds(key, getattr(key, "nanoseconds", 0))
+    if isinstance(key, numbers.Integral):
+        return b"i%d" % operator.index(key)
+    if isinstance(key, numbers.Real | Decimal):
+        return _encode_real(key)
+    numpy = sys.modules.get("numpy")  # a numpy key means numpy is imported already
+    if numpy is not None and isinstance(key, numpy.bool_):  # not a numbers.Integral, yet == 0 or 1
+        return b"i%d" % bool(key)
     raise UnsupportedKeyError(type(key))
+
+
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _nanoseconds(span: timedelta, extra: int = 0) -> int:
+    """`span` in nanoseconds, plus `extra`: the sub-microsecond part a pandas value carries."""
+    return (span // _MICROSECOND) * 1000 + extra
+
+
+def _encode_real(number: Any) -> bytes:
+    """A float, Decimal or other real by exact value: integral ones as the int, others as a reduced
+    fraction (Python compares these types exactly, so Decimal("0.1") != 0.1 here too)."""
+    exact = number if hasattr(number, "as_integer_ratio") else float(number)
+    try:
+        numerator, denominator = exact.as_integer_ratio()
+    except (OverflowError, ValueError):  # inf, -inf or NaN: compare as the float does (all NaNs one key)
+        return b"f" + repr(float(number)).encode()
+    if denominator == 1:
+        return b"i%d" % numerator
+    return b"q%d/%d" % (numerator, denominator)
 
 
 def _encode_parts(parts) -> bytes:
     return b"".join(_LENGTH.pack(len(p)) + p for p in parts)
-
-
-def _decode_parts(body: bytes) -> list:
-    items, at = [], 0
-    while at < len(body):
-        (length,) = _LENGTH.unpack_from(body, at)
-        items.append(decode_key(body[at + 4 : at + 4 + length]))
-        at += 4 + length
-    return items
-
-
-def decode_key(data: bytes) -> Any:
-    """The key that `encode_key` encoded, in canonical form: an integral float or a bool comes back
-    as int, bytearray as bytes, a set as frozenset (each equal to the key that was encoded)."""
-    tag, body = data[:1], data[1:]
-    if tag == b"s":
-        return body.decode("utf-8", "surrogatepass")
-    if tag == b"i":
-        return int(body)
-    if tag == b"f":
-        return float(body)
-    if tag == b"n":
-        return None
-    if tag == b"y":
-        return bytes(body)
-    if tag == b"t":
-        return tuple(_decode_parts(body))
-    if tag == b"l":
-        return _decode_parts(body)
-    if tag == b"d":
-        parts = _decode_parts(body)
-        return dict(zip(parts[::2], parts[1::2]))
-    if tag == b"S":
-        return frozenset(_decode_parts(body))
-    raise ValueError(f"not an encoded shuffle key (tag {tag!r})")
 
 
 def key_hash(key_bytes: bytes) -> int:
@@ -225,11 +243,19 @@ def merged_groups(paths: list[str]) -> Iterator[tuple[bytes, Iterator[Frame]]]:
         yield key_bytes, frames
 
 
-def reduce_groups(paths: list[str], reducer: Callable[[Any, Iterator], Any]) -> Iterator[Any]:
-    """`reducer(key, records)` for each key of a partition, streaming each group's records."""
+def reduce_groups(
+    paths: list[str], key: Callable[[Any], Any], reducer: Callable[[Any, Iterator], Any]
+) -> Iterator[Any]:
+    """`reducer(key(first), records)` for each key of a partition, streaming each group's records.
+
+    The reducer gets the key of the group's first record (in input order) as `key` returns it, not
+    the canonical encoding: `1.0` stays a float, a timestamp a datetime, whatever the shard.
+    """
     loads = pickle.loads
-    for key_bytes, frames in merged_groups(paths):
-        yield reducer(decode_key(key_bytes), (loads(frame[2]) for frame in frames))
+    for _, frames in merged_groups(paths):
+        records = (loads(frame[2]) for frame in frames)
+        first = next(records)
+        yield reducer(key(first), chain((first,), records))
 
 
 def first_of_groups(paths: list[str]) -> Iterator[Any]:

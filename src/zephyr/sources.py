@@ -68,7 +68,7 @@ def open_shard(shard: ShardInput, pos: Position, stats: ShardStats) -> Iterator[
     elif shard.shuffle is None or isinstance(shard.shuffle, Reshard):
         records = read_records(list(shard.files))
     elif isinstance(shard.shuffle, GroupBy):
-        records = reduce_groups(list(shard.files), shard.shuffle.reducer)
+        records = reduce_groups(list(shard.files), shard.shuffle.key, shard.shuffle.reducer)
     else:
         records = first_of_groups(list(shard.files))
     return _numbered(records, pos)
