@@ -44,3 +44,9 @@ def _names(names: list[str], limit: int = 50) -> str:
 
 class LeaseLostError(MarinError):
     """The running step no longer holds the lease on its output path; it must stop without completing."""
+
+
+class LeaseGivenUpError(MarinError):
+    """The runner could not renew a step's lease for nearly `lease_timeout` (its storage kept failing),
+    so it gave the lease up and stopped the step, which counts as failed; `__cause__` is the last
+    storage error."""

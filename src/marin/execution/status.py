@@ -16,8 +16,9 @@ The lease says which runner is executing the step. Lease files are numbered gene
 - hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
   file carries its token and no higher generation exists. Once lost, a lease stays lost.
 - release: the holder deletes its own file.
-- heartbeat: a renewal that fails is retried at the next beat; after a few failures in a row the
-  holder gives the lease up, which stops its step (see `Lease.on_lost`).
+- heartbeat: a renewal that fails is retried at the next beat; once renewals have failed for so
+  long that the lease would go stale before the next beat, the holder gives the lease up, which
+  stops its step (see `Lease.on_lost`) and fails it with `LeaseGivenUpError`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 import orjson
 
 from marin.execution import storage
+from marin.execution.errors import LeaseGivenUpError
 
 logger = logging.getLogger("marin.execution")
 
@@ -138,6 +140,7 @@ class Lease:
     acquired: float
     lost: bool = False
     on_lost: list[Callable[[], None]] = field(default_factory=list)
+    given_up: LeaseGivenUpError | None = None  # set when the heartbeat gave the lease up
     _notified: bool = field(default=False, repr=False)
     # Serialises renew and release, so a heartbeat can never re-create a just-released lease file.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -178,17 +181,22 @@ class Lease:
                 storage.remove(self.path)
             self.lost = True
 
-    def give_up(self, reason: str) -> None:
-        """Treat the lease as lost (its heartbeat keeps failing): the step is stopped, records nothing."""
+    def give_up(self, error: LeaseGivenUpError) -> None:
+        """Treat the lease as lost because its heartbeat keeps failing: the step is stopped and fails
+        with `error`. The lease file stays for the runner to record the failure under, then release."""
         with self._lock:
             if self.lost:
                 return
-            logger.warning("giving up the lease on %s: %s", self.output_path, reason)
-            try:
-                self._mark_lost()
-            except Exception:  # noqa: BLE001 - storage is failing; the callbacks must still run
-                self.lost = True
-                self._notify_lost()
+            logger.warning("giving up the lease on %s: %s", self.output_path, error)
+            self.given_up = error
+            self.lost = True
+            self._notify_lost()
+
+    def file_is_current(self, timeout: float) -> bool:
+        """Whether the lease file is still this holder's, fresh, and not taken over (even once lost)."""
+        info = _read_lease(self.output_path, self.generation)
+        return (info is not None and info.token == self.token and info.is_live(timeout)
+                and not storage.exists(_lease_path(self.output_path, self.generation + 1)))
 
     def _mark_lost(self) -> None:
         if self.lost:
@@ -242,23 +250,25 @@ def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInf
 class Heartbeat:
     """One thread that renews every lease this runner holds, every `interval` seconds.
 
-    A renewal that raises is logged and retried at the next beat; after `max_failures` failures in a
-    row the lease is given up (its step is stopped), since others will soon see it as stale.
+    A renewal that raises is logged and retried at the next beat. The lease is given up (its step
+    stopped and failed) only when no renewal has succeeded for `lease_timeout - interval` seconds,
+    that is when the lease would go stale before the next beat and another runner could take it.
     """
 
-    def __init__(self, interval: float, max_failures: int = 3):
+    def __init__(self, interval: float, lease_timeout: float):
         self._interval = interval
-        self._max_failures = max_failures
-        self._failures: dict[Lease, int] = {}
+        self._lease_timeout = lease_timeout
+        self._last_renewed: dict[Lease, float] = {}
         self._leases: set[Lease] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Lease) -> None:
-        """Start heartbeating `lease`."""
+        """Start heartbeating `lease` (just acquired: its file carries a fresh heartbeat)."""
         with self._lock:
             self._leases.add(lease)
+            self._last_renewed[lease] = time.time()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="marin-heartbeat", daemon=True)
                 self._thread.start()
@@ -267,7 +277,7 @@ class Heartbeat:
         """Stop heartbeating `lease`."""
         with self._lock:
             self._leases.discard(lease)
-            self._failures.pop(lease, None)
+            self._last_renewed.pop(lease, None)
 
     def stop(self) -> None:
         """Stop the thread."""
@@ -285,16 +295,29 @@ class Heartbeat:
     def _beat(self, lease: Lease) -> None:
         # Nothing may end this thread: a dead heartbeat lets leases go stale while their steps run on.
         try:
-            lease.renew()
+            renewed = lease.renew()
         except Exception as exc:  # noqa: BLE001 - storage errors of any kind (OSError or not)
             with self._lock:
-                failures = self._failures[lease] = self._failures.get(lease, 0) + 1
-            logger.warning("heartbeat of the lease on %s failed (%d in a row): %r", lease.output_path, failures, exc)
-            if failures >= self._max_failures:
-                lease.give_up(f"{failures} heartbeats in a row failed, the last with {exc!r}")
+                last = self._last_renewed.get(lease)
+            if last is None:  # discarded meanwhile
+                return
+            silent = time.time() - last
+            logger.warning("heartbeat of the lease on %s failed (none renewed for %.1fs): %r",
+                           lease.output_path, silent, exc)
+            if silent > self._lease_timeout - self._interval:
+                error = LeaseGivenUpError(
+                    f"step {lease.step!r}: the lease on {lease.output_path} could not be renewed for {silent:.1f}s "
+                    f"(lease_timeout {self._lease_timeout:g}s), so the runner gave it up and stopped the step "
+                    f"before another runner could take it over; the last storage error: {exc!r}. Fix access to "
+                    "the storage, then rerun with force_run_failed=True"
+                )
+                error.__cause__ = exc
+                lease.give_up(error)
         else:
-            with self._lock:
-                self._failures.pop(lease, None)
+            if renewed:
+                with self._lock:
+                    if lease in self._last_renewed:
+                        self._last_renewed[lease] = time.time()
 
 
 _own_start_time: float | None = None

@@ -7,13 +7,15 @@ The order is what makes a crash safe:
    key, and it is resumed (not named in `force_run`; a failed one only under `force_run_failed`);
    a SUCCESS output (another key, or forced) is moved aside, never deleted;
 4. write RUNNING, then run the task on the cluster while the runner's heartbeat renews the lease
-   (a lost lease cancels the task: the cluster kills its process where it can);
+   (a lost lease cancels the task: the cluster kills its process where it can; a lease the
+   heartbeat gave up, its storage failing, also fails the step with `LeaseGivenUpError`);
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import textwrap
 import time
 import traceback
@@ -51,6 +53,8 @@ from marin.execution.status import (
     write_status,
 )
 from marin.execution.task import StepTask
+
+logger = logging.getLogger("marin.execution")
 
 SUCCEEDED = "succeeded"
 REUSED = "reused"
@@ -161,23 +165,18 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
             future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
                                              resources=step.spec.resources, log_path=log_path)
-            stop = functools.partial(settings.cluster.cancel, future,
-                                     reason=f"step {step.name!r} lost its lease on {out}; another runner took it over")
+            stop = functools.partial(_stop, settings.cluster, future, lease)
             lease.on_lost.append(stop)
             if lease.lost:  # lost before the callback was in place
                 stop()
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
-            if not lease.still_held():  # stopped (or failed) after a takeover: the new holder owns the records
+            if lease.given_up is None and not lease.still_held():
+                # Stopped (or failed) after a takeover: the new holder owns the records.
                 raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over") from e
-            message = _format_error(e, step)
-            output = tail(log_path, lines=20)
-            if output:
-                message += "\nlast lines of its log:\n" + textwrap.indent(output, "  | ")
-            storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
-            events.append(event(FAILED, error=message[-4000:]))
-            write_status(out, step.name, step.key, events)
-            return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
+            return _fail(step, lease, e, events, log_path, started, settings.lease_timeout)
+        if lease.given_up is not None:  # ended on its own just as its lease was given up
+            return _fail(step, lease, lease.given_up, events, log_path, started, settings.lease_timeout)
         # The one ownership check: a runner that lost the lease must not touch the new holder's records.
         if not lease.still_held():
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
@@ -188,7 +187,47 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         return Outcome(SUCCEEDED, result=result, seconds=ended - started)
     finally:
         settings.heartbeat.discard(lease)
-        lease.release()
+        try:
+            lease.release()
+        except Exception:
+            if lease.given_up is None:
+                raise
+            # The storage that failed the heartbeat fails this too: the file goes stale instead.
+            logger.warning("could not release the given-up lease on %s", out, exc_info=True)
+
+
+def _stop(cluster: Cluster, future: Any, lease: Lease) -> None:
+    """Cancel a step whose lease was lost (taken over) or given up (its heartbeat kept failing)."""
+    reason = (str(lease.given_up) if lease.given_up is not None
+              else f"step {lease.step!r} lost its lease on {lease.output_path}; another runner took it over")
+    cluster.cancel(future, reason=reason)
+
+
+def _fail(step: PlannedStep, lease: Lease, error: BaseException, events: list[dict[str, Any]], log_path: str,
+          started: float, lease_timeout: float) -> Outcome:
+    """Record a step's failure (FAILED in its status, the traceback in its log) and report it.
+
+    A step whose lease was given up fails with that `LeaseGivenUpError` (its own error is only the
+    cancellation); it is recorded only if the lease file is still ours and fresh, since storage is
+    failing and another runner may be about to take the step over.
+    """
+    out = step.output_path
+    if lease.given_up is not None:
+        error = lease.given_up
+    message = _format_error(error, step)
+    try:
+        if lease.given_up is None or lease.file_is_current(lease_timeout):
+            output = tail(log_path, lines=20)
+            if output:
+                message += "\nlast lines of its log:\n" + textwrap.indent(output, "  | ")
+            storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
+            events.append(event(FAILED, error=message[-4000:]))
+            write_status(out, step.name, step.key, events)
+    except Exception:
+        if lease.given_up is None:
+            raise
+        logger.warning("could not record the failure of step %r in %s", step.name, out, exc_info=True)
+    return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
 
 
 def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: ExecutionSettings) -> bool:

@@ -150,7 +150,7 @@ class _Run:
         own_cluster = self.runner.cluster is None
         cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
                                                           echo=self.runner.progress)
-        heartbeat = Heartbeat(self.runner.heartbeat_interval)
+        heartbeat = Heartbeat(self.runner.heartbeat_interval, self.runner.lease_timeout)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
                                      self.force_run_failed, self.started, self._on_wait)
         in_flight = 0

@@ -10,10 +10,15 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
+from fray.cluster import ThreadCluster
 
 from marin.execution import status as status_module
 from marin.execution import storage
+from marin.execution.errors import LeaseGivenUpError, StepFailedError
 from marin.execution.status import Heartbeat, try_acquire
+from marin.execution.step_runner import StepRunner
+from marin.execution.step_spec import StepSpec
 
 RUN_ONE_STEP = textwrap.dedent('''
     import sys
@@ -78,6 +83,26 @@ def test_exclusive_create_publishes_whole_files_and_exactly_one_racer_wins(tmp_p
     assert os.listdir(tmp_path) == [".executor_lease.0"]  # no temporary file left behind
 
 
+def _failing_writes(monkeypatch, prefix, failures=None):
+    """Fault injection: lease renewals under `prefix` raise a store error that is not an OSError (as
+    some fsspec backends raise), every time or for the first `failures` renewals."""
+    real_write = storage.write_atomic
+    failed = []
+
+    def write_atomic(path, data):
+        if path.startswith(prefix) and "/.executor_lease." in path and (failures is None or len(failed) < failures):
+            failed.append(path)
+            raise RuntimeError("the store refused the write")
+        real_write(path, data)
+
+    monkeypatch.setattr(storage, "write_atomic", write_atomic)
+    return failed
+
+
+def _heartbeat_of(lease):
+    return json.loads(Path(lease.path).read_text())["heartbeat"]
+
+
 def test_heartbeat_survives_any_renewal_error_and_gives_up_a_lease_that_keeps_failing(tmp_path, monkeypatch):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -85,29 +110,43 @@ def test_heartbeat_survives_any_renewal_error_and_gives_up_a_lease_that_keeps_fa
     healthy = try_acquire(str(tmp_path / "b"), "b", timeout=60)
     lost = threading.Event()
     failing.on_lost.append(lost.set)
-    real_write = storage.write_atomic
-
-    def write_atomic(path, data):
-        # Fault injection: a store error that is not an OSError (as some fsspec backends raise).
-        if path.startswith(str(tmp_path / "a")):
-            raise RuntimeError("the store refused the write")
-        real_write(path, data)
-
-    monkeypatch.setattr(storage, "write_atomic", write_atomic)
-    heartbeat = Heartbeat(0.02)
+    _failing_writes(monkeypatch, str(tmp_path / "a"))
+    heartbeat = Heartbeat(0.02, lease_timeout=0.2)
     heartbeat.add(failing)
     heartbeat.add(healthy)
     try:
         assert lost.wait(30), "the failing lease was never given up"
         assert failing.lost and not failing.still_held()
-        before = json.loads(Path(healthy.path).read_text())["heartbeat"]
+        assert isinstance(failing.given_up, LeaseGivenUpError)
+        assert "the store refused the write" in str(failing.given_up)
+        assert isinstance(failing.given_up.__cause__, RuntimeError)
+        before = _heartbeat_of(healthy)
         deadline = time.monotonic() + 30
-        while json.loads(Path(healthy.path).read_text())["heartbeat"] == before:  # the thread still beats
+        while _heartbeat_of(healthy) == before:  # the thread still beats
             assert time.monotonic() < deadline, "the heartbeat thread died"
             time.sleep(0.01)
     finally:
         heartbeat.stop()
-    assert not Path(failing.path).exists()  # given up: its file is gone, so another runner takes over at once
+    assert Path(failing.path).exists()  # kept for the runner to record the failure under...
+    failing.release()
+    assert not Path(failing.path).exists()  # ...then released, so another runner can take over at once
+
+
+def test_heartbeat_rides_out_storage_errors_shorter_than_the_lease_timeout(tmp_path, monkeypatch):
+    lease = try_acquire(str(tmp_path), "s", timeout=60)
+    failed = _failing_writes(monkeypatch, str(tmp_path), failures=10)
+    before = _heartbeat_of(lease)
+    heartbeat = Heartbeat(0.01, lease_timeout=60)
+    heartbeat.add(lease)
+    try:
+        deadline = time.monotonic() + 30
+        while _heartbeat_of(lease) == before:  # renewed once the store recovered
+            assert time.monotonic() < deadline, "the lease was never renewed"
+            time.sleep(0.01)
+    finally:
+        heartbeat.stop()
+    assert len(failed) == 10
+    assert not lease.lost and lease.given_up is None and lease.still_held()
 
 
 def test_giving_up_a_lease_on_failing_storage_stops_its_step_once(tmp_path, monkeypatch):
@@ -119,5 +158,46 @@ def test_giving_up_a_lease_on_failing_storage_stops_its_step_once(tmp_path, monk
         raise RuntimeError("the store is unreachable")  # fault injection: every read fails
 
     monkeypatch.setattr(storage, "read_bytes", read_bytes)
-    lease.give_up("its heartbeat keeps failing")
+    lease.give_up(LeaseGivenUpError("its heartbeat keeps failing"))
     assert stops == ["stop"] and lease.lost
+
+
+class StoppableThreadCluster(ThreadCluster):
+    """Threads that are told to stop: `cancel` sets an event the tasks here wait on (a ThreadCluster
+    cannot kill a running thread; a LocalCluster would kill the step's process)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stop = threading.Event()
+        self.reasons = []
+
+    def cancel(self, future, reason=""):
+        self.reasons.append(reason)
+        self.stop.set()
+        super().cancel(future, reason)
+
+
+def test_a_step_whose_lease_renewals_keep_failing_fails_once_with_the_storage_error(tmp_path, monkeypatch):
+    cluster = StoppableThreadCluster()
+    executions = []
+
+    def work(path):
+        executions.append(path)
+        if len(executions) == 1:  # the first attempt runs until it is stopped
+            assert cluster.stop.wait(60), "the step was never stopped"
+            raise RuntimeError("stopped")
+
+    step = StepSpec(name="long", fn=work, version="1")
+    runner = StepRunner(prefix=str(tmp_path), cluster=cluster, progress=False, lease_timeout=0.4)
+    _failing_writes(monkeypatch, str(tmp_path / "long-"))  # every renewal fails; status writes still work
+    with pytest.raises(StepFailedError) as failed:
+        runner.run([step])
+    assert len(executions) == 1  # given up and failed, not retried
+    message = failed.value.failures["long"]
+    assert "LeaseGivenUpError" in message and "the store refused the write" in message
+    assert "could not be renewed" in cluster.reasons[0]  # the step was told why it was stopped
+    out = Path(executions[0])
+    events = json.loads((out / ".executor_status").read_text())["events"]
+    assert [e["state"] for e in events] == ["RUNNING", "FAILED"]
+    assert "LeaseGivenUpError" in events[-1]["error"]
+    assert not list(out.glob(".executor_lease.*"))
