@@ -10,6 +10,7 @@ put on object stores. No fsync: records survive a killed process, not a power cu
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -150,13 +151,27 @@ def append_bytes(path: str, data: bytes) -> None:
     write_bytes(path, (read_bytes(path) or b"") + data)
 
 
+def _write_temp(local: str, data: bytes) -> str:
+    """Write `data` to a temporary file beside `local`, private to this thread; returns its path."""
+    tmp = f"{local}.tmp-{os.getpid()}-{threading.get_ident()}"
+    try:
+        _write_local(tmp, data, os.O_TRUNC)
+    except BaseException:
+        remove(tmp)  # a write cut short (a full disk) leaves no temporary file
+        raise
+    return tmp
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Replace the file at `path` so that a reader sees the old or the new bytes, never a mix."""
     if is_local(path):
         local = _local(path)
-        tmp = f"{local}.tmp-{os.getpid()}-{threading.get_ident()}"
-        _write_local(tmp, data, os.O_TRUNC)
-        os.replace(tmp, local)
+        tmp = _write_temp(local, data)
+        try:
+            os.replace(tmp, local)
+        except BaseException:
+            remove(tmp)
+            raise
         return
     # One PUT of a whole object is atomic on GCS, S3 and memory://.
     fs, p = fs_and_path(path)
@@ -167,7 +182,9 @@ def create_exclusive(path: str, data: bytes) -> bool:
     """Create `path` holding `data` only if nothing is there; True when this call created it.
 
     Locally the bytes go to a temporary file that is then hard-linked to `path` (the link fails when
-    `path` exists), so the file appears whole or not at all. On other stores it is fsspec's exclusive mode `"xb"`, which
+    `path` exists), so the file appears whole or not at all; a link that NFS replays (EEXIST, yet our
+    temporary file has two links) counts as created, and only a filesystem without hard links
+    (EPERM, ENOTSUP, ENOSYS) falls back to an `O_EXCL` create then a write. On other stores it is fsspec's exclusive mode `"xb"`, which
     gcsfs implements with `ifGenerationMatch=0` and s3fs with `If-None-Match: *` (both conditional
     creates), and memory:// under its lock. A store without "xb" falls back to check-then-write,
     which is not atomic; the runner's verify step after acquiring narrows but cannot close that gap.
@@ -188,24 +205,32 @@ def create_exclusive(path: str, data: bytes) -> bool:
         return True
 
 
+# Filesystems without hard links answer link() with these; only then is the non-atomic create used.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
 def _create_exclusive_local(local: str, data: bytes) -> bool:
     # Write a private temporary file, then hard-link it to the name: link() fails if the name exists,
     # and the name never shows a half-written file (an O_EXCL create followed by a write would, to a
     # reader, or forever if the writer is killed in between).
-    tmp = f"{local}.tmp-{os.getpid()}-{threading.get_ident()}"
-    _write_local(tmp, data, os.O_TRUNC)
+    tmp = _write_temp(local, data)
     try:
-        os.link(tmp, local)
-    except FileExistsError:
-        return False
-    except OSError:  # a filesystem without hard links: exclusive create, then write
         try:
-            _write_local(local, data, os.O_EXCL)
+            os.link(tmp, local)
         except FileExistsError:
-            return False
+            # NFS may replay a link() whose reply was lost: the retry finds the name, made by us. Our
+            # temporary file then has two links.
+            return os.stat(tmp).st_nlink == 2
+        except OSError as e:
+            if e.errno not in _NO_HARD_LINKS:
+                raise
+            try:
+                _write_local(local, data, os.O_EXCL)  # no hard links here: exclusive create, then write
+            except FileExistsError:
+                return False
+        return True
     finally:
         remove(tmp)
-    return True
 
 
 def modified_time(path: str) -> float | None:
