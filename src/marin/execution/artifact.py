@@ -107,15 +107,43 @@ def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
     return {**_git_of(directory), "experiment": {"directory": experiment, **_git_of(experiment)}}
 
 
-@functools.cache
+_experiment_module_dir: str | None = None
+
+
 def experiment_directory() -> str:
-    """The directory of the experiment this process runs, found once per process: the file
-    `marin run` imported, else the `__main__` script's file, else the current directory."""
+    """The directory of the experiment this process runs: the file `marin run` imported, else the
+    `__main__` script's file, else the current directory. A `__main__` that is installed code (under
+    `python -m pytest`, a console script such as `pytest`) is no experiment, so the cwd is used.
+
+    Only the first answer is cached: a fallback is looked up again, since `marin run` may import the
+    experiment later in the process."""
+    global _experiment_module_dir
+    if _experiment_module_dir is not None:
+        return _experiment_module_dir
     for name, module in list(sys.modules.items()):
         if name.startswith(_EXPERIMENT_MODULE_PREFIX) and getattr(module, "__file__", None):
-            return os.path.dirname(os.path.abspath(module.__file__))
+            _experiment_module_dir = os.path.dirname(os.path.abspath(module.__file__))
+            return _experiment_module_dir
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    return os.path.dirname(os.path.abspath(main_file)) if main_file else os.getcwd()
+    if main_file and not _is_installed_code(os.path.abspath(main_file)):
+        return os.path.dirname(os.path.abspath(main_file))
+    return os.getcwd()
+
+
+def _is_installed_code(path: str) -> bool:
+    """Whether `path` lies in the standard library, site-packages or the environment's scripts."""
+    return any(path.startswith(root + os.sep) for root in _installed_roots())
+
+
+@functools.cache
+def _installed_roots() -> tuple[str, ...]:
+    import site
+    import sysconfig
+
+    roots = {sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")}
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else ())
+    roots.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
+    return tuple(sorted(os.path.abspath(r) for r in roots if r))
 
 
 def _git_of(directory: str) -> dict[str, Any]:

@@ -76,3 +76,36 @@ def test_marin_run_records_the_imported_experiment_files_repository(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "marin.cli", "info", str(next(prefix.glob("library-step-*")))],
                            env=env, check=True, capture_output=True, text=True, timeout=120).stdout
     assert f"exp git  {commit}  (dirty working tree)  in {repo}" in shown
+
+
+def test_a_run_under_python_m_pytest_records_the_cwd_not_pytests_package(tmp_path):
+    repo, commit = _experiment_repo(tmp_path)
+    tests = repo / "tests"
+    tests.mkdir()
+    (tests / "test_exp.py").write_text(textwrap.dedent("""
+        import os
+        from exp import library_step
+        from marin.execution.step_runner import StepRunner
+
+        def test_runs():
+            StepRunner(prefix=os.environ["PREFIX"], progress=False).run([library_step])
+    """))
+    prefix = tmp_path / "out"
+    env = {**os.environ, "PREFIX": str(prefix), "PYTHONPATH": str(repo)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_exp.py"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _info(prefix)["git"]["experiment"] == {"directory": str(repo), "commit": commit, "dirty": False}
+
+
+def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imported(tmp_path):
+    repo, _ = _experiment_repo(tmp_path)
+    script = ("import sys\n"
+              "from marin.execution.artifact import experiment_directory\n"
+              "from marin.execution.discover import import_file\n"
+              "print(experiment_directory())\n"
+              "import_file(sys.argv[1])\n"
+              "print(experiment_directory())\n")
+    done = subprocess.run([sys.executable, "-c", script, str(repo / "exp.py")], cwd=tmp_path, capture_output=True,
+                          text=True, check=True, timeout=120)
+    assert done.stdout.splitlines() == [str(tmp_path), str(repo)]
