@@ -88,3 +88,50 @@ def test_ray_cluster_cancel_kills_the_running_task(ray_cluster, tmp_path):
     while not _gone(pid):
         assert time.monotonic() < deadline, "the Ray worker running the task was not killed"
         time.sleep(0.05)
+
+
+def _raise_value_error() -> None:
+    raise ValueError("the task's own bug")
+
+
+def test_local_cluster_cancel_of_a_finished_task_leaves_its_warm_worker_running(tmp_path):
+    cluster = LocalCluster(cpu=1, gpus=0)
+    try:
+        finished = cluster.submit(os.getpid, name="finished")
+        pid = finished.result(timeout=60)
+        cluster.cancel(finished, reason="its step lost its lease as it finished")
+        assert finished.result() == pid
+        follow_up = cluster.submit(os.getpid, name="follow-up")
+        assert follow_up.result(timeout=60) == pid  # the same warm worker, not killed
+    finally:
+        cluster.shutdown(kill_running=True)
+
+
+def test_local_cluster_cancel_as_each_task_resolves_never_kills_the_next_task(tmp_path):
+    # Each future is cancelled from its done callback: the moment its worker has just gone back to the
+    # pool and the next queued task may already be running on it.
+    cluster = LocalCluster(cpu=1, gpus=0)
+    try:
+        futures = []
+        for i in range(40):
+            future = cluster.submit(os.getpid, name=f"task-{i}")
+            future.add_done_callback(functools.partial(cluster.cancel, reason="lease lost as the step finished"))
+            futures.append(future)
+        pids = [future.result(timeout=120) for future in futures]
+    finally:
+        cluster.shutdown(kill_running=True)
+    assert len(set(pids)) == 1  # one warm worker ran them all; no cancel killed it
+
+
+def test_ray_cluster_cancel_of_a_settled_future_changes_nothing(ray_cluster):
+    done = ray_cluster.submit(functools.partial(int, "7"), name="done", resources=ResourceConfig.with_cpu(0.5))
+    failed = ray_cluster.submit(_raise_value_error, name="failed", resources=ResourceConfig.with_cpu(0.5))
+    assert done.result(timeout=120) == 7
+    with pytest.raises(ValueError, match="the task's own bug"):
+        failed.result(timeout=120)
+    for future in (done, failed):
+        ray_cluster.cancel(future, reason="lease lost as the step finished")
+        assert future not in ray_cluster._refs and future not in ray_cluster._cancelled
+    assert done.result() == 7
+    with pytest.raises(ValueError, match="the task's own bug"):
+        failed.result()

@@ -46,7 +46,8 @@ class _Pending:
     log_path: str | None
     future: concurrent.futures.Future
     gpu_ids: list[str] = field(default_factory=list)
-    worker: Worker | None = None
+    worker: Worker | None = None  # while it runs its task; None again before the worker goes back to the pool
+    finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
 
 
@@ -129,28 +130,34 @@ class LocalCluster(Cluster):
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Keep a queued task from starting, or SIGKILL the worker process of a running one (its future
-        then fails with TaskCancelledError naming `reason`)."""
+        then fails with TaskCancelledError naming `reason`). A task that has finished is left alone."""
         with self._lock:
             pending = self._tasks.get(future)
-            if pending is None or pending.cancelled is not None:
+            if pending is None or pending.finished or pending.cancelled is not None:
                 return
             pending.cancelled = reason or "cancelled"
-            if pending in self._queue:
+            queued = pending in self._queue
+            if queued:
                 self._queue.remove(pending)
                 del self._tasks[future]
-                future.cancel()
-                return
-            worker = pending.worker
-        if worker is not None:  # else it is between start and take(): _run sees `cancelled`
-            worker.kill()
+            elif pending.worker is not None:  # else it is between start and take(): _run sees `cancelled`
+                # Under the lock: _run hands the worker back to the pool (where the next task may
+                # take it) only after marking the task finished under this lock.
+                pending.worker.kill()
+        if queued:
+            future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
 
     def shutdown(self, *, kill_running: bool = False) -> None:
         """Cancel queued tasks and wait for running ones (or kill them with `kill_running=True`)."""
         with self._lock:
             self._closed = True
-            while self._queue:
-                self._queue.popleft().future.cancel()
+            queued = list(self._queue)
+            self._queue.clear()
+            for pending in queued:
+                self._tasks.pop(pending.future, None)
             threads = list(self._threads)
+        for pending in queued:
+            pending.future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
         if kill_running:
             self._workers.kill_busy()
         for thread in threads:
@@ -200,6 +207,9 @@ class LocalCluster(Cluster):
                     else:
                         outcome = self._run_on(worker, pending, log_file, env)
                 finally:
+                    with self._lock:  # from now on cancel() leaves this worker (and its next task) alone
+                        pending.finished = True
+                        pending.worker = None
                     self._workers.give_back(worker, reusable=not dedicated)
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
             outcome = exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,8 +97,10 @@ class RayCluster(Cluster):
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[_Node] = []
         self._nodes_at = 0.0
+        # Callers' threads (cancel) and Ray's callback thread (settle) share these: one lock for both.
+        self._lock = threading.Lock()
         self._refs: dict[concurrent.futures.Future, Any] = {}  # unsettled futures and their Ray refs
-        self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them
+        self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them (unsettled only)
 
     def submit(
         self,
@@ -132,12 +135,14 @@ class RayCluster(Cluster):
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Cancel the Ray task behind `future` with `ray.cancel(force=True)`: a running one's worker is
-        killed, and the future fails with TaskCancelledError naming `reason`."""
-        ref = self._refs.get(future)
-        if ref is None:
-            return
-        self._cancelled[future] = reason or "cancelled"
-        self._ray.cancel(ref, force=True)
+        killed, and the future fails with TaskCancelledError naming `reason`. A settled future is left
+        alone."""
+        with self._lock:
+            ref = self._refs.get(future)
+            if ref is None:
+                return
+            self._cancelled[future] = reason or "cancelled"
+        self._ray.cancel(ref, force=True)  # a no-op should the task settle meanwhile
 
     def shutdown(self) -> None:
         """Disconnect from Ray (stopping it if this cluster started it)."""
@@ -149,8 +154,9 @@ class RayCluster(Cluster):
         result: concurrent.futures.Future = concurrent.futures.Future()
 
         def settle(done: concurrent.futures.Future) -> None:
-            self._refs.pop(result, None)
-            reason = self._cancelled.pop(result, None)
+            with self._lock:
+                self._refs.pop(result, None)
+                reason = self._cancelled.pop(result, None)
             try:
                 result.set_result(done.result())
             except BaseException as exc:  # noqa: BLE001 - every outcome must resolve `result`
@@ -158,8 +164,9 @@ class RayCluster(Cluster):
                     exc = TaskCancelledError(f"task {name!r} was cancelled ({reason}): its Ray task was killed")
                 result.set_exception(self._own_exception(exc, name))
 
-        self._refs[result] = ref
-        ref.future().add_done_callback(settle)
+        with self._lock:
+            self._refs[result] = ref
+        ref.future().add_done_callback(settle)  # outside the lock: it calls settle at once if Ray is done
         return result
 
     def _own_exception(self, exc: BaseException, name: str) -> BaseException:
