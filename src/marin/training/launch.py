@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from fray.task_process import exit_when_parent_dies
 
 from marin.execution.errors import MarinError
 from marin.training.trainer import TrainJob, train
@@ -108,22 +109,11 @@ def _die_with_launcher() -> None:
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            _watch_parent(launcher)
+            exit_when_parent_dies(parent=launcher, exit_code=1)
     else:
-        _watch_parent(launcher)
+        exit_when_parent_dies(parent=launcher, exit_code=1)
     if launcher is not None and os.getppid() != launcher:
         os._exit(1)  # the launcher is already gone: nobody will read what this worker would write
-
-
-def _watch_parent(launcher: int | None) -> None:
-    parent = launcher or os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="marin-launcher-watch", daemon=True).start()
 
 
 def _worker(job_file: str) -> None:
