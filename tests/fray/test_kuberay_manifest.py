@@ -1,12 +1,16 @@
-"""deploy/kuberay-raycluster.yaml, validated offline: a JSON schema of the KubeRay RayCluster CRD
-fields we use (ray.io/v1), plus the consistency marin relies on (versions, ports, replica bounds)."""
+"""deploy/kuberay-raycluster.yaml, validated offline: it is the output of its generator (fray.kuberay),
+it matches a JSON schema of the KubeRay RayCluster CRD fields we use (ray.io/v1), and it has the
+consistency marin relies on (versions, ports, replica bounds)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 import ray
 import yaml
 
@@ -108,6 +112,28 @@ SCHEMA = {
         },
     },
 }
+
+
+def test_committed_manifest_is_the_generators_output():
+    # The command the file's header and docs/infra.md give for regenerating it, run verbatim.
+    from fray.kuberay import RayClusterSpec, raycluster_manifest, render_yaml
+
+    run = subprocess.run([sys.executable, "-m", "fray.kuberay"], capture_output=True, text=True, check=True)
+    committed = (DEPLOY / "kuberay-raycluster.yaml").read_text()
+    assert run.stdout == committed, "deploy/kuberay-raycluster.yaml is stale: run `python -m fray.kuberay > deploy/kuberay-raycluster.yaml`"
+    assert render_yaml(raycluster_manifest(RayClusterSpec())) == committed
+    assert yaml.safe_load(committed) == raycluster_manifest(RayClusterSpec())
+
+
+def test_generator_names_the_group_whose_replicas_are_out_of_bounds():
+    from fray.kuberay import RayClusterSpec, WorkerGroup, raycluster_manifest
+
+    bad = RayClusterSpec(groups=(WorkerGroup("gpu-a100", cpu=8, memory="64Gi", replicas=5, max_replicas=4, gpus=8),))
+    with pytest.raises(ValueError, match=r"worker group 'gpu-a100': replicas=5 must lie in \[min_replicas=0, max_replicas=4\]"):
+        raycluster_manifest(bad)
+    twice = RayClusterSpec(groups=(WorkerGroup("cpu", cpu=1, memory="1Gi", max_replicas=1),) * 2)
+    with pytest.raises(ValueError, match="unique"):
+        raycluster_manifest(twice)
 
 
 def _manifest() -> dict:
