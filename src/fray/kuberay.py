@@ -64,10 +64,15 @@ class RayClusterSpec:
     )
 
 
+def head_service_name(spec: RayClusterSpec) -> str:
+    """The Kubernetes Service KubeRay creates in front of the head (dashboard, Jobs API, GCS)."""
+    return f"{spec.name}{HEAD_SERVICE_SUFFIX}"
+
+
 def head_service_address(spec: RayClusterSpec) -> str:
     """The in-cluster URL of the head's dashboard / Jobs API (what `marin submit --address` takes)."""
     namespace = spec.namespace or "default"
-    return f"http://{spec.name}{HEAD_SERVICE_SUFFIX}.{namespace}.svc.cluster.local:{DASHBOARD_PORT}"
+    return f"http://{head_service_name(spec)}.{namespace}.svc.cluster.local:{DASHBOARD_PORT}"
 
 
 def _resources(cpu: int, memory: str, gpus: int = 0) -> dict:

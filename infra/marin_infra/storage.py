@@ -1,0 +1,32 @@
+"""The prefix bucket: where every step writes (MARIN_PREFIX), private to the project's identities.
+
+No lifecycle rule deletes anything. The engine moves an older output aside to a sibling
+`<output>.superseded-<key8>-<time>/` directory (marin.execution.gc); GCS lifecycle conditions match
+only an object name's prefix or suffix, and that marker sits in the middle of every object's name, so
+no rule can select those copies without also risking live outputs. They are deleted by the engine's
+own `marin gc PREFIX --superseded`, which recognises them by the engine's pattern (docs/infra.md).
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from marin_infra.settings import Settings
+
+
+def prefix_bucket(settings: Settings, opts: pulumi.ResourceOptions) -> gcp.storage.Bucket:
+    """The regional bucket, co-located with the cluster: uniform access, no versioning, never public."""
+    return gcp.storage.Bucket(
+        "marin-prefix",
+        name=settings.bucket_name,
+        project=settings.project,
+        location=settings.region.upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        # Steps rewrite nothing in place (outputs are content-addressed), so versions would only cost.
+        versioning=gcp.storage.BucketVersioningArgs(enabled=False),
+        # `pulumi destroy` must never delete research outputs; empty the bucket by hand first.
+        force_destroy=False,
+        opts=opts,
+    )
