@@ -1,7 +1,6 @@
 """The Pulumi program: read the stack's config and provision marin's environment (docs/infra.md)."""
 
 import pulumi
-
 from marin_infra.program import provision
 
 outputs = provision(pulumi.Config("marin-infra"))

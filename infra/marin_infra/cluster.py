@@ -38,7 +38,11 @@ def _node_pool(
     gpu: bool = False,
     opts: pulumi.ResourceOptions,
 ) -> gcp.container.NodePool:
-    taints = [gcp.container.NodePoolNodeConfigTaintArgs(key=GKE_SPOT_LABEL, value="true", effect="NO_SCHEDULE")] if spot else []
+    taints = (
+        [gcp.container.NodePoolNodeConfigTaintArgs(key=GKE_SPOT_LABEL, value="true", effect="NO_SCHEDULE")]
+        if spot
+        else []
+    )
     accelerators = (
         [
             gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
@@ -71,7 +75,9 @@ def _node_pool(
             taints=taints,
             guest_accelerators=accelerators,
             # Pods get their own identity (Workload Identity), never the node's.
-            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                mode="GKE_METADATA"
+            ),
         ),
         management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
         opts=opts,
@@ -89,8 +95,12 @@ def gke(settings: Settings, node_account: gcp.serviceaccount.Account, opts: pulu
         # GKE must create a default pool; it is removed at once in favour of the pools below.
         remove_default_node_pool=True,
         initial_node_count=1,
-        node_config=gcp.container.ClusterNodeConfigArgs(service_account=node_account.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]),
-        workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(workload_pool=f"{settings.project}.svc.id.goog"),
+        node_config=gcp.container.ClusterNodeConfigArgs(
+            service_account=node_account.email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]
+        ),
+        workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+            workload_pool=f"{settings.project}.svc.id.goog"
+        ),
         release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
         # So that `pulumi destroy` can remove it; the research outputs live in the bucket, not here.
         deletion_protection=False,
@@ -99,7 +109,27 @@ def gke(settings: Settings, node_account: gcp.serviceaccount.Account, opts: pulu
     pool_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=cluster))
     pools = [_node_pool("cpu", settings, cluster, settings.cpu_pool, node_account.email, opts=pool_opts)]
     if settings.spot_pool is not None:
-        pools.append(_node_pool("cpu-spot", settings, cluster, settings.spot_pool, node_account.email, spot=True, opts=pool_opts))
+        pools.append(
+            _node_pool(
+                "cpu-spot",
+                settings,
+                cluster,
+                settings.spot_pool,
+                node_account.email,
+                spot=True,
+                opts=pool_opts,
+            )
+        )
     if settings.gpu_pool is not None:
-        pools.append(_node_pool(settings.gpu_group_name, settings, cluster, settings.gpu_pool, node_account.email, gpu=True, opts=pool_opts))
+        pools.append(
+            _node_pool(
+                settings.gpu_group_name,
+                settings,
+                cluster,
+                settings.gpu_pool,
+                node_account.email,
+                gpu=True,
+                opts=pool_opts,
+            )
+        )
     return Gke(cluster=cluster, pools=tuple(pools))

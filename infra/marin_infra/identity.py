@@ -39,6 +39,14 @@ def member(account: gcp.serviceaccount.Account) -> pulumi.Output[str]:
     return account.email.apply(lambda email: f"serviceAccount:{email}")
 
 
+def _account(
+    settings: Settings, account_id: str, display_name: str, opts: pulumi.ResourceOptions
+) -> gcp.serviceaccount.Account:
+    return gcp.serviceaccount.Account(
+        account_id, account_id=account_id, project=settings.project, display_name=display_name, opts=opts
+    )
+
+
 def identities(
     settings: Settings,
     bucket: gcp.storage.Bucket,
@@ -46,25 +54,23 @@ def identities(
     opts: pulumi.ResourceOptions,
 ) -> Identities:
     """Create both accounts and every grant they hold on the bucket, the registry and the project."""
-    worker = gcp.serviceaccount.Account(
-        WORKER_ACCOUNT_ID,
-        account_id=WORKER_ACCOUNT_ID,
-        project=settings.project,
-        display_name="marin Ray nodes and pods (read/write the prefix bucket)",
-        opts=opts,
+    worker = _account(
+        settings, WORKER_ACCOUNT_ID, "marin Ray nodes and pods (read/write the prefix bucket)", opts
     )
-    ui = gcp.serviceaccount.Account(
-        UI_ACCOUNT_ID,
-        account_id=UI_ACCOUNT_ID,
-        project=settings.project,
-        display_name="Marina UI (read-only on the prefix bucket)",
+    ui = _account(settings, UI_ACCOUNT_ID, "Marina UI (read-only on the prefix bucket)", opts)
+    gcp.storage.BucketIAMMember(
+        "marin-worker-bucket-objects",
+        bucket=bucket.name,
+        role="roles/storage.objectAdmin",
+        member=member(worker),
         opts=opts,
     )
     gcp.storage.BucketIAMMember(
-        "marin-worker-bucket-objects", bucket=bucket.name, role="roles/storage.objectAdmin", member=member(worker), opts=opts
-    )
-    gcp.storage.BucketIAMMember(
-        "marin-ui-bucket-objects", bucket=bucket.name, role="roles/storage.objectViewer", member=member(ui), opts=opts
+        "marin-ui-bucket-objects",
+        bucket=bucket.name,
+        role="roles/storage.objectViewer",
+        member=member(ui),
+        opts=opts,
     )
     gcp.artifactregistry.RepositoryIamMember(
         "marin-worker-images",
@@ -76,7 +82,11 @@ def identities(
         opts=opts,
     )
     gcp.projects.IAMMember(
-        "marin-worker-logs", project=settings.project, role="roles/logging.logWriter", member=member(worker), opts=opts
+        "marin-worker-logs",
+        project=settings.project,
+        role="roles/logging.logWriter",
+        member=member(worker),
+        opts=opts,
     )
     gcp.serviceaccount.IAMMember(
         "marin-worker-workload-identity",

@@ -27,7 +27,9 @@ def provision(config: pulumi.Config) -> dict[str, pulumi.Input[str]]:
     """Declare every resource of the stack and return the outputs a researcher needs."""
     settings = config_.load(config)
     apis = [
-        gcp.projects.Service(api.split(".")[0], project=settings.project, service=api, disable_on_destroy=False)
+        gcp.projects.Service(
+            api.split(".")[0], project=settings.project, service=api, disable_on_destroy=False
+        )
         for api in APIS
     ]
     opts = pulumi.ResourceOptions(depends_on=apis)

@@ -21,7 +21,13 @@ KUBERAY_NAMESPACE = "kuberay-system"
 
 def _group(name: str, pool: Pool, *, gpus: int = 0, spot: bool = False) -> WorkerGroup:
     return WorkerGroup(
-        name, cpu=pool.ray_cpu, memory=pool.ray_memory, replicas=pool.replicas, max_replicas=pool.max_nodes, gpus=gpus, spot=spot
+        name,
+        cpu=pool.ray_cpu,
+        memory=pool.ray_memory,
+        replicas=pool.replicas,
+        max_replicas=pool.max_nodes,
+        gpus=gpus,
+        spot=spot,
     )
 
 
@@ -66,7 +72,9 @@ users:
       provideClusterInfo: true
 """
 
-    return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate).apply(render)
+    return pulumi.Output.all(
+        cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
+    ).apply(render)
 
 
 def ray_on_gke(
@@ -77,7 +85,9 @@ def ray_on_gke(
     image: str,
 ) -> k8s.apiextensions.CustomResource:
     """The namespace, the pods' service account, the KubeRay operator and the RayCluster."""
-    provider = k8s.Provider("gke", kubeconfig=kubeconfig(cluster), opts=pulumi.ResourceOptions(depends_on=list(pools)))
+    provider = k8s.Provider(
+        "gke", kubeconfig=kubeconfig(cluster), opts=pulumi.ResourceOptions(depends_on=list(pools))
+    )
     opts = pulumi.ResourceOptions(provider=provider)
     namespace = k8s.core.v1.Namespace("marin", metadata={"name": POD_NAMESPACE}, opts=opts)
     account = k8s.core.v1.ServiceAccount(

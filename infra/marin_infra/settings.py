@@ -80,7 +80,10 @@ def _pool(key: str, raw: Mapping[str, Any] | None, defaults: Mapping[str, Any]) 
     values = {**defaults, **(raw or {})}
     unknown = sorted(set(values) - {"machineType", "minNodes", "maxNodes", "rayCpu", "rayMemory", "replicas"})
     if unknown:
-        raise _fail(f"{key}.{unknown[0]}", "is not a pool setting (machineType, minNodes, maxNodes, rayCpu, rayMemory, replicas)")
+        raise _fail(
+            f"{key}.{unknown[0]}",
+            "is not a pool setting (machineType, minNodes, maxNodes, rayCpu, rayMemory, replicas)",
+        )
     if not values.get("machineType"):
         raise _fail(f"{key}.machineType", "is required (a Compute Engine machine type, e.g. n2-standard-16)")
     pool = Pool(
@@ -92,16 +95,34 @@ def _pool(key: str, raw: Mapping[str, Any] | None, defaults: Mapping[str, Any]) 
         replicas=_int(f"{key}.replicas", values.get("replicas", 0), 0),
     )
     if not _QUANTITY.match(pool.ray_memory):
-        raise _fail(f"{key}.rayMemory", f"{pool.ray_memory!r} is not a Kubernetes memory quantity like '32Gi'")
+        raise _fail(
+            f"{key}.rayMemory", f"{pool.ray_memory!r} is not a Kubernetes memory quantity like '32Gi'"
+        )
     if pool.min_nodes > pool.max_nodes:
         raise _fail(f"{key}.minNodes", f"{pool.min_nodes} exceeds maxNodes={pool.max_nodes}")
     if pool.replicas > pool.max_nodes:
-        raise _fail(f"{key}.replicas", f"{pool.replicas} Ray pods need {pool.replicas} nodes; maxNodes is {pool.max_nodes}")
+        raise _fail(
+            f"{key}.replicas",
+            f"{pool.replicas} Ray pods need {pool.replicas} nodes; maxNodes is {pool.max_nodes}",
+        )
     return pool
 
 
-CPU_POOL_DEFAULTS = {"machineType": "n2-standard-16", "minNodes": 1, "maxNodes": 8, "rayCpu": 8, "rayMemory": "32Gi", "replicas": 1}
-SPOT_POOL_DEFAULTS = {"machineType": "n2-standard-16", "minNodes": 0, "maxNodes": 16, "rayCpu": 8, "rayMemory": "32Gi"}
+CPU_POOL_DEFAULTS = {
+    "machineType": "n2-standard-16",
+    "minNodes": 1,
+    "maxNodes": 8,
+    "rayCpu": 8,
+    "rayMemory": "32Gi",
+    "replicas": 1,
+}
+SPOT_POOL_DEFAULTS = {
+    "machineType": "n2-standard-16",
+    "minNodes": 0,
+    "maxNodes": 16,
+    "rayCpu": 8,
+    "rayMemory": "32Gi",
+}
 GPU_POOL_DEFAULTS = {"minNodes": 0, "maxNodes": 4, "rayCpu": 16, "rayMemory": "128Gi"}
 
 
@@ -109,8 +130,14 @@ def load(config: pulumi.Config) -> Settings:
     """Read and check the stack's `marin-infra:*` config; raises InfraConfigError naming the bad key."""
     region = config.require("region")
     if not _REGION.match(region):
-        hint = f"; {region!r} is a zone, its region is {region.rsplit('-', 1)[0]!r}" if _ZONE.match(region) else ""
-        raise _fail("region", f"{region!r} is not a Google Cloud region like 'us-central1' or 'europe-west4'{hint}")
+        hint = (
+            f"; {region!r} is a zone, its region is {region.rsplit('-', 1)[0]!r}"
+            if _ZONE.match(region)
+            else ""
+        )
+        raise _fail(
+            "region", f"{region!r} is not a Google Cloud region like 'us-central1' or 'europe-west4'{hint}"
+        )
     zones = tuple(config.get_object("zones") or ())
     for zone in zones:
         if not (isinstance(zone, str) and _ZONE.match(zone) and zone.rsplit("-", 1)[0] == region):
@@ -121,7 +148,9 @@ def load(config: pulumi.Config) -> Settings:
 
     cpu_pool = _pool("cpuPool", config.get_object("cpuPool"), CPU_POOL_DEFAULTS)
     if cpu_pool.min_nodes < 1:
-        raise _fail("cpuPool.minNodes", "must be >= 1: the Ray head and the KubeRay operator run on this pool")
+        raise _fail(
+            "cpuPool.minNodes", "must be >= 1: the Ray head and the KubeRay operator run on this pool"
+        )
     spot_raw = config.get_object("spotPool")
     spot_pool = _pool("spotPool", spot_raw, SPOT_POOL_DEFAULTS) if spot_raw is not None else None
 
@@ -130,13 +159,22 @@ def load(config: pulumi.Config) -> Settings:
     gpu_raw = config.get_object("gpuPool")
     if gpu_type is None:
         if gpu_count is not None:
-            raise _fail("gpuCount", f"is {gpu_count} but gpuType is not set; set {NAMESPACE}:gpuType (e.g. nvidia-h100-80gb) or remove gpuCount")
+            raise _fail(
+                "gpuCount",
+                f"is {gpu_count} but gpuType is not set; set {NAMESPACE}:gpuType (e.g. nvidia-h100-80gb) or remove gpuCount",
+            )
         if gpu_raw is not None:
-            raise _fail("gpuPool", f"is set but gpuType is not; set {NAMESPACE}:gpuType (e.g. nvidia-h100-80gb) or remove gpuPool")
+            raise _fail(
+                "gpuPool",
+                f"is set but gpuType is not; set {NAMESPACE}:gpuType (e.g. nvidia-h100-80gb) or remove gpuPool",
+            )
         gpu_pool = None
     else:
         if not _GPU_TYPE.match(gpu_type):
-            raise _fail("gpuType", f"{gpu_type!r} is not a GKE accelerator type like 'nvidia-h100-80gb' or 'nvidia-l4'")
+            raise _fail(
+                "gpuType",
+                f"{gpu_type!r} is not a GKE accelerator type like 'nvidia-h100-80gb' or 'nvidia-l4'",
+            )
         if gpu_count is None:
             raise _fail("gpuCount", f"is required with gpuType={gpu_type!r}: the GPUs on each node (e.g. 8)")
         _int("gpuCount", gpu_count, 1)
@@ -145,9 +183,14 @@ def load(config: pulumi.Config) -> Settings:
     invokers = tuple(config.get_object("uiInvokers") or ())
     for member in invokers:
         if member in PUBLIC_MEMBERS:
-            raise _fail("uiInvokers", f"{member!r} would make the UI public; name users, groups or a domain instead")
+            raise _fail(
+                "uiInvokers", f"{member!r} would make the UI public; name users, groups or a domain instead"
+            )
         if not (isinstance(member, str) and member.startswith(_MEMBER_KINDS)):
-            raise _fail("uiInvokers", f"{member!r} is not an IAM member like 'group:ml@example.com' or 'user:ada@example.com'")
+            raise _fail(
+                "uiInvokers",
+                f"{member!r} is not an IAM member like 'group:ml@example.com' or 'user:ada@example.com'",
+            )
 
     return Settings(
         project=config.require("project"),

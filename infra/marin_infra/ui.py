@@ -33,10 +33,14 @@ def marina(
         TOKEN_SECRET_ID,
         secret_id=TOKEN_SECRET_ID,
         project=settings.project,
-        replication=gcp.secretmanager.SecretReplicationArgs(auto=gcp.secretmanager.SecretReplicationAutoArgs()),
+        replication=gcp.secretmanager.SecretReplicationArgs(
+            auto=gcp.secretmanager.SecretReplicationAutoArgs()
+        ),
         opts=opts,
     )
-    version = gcp.secretmanager.SecretVersion(TOKEN_SECRET_ID, secret=secret.id, secret_data=settings.ui_token, opts=opts)
+    version = gcp.secretmanager.SecretVersion(
+        TOKEN_SECRET_ID, secret=secret.id, secret_data=settings.ui_token, opts=opts
+    )
     accessor = gcp.secretmanager.SecretIamMember(
         "marin-ui-token-access",
         project=settings.project,
@@ -73,7 +77,9 @@ def marina(
                             ),
                         ),
                     ],
-                    resources=gcp.cloudrunv2.ServiceTemplateContainerResourcesArgs(limits={"cpu": "1", "memory": "2Gi"}),
+                    resources=gcp.cloudrunv2.ServiceTemplateContainerResourcesArgs(
+                        limits={"cpu": "1", "memory": "2Gi"}
+                    ),
                 )
             ],
         ),

@@ -110,7 +110,9 @@ def _worker_group(spec: RayClusterSpec, group: WorkerGroup) -> dict:
     tolerations = []
     if group.spot:
         pod["nodeSelector"] = {GKE_SPOT_LABEL: "true"}
-        tolerations.append({"key": GKE_SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+        tolerations.append(
+            {"key": GKE_SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        )
     if group.gpus:
         tolerations.append({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"})
     if tolerations:

@@ -90,7 +90,8 @@ def set_stack_config(stack: str, overrides: dict[str, Any] | None = None, drop: 
         config.pop(key)
     # Pulumi hands structured config to the program as JSON strings, as here.
     pulumi.runtime.set_all_config(
-        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, secret_keys=["marin-infra:uiToken"]
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()},
+        secret_keys=["marin-infra:uiToken"],
     )
 
 
