@@ -5,12 +5,14 @@ Every error names the key to fix, e.g. `marin-infra:gpuCount`, and says what to 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi.runtime.config
 
 NAMESPACE = "marin-infra"
 # A Google Cloud region: us-central1, europe-west4, northamerica-northeast1. Not a zone (us-central1-a).
@@ -126,8 +128,39 @@ SPOT_POOL_DEFAULTS = {
 GPU_POOL_DEFAULTS = {"minNodes": 0, "maxNodes": 4, "rayCpu": 16, "rayMemory": "128Gi"}
 
 
+KEYS = (
+    "project",
+    "region",
+    "zones",
+    "bucketName",
+    "uiToken",
+    "clusterName",
+    "cpuPool",
+    "spotPool",
+    "gpuType",
+    "gpuCount",
+    "gpuPool",
+    "uiInvokers",
+    "imageTag",
+    "kuberayVersion",
+)
+
+
+def _check_no_unknown_keys() -> None:
+    """A misspelt key (`gpuCuont`) would otherwise be ignored and silently provision less."""
+    # The stack's config as the Pulumi engine handed it to this process.
+    given = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.config.get_config_env())
+    for full in sorted(given):
+        namespace, _, key = full.partition(":")
+        if namespace == NAMESPACE and key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f"; did you mean {NAMESPACE}:{close[0]}?" if close else f"; the keys are {', '.join(KEYS)}"
+            raise _fail(key, f"is not a setting of this program{hint}")
+
+
 def load(config: pulumi.Config) -> Settings:
     """Read and check the stack's `marin-infra:*` config; raises InfraConfigError naming the bad key."""
+    _check_no_unknown_keys()
     region = config.require("region")
     if not _REGION.match(region):
         hint = (

@@ -325,6 +325,11 @@ def test_every_iam_grant_is_least_privilege(request, name):
             r"^marin-infra:spotPool.machinetype: is not a pool setting",
         ),
         (
+            {"marin-infra:gpuCuont": 8},
+            (),
+            r"^marin-infra:gpuCuont: is not a setting of this program; did you mean marin-infra:gpuCount\?",
+        ),
+        (
             {"marin-infra:bucketName": "Marin_Bucket"},
             (),
             r"^marin-infra:bucketName: 'Marin_Bucket' is not a valid bucket name",
@@ -364,3 +369,12 @@ def test_the_mock_run_needs_no_pulumi_cli(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["29", "gs://my-gcp-project-marin"]
+
+
+def test_project_file_names_the_config_namespace_and_the_repos_environment():
+    from marin_infra.settings import NAMESPACE
+
+    project = yaml.safe_load((INFRA / "Pulumi.yaml").read_text())
+    assert project["name"] == NAMESPACE  # stack config keys are `<project name>:<key>`
+    assert project["runtime"]["name"] == "python"
+    assert (INFRA / project["runtime"]["options"]["virtualenv"]).resolve() == ROOT / ".venv"
