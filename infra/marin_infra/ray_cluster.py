@@ -83,8 +83,11 @@ def ray_on_gke(
     pools: tuple[gcp.container.NodePool, ...],
     worker_email: pulumi.Output[str],
     image: str,
-) -> k8s.apiextensions.CustomResource:
-    """The namespace, the pods' service account, the KubeRay operator and the RayCluster."""
+) -> pulumi.ResourceOptions:
+    """The namespace, the pods' service account, the KubeRay operator and the RayCluster.
+
+    Returns the options for further Kubernetes resources whose pods run as marin-worker.
+    """
     provider = k8s.Provider(
         "gke", kubeconfig=kubeconfig(cluster), opts=pulumi.ResourceOptions(depends_on=list(pools))
     )
@@ -110,7 +113,7 @@ def ray_on_gke(
         opts=opts,
     )
     manifest = raycluster_manifest(raycluster_spec(settings, image))
-    return k8s.apiextensions.CustomResource(
+    k8s.apiextensions.CustomResource(
         "marin-raycluster",
         api_version=manifest["apiVersion"],
         kind=manifest["kind"],
@@ -119,3 +122,4 @@ def ray_on_gke(
         # The CRD comes with the operator's chart.
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[operator, account])),
     )
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[account]))

@@ -21,6 +21,7 @@ _ZONE = re.compile(r"^[a-z]+(-[a-z]+)+[0-9]+-[a-z]$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 _GPU_TYPE = re.compile(r"^nvidia-[a-z0-9-]+$")
 _QUANTITY = re.compile(r"^[0-9]+(Mi|Gi|Ti)$")
+_CRON = re.compile(r"^(@(hourly|daily|weekly|monthly)|[0-9*/,-]+( [0-9*/,-]+){4})$")
 PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
 _MEMBER_KINDS = ("user:", "group:", "serviceAccount:", "domain:")
 
@@ -63,6 +64,7 @@ class Settings:
     kuberay_version: str
     ui_invokers: tuple[str, ...]
     ui_token: pulumi.Output[str]
+    superseded_gc_schedule: str | None
 
     @property
     def gpu_group_name(self) -> str:
@@ -143,6 +145,7 @@ KEYS = (
     "uiInvokers",
     "imageTag",
     "kuberayVersion",
+    "supersededGcSchedule",
 )
 
 
@@ -225,6 +228,13 @@ def load(config: pulumi.Config) -> Settings:
                 f"{member!r} is not an IAM member like 'group:ml@example.com' or 'user:ada@example.com'",
             )
 
+    gc_schedule = config.get("supersededGcSchedule")
+    if gc_schedule is not None and not _CRON.match(gc_schedule):
+        raise _fail(
+            "supersededGcSchedule",
+            f"{gc_schedule!r} is not a cron schedule like '0 3 * * 0' (Sundays 03:00 UTC) or '@weekly'",
+        )
+
     return Settings(
         project=config.require("project"),
         region=region,
@@ -240,4 +250,5 @@ def load(config: pulumi.Config) -> Settings:
         kuberay_version=config.get("kuberayVersion") or "1.5.1",
         ui_invokers=invokers,
         ui_token=config.require_secret("uiToken"),
+        superseded_gc_schedule=gc_schedule,
     )

@@ -160,6 +160,20 @@ def test_raycluster_is_the_generators_output_for_the_stacks_spec(stack):
     assert stack.outputs["rayJobsAddress"] == "http://marin-head-svc.marin.svc.cluster.local:8265"
 
 
+def test_superseded_copies_are_marin_gcs_on_the_stacks_schedule_only(cpu, gpu):
+    assert cpu.of_type(":CronJob") == []  # no schedule configured: nothing deletes anything
+    job = gpu.one(":CronJob").inputs
+    assert job["metadata"] == {"name": "marin-gc-superseded", "namespace": "marin"}
+    assert job["spec"]["schedule"] == "0 3 * * 0"
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "marin-worker"  # the only identity that may delete objects
+    assert "tolerations" not in pod  # on the on-demand CPU pool, never a spot or GPU node
+    (container,) = pod["containers"]
+    assert container["image"] == IMAGE
+    assert container["command"] == ["marin", "gc", "gs://my-gcp-project-marin", "--superseded"]
+
+
 def test_ray_pods_act_as_marin_worker_through_workload_identity(stack):
     ksa = stack.one(":ServiceAccount").inputs["metadata"]
     assert (ksa["namespace"], ksa["name"]) == ("marin", "marin-worker")
@@ -330,6 +344,11 @@ def test_every_iam_grant_is_least_privilege(request, name):
             r"^marin-infra:gpuCuont: is not a setting of this program; did you mean marin-infra:gpuCount\?",
         ),
         (
+            {"marin-infra:supersededGcSchedule": "weekly"},
+            (),
+            r"^marin-infra:supersededGcSchedule: 'weekly' is not a cron schedule like '0 3 \* \* 0'",
+        ),
+        (
             {"marin-infra:bucketName": "Marin_Bucket"},
             (),
             r"^marin-infra:bucketName: 'Marin_Bucket' is not a valid bucket name",
@@ -368,7 +387,7 @@ def test_the_mock_run_needs_no_pulumi_cli(tmp_path):
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["29", "gs://my-gcp-project-marin"]
+    assert run.stdout.split() == ["30", "gs://my-gcp-project-marin"]
 
 
 def test_project_file_names_the_config_namespace_and_the_repos_environment():
