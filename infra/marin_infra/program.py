@@ -26,15 +26,16 @@ APIS = (
 def provision(config: pulumi.Config) -> dict[str, pulumi.Input[str]]:
     """Declare every resource of the stack and return the outputs a researcher needs."""
     settings = config_.load(config)
-    apis = [
-        gcp.projects.Service(
+    apis = {
+        api.split(".")[0]: gcp.projects.Service(
             api.split(".")[0], project=settings.project, service=api, disable_on_destroy=False
         )
         for api in APIS
-    ]
-    opts = pulumi.ResourceOptions(depends_on=apis)
+    }
+    opts = pulumi.ResourceOptions(depends_on=list(apis.values()))
     bucket = prefix_bucket(settings, opts)
-    repository = image_repository(settings, opts)
+    # Only its own API: docs/infra.md creates it alone first (`pulumi up --target`), to push the image.
+    repository = image_repository(settings, pulumi.ResourceOptions(depends_on=[apis["artifactregistry"]]))
     accounts = identities(settings, bucket, repository, opts)
     image = image_url(settings)
     cluster = gke(settings, accounts.worker, opts)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import runpy
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import yaml
+from pulumi.runtime.mocks import MockMonitor
 
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 if str(INFRA) not in sys.path:
@@ -26,11 +27,13 @@ UI_TOKEN = "test-token"
 
 @dataclass(frozen=True)
 class Declared:
-    """One resource the program declared: its type token, logical name and resolved inputs."""
+    """One resource the program declared: its type, logical name, resolved inputs, URN and dependencies."""
 
     type: str
     name: str
     inputs: dict[str, Any]
+    urn: str = ""
+    dependencies: frozenset[str] = frozenset()  # URNs: explicit depends_on and those its inputs came from
 
 
 @dataclass
@@ -62,6 +65,30 @@ def _computed(typ: str, inputs: dict[str, Any]) -> dict[str, Any]:
     if typ == "gcp:cloudrunv2/service:Service":
         return {"uri": f"https://{inputs['name']}-abc123-uc.a.run.app"}
     return {}
+
+
+def _engine_urn(mock_urn: str) -> str:
+    # The mock monitor qualifies a top-level resource's type with the root stack's; the engine does not.
+    return mock_urn.replace("::pulumi:pulumi:Stack$", "::")
+
+
+class RecordingMonitor(MockMonitor):
+    """The mocks' monitor, also remembering each registration's URN and dependencies."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        dependencies = set(request.dependencies)
+        for property_dependencies in request.propertyDependencies.values():
+            dependencies.update(property_dependencies.urns)
+        self.registered[(request.type, request.name)] = (
+            _engine_urn(response.urn),
+            frozenset(_engine_urn(u) for u in dependencies),
+        )
+        return response
 
 
 class Recorder(pulumi.runtime.Mocks):
@@ -99,7 +126,8 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None, drop: tuple[s
     """Run infra/__main__.py for an example stack (plus overrides, minus `drop`) under the mocks."""
     set_stack_config(stack, overrides, drop)
     recorder = Recorder()
-    pulumi.runtime.set_mocks(recorder, project="marin-infra", stack=stack, preview=False)
+    monitor = RecordingMonitor(recorder)
+    pulumi.runtime.set_mocks(recorder, project="marin-infra", stack=stack, preview=False, monitor=monitor)
     deployment = Deployment(stack, recorder.resources)
 
     @pulumi.runtime.test
@@ -108,4 +136,7 @@ def run_stack(stack: str, overrides: dict[str, Any] | None = None, drop: tuple[s
         return pulumi.Output.all(**namespace["outputs"]).apply(deployment.outputs.update)
 
     program()
+    for i, declared in enumerate(deployment.resources):
+        urn, dependencies = monitor.registered[(declared.type, declared.name)]
+        deployment.resources[i] = replace(declared, urn=urn, dependencies=dependencies)
     return deployment

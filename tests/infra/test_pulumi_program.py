@@ -390,6 +390,22 @@ def test_the_mock_run_needs_no_pulumi_cli(tmp_path):
     assert run.stdout.split() == ["30", "gs://my-gcp-project-marin"]
 
 
+def test_the_docs_target_urns_name_the_registry_and_what_it_needs(gpu):
+    import re
+
+    doc = (ROOT / "docs" / "infra.md").read_text()
+    targets = re.findall(r"--target '([^']+)'", doc)
+    assert len(targets) == 2
+    declared = {r.urn for r in gpu.resources}
+    for urn in [*targets, *re.findall(r"pulumi state delete '([^']+)'", doc)]:
+        assert urn in declared, urn
+    # Creating the targets alone is possible: they depend on nothing else.
+    repository = gpu.one(":Repository")
+    assert repository.dependencies == {
+        "urn:pulumi:gpu::marin-infra::gcp:projects/service:Service::artifactregistry"
+    }
+
+
 def test_project_file_names_the_config_namespace_and_the_repos_environment():
     from marin_infra.settings import NAMESPACE
 
