@@ -413,3 +413,13 @@ def test_project_file_names_the_config_namespace_and_the_repos_environment():
     assert project["name"] == NAMESPACE  # stack config keys are `<project name>:<key>`
     assert project["runtime"]["name"] == "python"
     assert (INFRA / project["runtime"]["options"]["virtualenv"]).resolve() == ROOT / ".venv"
+
+
+def test_the_docs_config_table_lists_exactly_the_programs_keys():
+    import re
+
+    from marin_infra.settings import KEYS
+
+    doc = (ROOT / "docs" / "infra.md").read_text()
+    table = doc[doc.index("| Key | Required | Meaning |") : doc.index("A bad value fails before")]
+    assert re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE) == list(KEYS)
