@@ -65,6 +65,7 @@ def _node_pool(
         autoscaling=gcp.container.NodePoolAutoscalingArgs(
             total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes, location_policy="ANY"
         ),
+        # Per zone, in a regional cluster; the autoscaler then keeps the total within [min, max].
         initial_node_count=pool.min_nodes or None,
         node_config=gcp.container.NodePoolNodeConfigArgs(
             machine_type=pool.machine_type,
