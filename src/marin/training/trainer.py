@@ -28,8 +28,7 @@ from tqdm import tqdm
 from marin.training.checkpoint import (
     TrainState,
     capture_rng,
-    list_checkpoints,
-    load_checkpoint,
+    load_latest_intact,
     restore_rng,
     save_checkpoint,
 )
@@ -214,24 +213,28 @@ class _Trainer:
         )
 
     def _resume(self) -> int:
-        steps = list_checkpoints(self.checkpoint_dir)
-        if not steps:
-            if self.env.is_main:
-                self.metrics.truncate_after(0)
-            return 0
-        state = load_checkpoint(
+        """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
+        state = load_latest_intact(
             self.checkpoint_dir,
-            steps[-1],
             model=self.model,
             optimizer=self.optimizer,
             config_fingerprint=self.fingerprint,
+            log=self._log if self.env.is_main else lambda line: None,
         )
+        if state is None:
+            if self.env.is_main:
+                self.metrics.truncate_after(0)
+            return 0
         restore_rng(state.rng)
         self.loader.load_state_dict(state.loader)
         if self.env.is_main:
             self.metrics.truncate_after(state.step)
             print(f"[marin.train] resumed from {self.checkpoint_dir}/step-{state.step:08d}", flush=True)
         return state.step
+
+    @staticmethod
+    def _log(line: str) -> None:
+        print(line, flush=True)
 
     def _checkpoint(self, step: int, loader_state: dict) -> None:
         if self.env.is_main:
