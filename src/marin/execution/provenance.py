@@ -110,9 +110,13 @@ def _git_summary(git: Any) -> Any:
 
 
 def _diff(where: str, a: Any, b: Any, out: list[FieldChange]) -> None:
-    """Append a FieldChange per leaf of two JSON values that differs (dicts are compared key by key)."""
+    """Append a FieldChange per leaf of two JSON values that differs (dicts key by key, lists of one
+    length item by item)."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         for k in sorted(a.keys() | b.keys(), key=str):
             _diff(f"{where}.{k}", a.get(k), b.get(k), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(f"{where}[{i}]", x, y, out)
     elif canonical_json(a) != canonical_json(b):
         out.append(FieldChange(where, a, b))
