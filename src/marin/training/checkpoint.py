@@ -170,16 +170,8 @@ def load_checkpoint(
             f"checkpoint {path} was written by a run with another configuration; delete the step's "
             "output (or force-run it) to start over, or resume with the configuration that wrote it"
         )
-    params = dict(model.named_parameters())
-    if set(weights) != set(params):
-        raise CheckpointError(
-            f"checkpoint {path}/model.safetensors has parameters {sorted(set(weights) ^ set(params))[:5]} "
-            "that do not match the model"
-        )
-    with torch.no_grad():
-        for name, param in params.items():
-            param.copy_(weights[name])
-    _load_optimizer(optimizer, moments, params)
+    _copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
+    _load_optimizer(optimizer, moments, dict(model.named_parameters()))
     return TrainState(
         step=state["step"],
         loader=state["loader"],
@@ -238,6 +230,70 @@ def load_latest_intact(
             "force-run the step, to train from the start"
         )
     return None
+
+
+def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
+    """Copy the weights at `source` into `model` (train_lm's `init_from`) and say where they came from.
+
+    `source` is a train step's output (its newest intact checkpoint is used), one checkpoint folder
+    (verified against its checksums), or a Hugging Face Llama folder (`config.json` and
+    `model.safetensors`). Only weights are taken: the optimizer, data order and RNG start fresh.
+    Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
+    """
+    checkpoints = storage.join(source, "checkpoints")
+    steps = list_checkpoints(checkpoints)
+    if steps:
+        for step in reversed(steps):
+            folder = storage.join(checkpoints, _step_name(step))
+            try:
+                return _load_checkpoint_weights(folder, model)
+            except CorruptCheckpointError as e:
+                print(f"[marin.train] init_from: skipped checkpoint {folder}: {e}", flush=True)
+        raise CheckpointError(f"init_from {source}: no checkpoint under {checkpoints} is intact")
+    if storage.exists(storage.join(source, CHECKSUMS)):
+        return _load_checkpoint_weights(source, model)
+    if storage.exists(storage.join(source, "config.json")) and storage.exists(storage.join(source, "model.safetensors")):
+        from marin.training.export import from_hf_state_dict
+
+        data = storage.read_bytes(storage.join(source, "model.safetensors"))
+        assert data is not None
+        try:
+            tensors = load_safetensors(data)
+        except Exception as e:
+            raise CheckpointError(f"init_from {source}/model.safetensors cannot be read: {type(e).__name__}: {e}") from None
+        _copy_weights(from_hf_state_dict(tensors, model.config), model, f"{source}/model.safetensors")
+        return {"path": storage.join(source, "model.safetensors"), "kind": "hf", DIGEST: bytes_digest(data)}
+    raise CheckpointError(
+        f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "
+        "or a Hugging Face model folder (config.json and model.safetensors); give one of those"
+    )
+
+
+def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
+    data = read_verified(folder)["model.safetensors"]
+    try:
+        weights = load_safetensors(data)
+    except Exception as e:
+        raise CorruptCheckpointError(f"checkpoint {folder}/model.safetensors cannot be parsed: {e}") from None
+    _copy_weights(weights, model, f"{folder}/model.safetensors")
+    return {"path": storage.join(folder, "model.safetensors"), "kind": "checkpoint", DIGEST: bytes_digest(data)}
+
+
+def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str) -> None:
+    """Copy `weights` into `model` in place; CheckpointError naming what differs if names or shapes do not match."""
+    params = dict(model.named_parameters())
+    if set(weights) != set(params):
+        raise CheckpointError(
+            f"{where} has other parameters than the model: {sorted(set(weights) ^ set(params))[:5]}; "
+            "init_from needs a model of the same architecture"
+        )
+    wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}" for n, p in params.items() if weights[n].shape != p.shape]
+    if wrong:
+        raise CheckpointError(f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
+                              "init_from needs the same model config, vocabulary included")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(weights[name])
 
 
 def _load_optimizer(
