@@ -30,7 +30,8 @@ EXPERIMENT = textwrap.dedent('''
 
     a = StepSpec(name="a", fn=make_a, hash_attrs={"lang": "en"})
     b = StepSpec(name="b", fn=make_b, deps=[a])
-    StepRunner().run([a, b])  # at top level, as the seed's second example does
+    result = StepRunner().run([a, b])  # at top level, as the seed's second example does
+    print("b would write to", result.output_path(b))
 ''')
 
 
@@ -63,6 +64,7 @@ def test_run_step_runs_only_what_was_asked_even_when_the_file_runs_everything(tm
     ran = marin("run", "exp.py", "--prefix", "out", "--step", "a", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert "done: 1 succeeded" in ran.stderr
+    assert f"b would write to {tmp_path}/out/b-" in ran.stdout  # the file's own code after run() still works
     assert [p.name.split("-")[0] for p in (tmp_path / "out").iterdir()] == ["a"]
     everything = marin("run", "exp.py", "--prefix", "out", cwd=tmp_path)
     assert "done: 1 cached, 1 succeeded" in everything.stderr

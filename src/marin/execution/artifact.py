@@ -100,14 +100,18 @@ def installed_distributions() -> dict[str, str]:
 def run_provenance() -> dict[str, Any]:
     """The experiment file (path and sha256, None when there is none) and this process's command line."""
     path = experiment_file()
-    experiment = None
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                experiment = {"file": path, "sha256": hashlib.sha256(f.read()).hexdigest()}
-        except OSError:
-            experiment = {"file": path, "sha256": None}
+    experiment = None if path is None else {"file": path, "sha256": _file_sha256(path)}
     return {"experiment": experiment, "command_line": {"argv": list(sys.argv), "cwd": os.getcwd()}}
+
+
+@functools.cache
+def _file_sha256(path: str) -> str | None:
+    """Hashed once per process: the file as this process first read it, close to what it imported."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 _git_cache: dict[str, dict[str, Any]] = {}

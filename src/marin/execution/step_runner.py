@@ -88,7 +88,8 @@ class StepRunner:
         """
         started = time.time()
         if defer_run(steps := _as_list(steps)):  # imported by `marin plan/run`: never execute
-            return self.plan(steps, force_run, force_run_failed)
+            deferred = self.plan(steps, force_run, force_run_failed)
+            return deferred if dry_run else RunResult(deferred)
         plan = self.plan(steps, force_run, force_run_failed)
         if dry_run:
             if self.progress:
