@@ -121,3 +121,18 @@ def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imp
     done = subprocess.run([sys.executable, "-c", script, str(repo / "exp.py")], cwd=tmp_path, capture_output=True,
                           text=True, check=True, timeout=120)
     assert done.stdout.splitlines() == [str(tmp_path), str(repo)]
+
+
+def test_a_dirty_experiments_diff_is_capped_and_says_so(tmp_path, monkeypatch):
+    from marin.execution import artifact
+
+    repo, _ = _experiment_repo(tmp_path)
+    (repo / "exp.py").write_text(EXPERIMENT + "# edit\n" * 200)
+    monkeypatch.setattr(artifact, "experiment_directory", lambda: str(repo))
+    monkeypatch.setattr(artifact, "_git_cache", {})
+    monkeypatch.setattr(artifact, "_diff_cache", {})
+    monkeypatch.setattr(artifact, "GIT_DIFF_CAP", 300)
+    experiment = artifact.git_state(artifact.git_state)["experiment"]
+    assert experiment["dirty"] is True and experiment["repository"] == str(repo)
+    assert len(experiment["diff"]) == 300 and experiment["diff"].startswith("diff --git a/exp.py b/exp.py")
+    assert experiment["diff_truncated"] is True and experiment["diff_bytes"] > 200 * len("+# edit\n")
