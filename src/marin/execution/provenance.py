@@ -72,7 +72,8 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
     sections: dict[str, list[FieldChange]] = {s: [] for s in
                                               ("key", "hash_attrs", "deps", "code", "inputs", "versions", "git", "run")}
     _diff("key", ia.get("key"), ib.get("key"), sections["key"])
-    for change in diff_key_records(ka, kb):
+    key_changes = diff_key_records(ka, kb)
+    for change in key_changes:
         section = change.field.split(".", 1)[0]
         if section == "name":
             sections["key"].append(change)
@@ -80,7 +81,8 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
             sections["code"].append(change)
         else:
             sections[section if section in sections else "hash_attrs"].append(change)
-    for extra in sorted((ka.keys() | kb.keys()) - _KEY_FIELDS):
+    reported = {c.field.split(".", 1)[0].split(":", 1)[0] for c in key_changes}
+    for extra in sorted((ka.keys() | kb.keys()) - _KEY_FIELDS - reported):
         _diff(extra, ka.get(extra), kb.get(extra), sections["inputs"])
     _diff("fn", ia.get("fn"), ib.get("fn"), sections["code"])
     ea, eb = ia.get("environment") or {}, ib.get("environment") or {}
