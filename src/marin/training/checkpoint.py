@@ -285,12 +285,13 @@ def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str
     if set(weights) != set(params):
         raise CheckpointError(
             f"{where} has other parameters than the model: {sorted(set(weights) ^ set(params))[:5]}; "
-            "init_from needs a model of the same architecture"
+            "it was written for another model config (init_from needs the source's architecture)"
         )
     wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}" for n, p in params.items() if weights[n].shape != p.shape]
     if wrong:
         raise CheckpointError(f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
-                              "init_from needs the same model config, vocabulary included")
+                              "it was written for another model config (init_from needs the source's, vocabulary "
+                              "included)")
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(weights[name])
