@@ -101,8 +101,11 @@ def test_diff_shows_field_by_field_how_two_outputs_differ(tmp_path):
     assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
     (tmp_path / "exp.py").write_text(EXPERIMENT.replace('{"lang": "en"}', '{"lang": "fr", "extra": 1}'))
     assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
-    a_en, a_fr = sorted((tmp_path / "out").glob("a-*"), key=lambda p: json.loads((p / ".executor_info").read_text())["end_time"])
-    b_en, b_fr = sorted((tmp_path / "out").glob("b-*"), key=lambda p: json.loads((p / ".executor_info").read_text())["end_time"])
+    def by_end_time(path):
+        return json.loads((path / ".executor_info").read_text())["end_time"]
+
+    a_en, a_fr = sorted((tmp_path / "out").glob("a-*"), key=by_end_time)
+    b_en, b_fr = sorted((tmp_path / "out").glob("b-*"), key=by_end_time)
 
     shown = marin("diff", str(a_en), str(a_fr), cwd=tmp_path)
     assert shown.returncode == 1, shown.stderr
@@ -118,6 +121,18 @@ def test_diff_shows_field_by_field_how_two_outputs_differ(tmp_path):
 
     same = marin("diff", str(a_fr), str(a_fr), cwd=tmp_path)
     assert same.returncode == 0 and "no differences" in same.stdout
+
+    # The same output as recorded by another environment (another orjson, another commit).
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(a_fr, elsewhere)
+    info = json.loads((elsewhere / ".executor_info").read_text())
+    orjson_version = info["environment"]["distributions"]["orjson"]
+    info["environment"]["distributions"]["orjson"] = "0.1"
+    info["git"]["commit"] = "f" * 40
+    (elsewhere / ".executor_info").write_text(json.dumps(info))
+    lines = marin("diff", str(a_fr), str(elsewhere), cwd=tmp_path).stdout.splitlines()
+    assert f"versions   distributions.orjson: {orjson_version} -> 0.1" in lines
+    assert any(line.startswith("git        git.commit: ") and line.endswith(" -> " + "f" * 40) for line in lines)
 
 
 def _doc_block(doc: str, heading: str) -> list[str]:

@@ -69,8 +69,8 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
         if not info:
             raise MarinError(f"{records['path']} has no .executor_info (the step never finished); nothing to compare")
     ka, kb = ia.get("key_record") or {}, ib.get("key_record") or {}
-    sections: dict[str, list[FieldChange]] = {s: [] for s in
-                                              ("key", "hash_attrs", "deps", "code", "inputs", "versions", "git", "run")}
+    names = ("key", "hash_attrs", "deps", "code", "inputs", "versions", "git", "run")
+    sections: dict[str, list[FieldChange]] = {s: [] for s in names}
     _diff("key", ia.get("key"), ib.get("key"), sections["key"])
     key_changes = diff_key_records(ka, kb)
     for change in key_changes:

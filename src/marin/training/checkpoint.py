@@ -190,7 +190,9 @@ def read_verified(folder: str) -> dict[str, bytes]:
         checksums = json.loads(raw)
         expected = {name: (int(checksums[name]["size"]), str(checksums[name][DIGEST])) for name in _FILES}
     except (ValueError, KeyError, TypeError) as e:
-        raise CorruptCheckpointError(f"checkpoint {folder}/{CHECKSUMS} is unreadable: {type(e).__name__}: {e}") from None
+        raise CorruptCheckpointError(
+            f"checkpoint {folder}/{CHECKSUMS} is unreadable: {type(e).__name__}: {e}"
+        ) from None
     files = {}
     for name in _FILES:
         data = storage.read_bytes(storage.join(folder, name))
@@ -252,17 +254,18 @@ def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
         raise CheckpointError(f"init_from {source}: no checkpoint under {checkpoints} is intact")
     if storage.exists(storage.join(source, CHECKSUMS)):
         return _load_checkpoint_weights(source, model)
-    if storage.exists(storage.join(source, "config.json")) and storage.exists(storage.join(source, "model.safetensors")):
+    hf_weights = storage.join(source, "model.safetensors")
+    if storage.exists(storage.join(source, "config.json")) and storage.exists(hf_weights):
         from marin.training.export import from_hf_state_dict
 
-        data = storage.read_bytes(storage.join(source, "model.safetensors"))
+        data = storage.read_bytes(hf_weights)
         assert data is not None
         try:
             tensors = load_safetensors(data)
         except Exception as e:
-            raise CheckpointError(f"init_from {source}/model.safetensors cannot be read: {type(e).__name__}: {e}") from None
-        _copy_weights(from_hf_state_dict(tensors, model.config), model, f"{source}/model.safetensors")
-        return {"path": storage.join(source, "model.safetensors"), "kind": "hf", DIGEST: bytes_digest(data)}
+            raise CheckpointError(f"init_from {hf_weights} cannot be read: {type(e).__name__}: {e}") from None
+        _copy_weights(from_hf_state_dict(tensors, model.config), model, hf_weights)
+        return {"path": hf_weights, "kind": "hf", DIGEST: bytes_digest(data)}
     raise CheckpointError(
         f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "
         "or a Hugging Face model folder (config.json and model.safetensors); give one of those"
@@ -287,7 +290,8 @@ def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str
             f"{where} has other parameters than the model: {sorted(set(weights) ^ set(params))[:5]}; "
             "it was written for another model config (init_from needs the source's architecture)"
         )
-    wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}" for n, p in params.items() if weights[n].shape != p.shape]
+    wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
+             for n, p in params.items() if weights[n].shape != p.shape]
     if wrong:
         raise CheckpointError(f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
                               "it was written for another model config (init_from needs the source's, vocabulary "

@@ -68,8 +68,8 @@ def test_dependency_outputs_and_records(tmp_path):
     assert info["end_time"] >= info["start_time"] and info["environment"]["python"]
     artifact = json.loads(Path(result.output_path(numbers), ".artifact.json").read_text())
     digest = xxhash.xxh3_128_hexdigest((Path(result.output_path(numbers)) / "shard/numbers.txt").read_bytes())
-    assert artifact == {"result": {"count": 3}, "files": [{"path": "shard/numbers.txt", "size": 5, "xxh3_128": digest}],
-                        "total_bytes": 5}
+    assert artifact == {"result": {"count": 3}, "total_bytes": 5,
+                        "files": [{"path": "shard/numbers.txt", "size": 5, "xxh3_128": digest}]}
     again = StepRunner(prefix=str(tmp_path), progress=False).run([total])
     assert set(again.outcomes.values()) == {"cached"}
 

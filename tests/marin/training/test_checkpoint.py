@@ -89,13 +89,15 @@ def test_a_truncated_checkpoint_is_skipped_for_the_one_before_and_none_intact_is
                                log=logged.append)
     assert state.step == 2
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
+    written = _size_written(tmp_path)
     assert logged == [f"[marin.train] skipped checkpoint {tmp_path}/step-00000004: checkpoint "
-                      f"{tmp_path}/step-00000004/model.safetensors has 10 bytes, {_size_written(tmp_path)} were written"]
+                      f"{tmp_path}/step-00000004/model.safetensors has 10 bytes, {written} were written"]
 
     os.remove(tmp_path / "step-00000002" / "checksums.json")
     with pytest.raises(CheckpointError, match=r"every checkpoint under .* failed verification .*step-00000002 has no "
                                               r"checksums.json"):
-        load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc", log=logged.append)
+        load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc",
+                           log=logged.append)
 
 
 def _size_written(directory) -> int:
