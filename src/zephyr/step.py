@@ -7,7 +7,9 @@
 
 The step's `fn` is a module-level function bound with functools.partial to a frozen config, so it
 pickles to whatever process or Ray worker the runner places it on. A re-run after a crash resumes
-the write: finished part files are kept (skip_existing).
+the write: finished part files are kept (skip_existing), and the artifact's `records_written`
+still counts every part file, those an earlier attempt wrote included (their records are counted
+from the files).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from marin.execution.step_spec import StepSpec
 from zephyr.config import ZephyrConfig
 from zephyr.dataset import Dataset
 from zephyr.errors import PlanError
+from zephyr.fileio import list_files, open_read, read_chunks
 from zephyr.writers import WriteSpec
 
 if TYPE_CHECKING:
@@ -93,6 +96,7 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
         raise PlanError(f"step {context.step_name!r}: build() returned {type(dataset).__name__}, not a zephyr Dataset")
     out = context.output_path.rstrip("/") + (f"/{config.subdir}" if config.subdir else "")
     options: dict[str, Any] = {"skip_existing": True, "config": config.zephyr}
+    already = _part_names(out)  # finished by an earlier attempt: skip_existing keeps them
     if config.format == "parquet":
         result = dataset.write_parquet(out, **options)
     elif config.format == "text":
@@ -100,9 +104,34 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
     else:
         result = dataset.write_jsonl(out, compression=config.compression, **options)
     prefix = context.output_path.rstrip("/") + "/"
+    resumed = [p for p in result.paths if p.rsplit("/", 1)[-1] in already]
+    earlier = sum(count_records(p, config.format) for p in resumed)
     return {
         "files": [p.removeprefix(prefix) for p in result.paths],
-        "records_written": result.records_written,
+        "records_written": result.records_written + earlier,
+        "records_written_this_attempt": result.records_written,
         "bad_records": result.bad_records,
         "shards_resumed": result.shards_skipped,
     }
+
+
+def _part_names(directory: str) -> set[str]:
+    try:
+        return {p.rsplit("/", 1)[-1] for p in list_files(f"{directory.rstrip('/')}/part-*")}
+    except PlanError:  # none yet
+        return set()
+
+
+def count_records(path: str, format: str) -> int:
+    """The records in one part file this step wrote: Parquet rows, or lines of JSONL / text."""
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        with open_read(path) as stream:
+            return pq.ParquetFile(stream).metadata.num_rows
+    lines, last = 0, b"\n"
+    with open_read(path) as stream:
+        for chunk in read_chunks(stream):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")

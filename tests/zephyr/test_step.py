@@ -59,5 +59,29 @@ def test_step_fn_resumes_a_half_written_output(tmp_path: Path):
     (out_dir / first["files"][1]).unlink()
     with running(context):
         second = step.fn()
-    assert second["shards_resumed"] == 1 and second["records_written"] == 2
+    # The totals cover every part, the one the first attempt wrote included.
+    assert second["shards_resumed"] == 1 and second["records_written_this_attempt"] == 2
+    assert second["records_written"] == first["records_written"] == 5
     assert sorted(p.name for p in out_dir.iterdir()) == first["files"]
+
+
+def test_resumed_totals_count_earlier_parts_in_every_format(tmp_path: Path):
+    raw_dir = tmp_path / "raw"
+    with running(StepContext("raw", str(raw_dir), str(tmp_path))):
+        write_raw()
+    for fmt, compression in (("jsonl", "zstd"), ("jsonl", "gzip"), ("text", None), ("parquet", None)):
+        build = lower_even if fmt != "text" else texts_of_even
+        step = zephyr_step("clean", build, deps=[RAW], format=fmt, compression=compression,
+                           zephyr_config=ZephyrConfig(backend="sync", quiet=True))
+        out_dir = tmp_path / f"clean-{fmt}-{compression}"
+        context = StepContext("clean", str(out_dir), str(tmp_path), {"raw": str(raw_dir)})
+        with running(context):
+            first = step.fn()
+        (out_dir / first["files"][1]).unlink()
+        with running(context):
+            second = step.fn()
+        assert (fmt, second["records_written"], second["records_written_this_attempt"]) == (fmt, 5, 2)
+
+
+def texts_of_even(ctx: StepContext) -> Dataset:
+    return lower_even(ctx).map(lambda r: r["text"])

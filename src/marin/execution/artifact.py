@@ -2,9 +2,12 @@
 
 - `.executor_info`: how the output was made: the step's name, key and key record (hash_attrs,
   version or code fingerprint, dependencies with their keys), the dependencies' paths, `fn` as
-  module:qualname, git commit and dirty flag of `fn`'s repository and of the experiment's, Python and package versions, host, user, start and
-  end times, and resources.
-- `.artifact.json`: what the step produced: its returned value and a manifest of its files.
+  module:qualname, git commit and dirty flag of `fn`'s repository and of the experiment's (with the
+  experiment repository's path and its capped `git diff HEAD` when dirty), the experiment file and
+  its sha256, the command line, Python and every installed distribution's version, host, user,
+  start and end times, and resources.
+- `.artifact.json`: what the step produced: its returned value and a manifest of its files, each
+  with its size and xxh3-128 digest (`marin verify` re-checks it; see `marin.execution.manifest`).
 
 Both are plain writes: they are trusted only once `.executor_status` says SUCCESS, which is
 written after them, atomically.
@@ -15,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import getpass
+import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
 import threading
@@ -27,6 +32,7 @@ import orjson
 
 from marin.execution import storage
 from marin.execution.errors import StepDefinitionError
+from marin.execution.manifest import build_manifest
 from marin.execution.status import HOST, LEASE_PREFIX, STATUS_FILE
 from marin.execution.step_spec import check_json_value
 
@@ -67,21 +73,45 @@ def to_jsonable(result: Any, step: str) -> Any:
 
 @functools.cache
 def environment() -> dict[str, Any]:
-    """Python and package versions, host and user: the same for every step of this process."""
-    from importlib import metadata
-
-    packages = {}
-    for name in _PACKAGES:
-        try:
-            packages[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
+    """Python, every installed distribution's version, host and user: the same for every step of
+    this process, so it is computed once. `packages` repeats the few that matter most, for `marin info`."""
+    distributions = installed_distributions()
+    packages = {name: distributions[name] for name in _PACKAGES if name in distributions}
     try:
         user = getpass.getuser()
     except Exception:
         user = None
     return {"python": platform.python_version(), "executable": sys.executable, "packages": packages,
-            "host": HOST, "user": user}
+            "distributions": distributions, "host": HOST, "user": user}
+
+
+def installed_distributions() -> dict[str, str]:
+    """{normalized name: version} of every distribution importlib.metadata finds, sorted by name."""
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+    return dict(sorted(found.items()))
+
+
+def run_provenance() -> dict[str, Any]:
+    """The experiment file (path and sha256, None when there is none) and this process's command line."""
+    path = experiment_file()
+    experiment = None if path is None else {"file": path, "sha256": _file_sha256(path)}
+    return {"experiment": experiment, "command_line": {"argv": list(sys.argv), "cwd": os.getcwd()}}
+
+
+@functools.cache
+def _file_sha256(path: str) -> str | None:
+    """Hashed once per process: the file as this process first read it, close to what it imported."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 _git_cache: dict[str, dict[str, Any]] = {}
@@ -104,30 +134,39 @@ def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
     source = getattr(module, "__file__", None)
     directory = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
     experiment = experiment_directory()
-    return {**_git_of(directory), "experiment": {"directory": experiment, **_git_of(experiment)}}
+    state = _git_of(experiment)
+    if state.get("dirty"):
+        state.update(_git_diff_of(experiment))
+    return {**_git_of(directory), "experiment": {"directory": experiment, **state}}
 
 
-_experiment_module_dir: str | None = None
+_experiment_module_file: str | None = None
+
+
+def experiment_file() -> str | None:
+    """The file of the experiment this process runs: the file `marin run` imported, else the
+    `__main__` script, else None. A `__main__` that is installed code (under `python -m pytest`, a
+    console script such as `pytest`) is no experiment.
+
+    Only the imported file is cached: a fallback is looked up again, since `marin run` may import
+    the experiment later in the process."""
+    global _experiment_module_file
+    if _experiment_module_file is not None:
+        return _experiment_module_file
+    for name, module in list(sys.modules.items()):
+        if name.startswith(_EXPERIMENT_MODULE_PREFIX) and getattr(module, "__file__", None):
+            _experiment_module_file = os.path.abspath(module.__file__)
+            return _experiment_module_file
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main_file and not _is_installed_code(os.path.abspath(main_file)):
+        return os.path.abspath(main_file)
+    return None
 
 
 def experiment_directory() -> str:
-    """The directory of the experiment this process runs: the file `marin run` imported, else the
-    `__main__` script's file, else the current directory. A `__main__` that is installed code (under
-    `python -m pytest`, a console script such as `pytest`) is no experiment, so the cwd is used.
-
-    Only the first answer is cached: a fallback is looked up again, since `marin run` may import the
-    experiment later in the process."""
-    global _experiment_module_dir
-    if _experiment_module_dir is not None:
-        return _experiment_module_dir
-    for name, module in list(sys.modules.items()):
-        if name.startswith(_EXPERIMENT_MODULE_PREFIX) and getattr(module, "__file__", None):
-            _experiment_module_dir = os.path.dirname(os.path.abspath(module.__file__))
-            return _experiment_module_dir
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    if main_file and not _is_installed_code(os.path.abspath(main_file)):
-        return os.path.dirname(os.path.abspath(main_file))
-    return os.getcwd()
+    """The directory of `experiment_file()`, else the current directory."""
+    path = experiment_file()
+    return os.path.dirname(path) if path else os.getcwd()
 
 
 def _is_installed_code(path: str) -> bool:
@@ -153,13 +192,40 @@ def _git_of(directory: str) -> dict[str, Any]:
         return dict(_git_cache[directory])
 
 
+# A dirty experiment's `git diff HEAD` is recorded up to this many bytes (its full size beside it).
+GIT_DIFF_CAP = 256 << 10
+_diff_cache: dict[str, dict[str, Any]] = {}
+
+
+def _git(directory: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, timeout=30,
+                              errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _git_diff_of(directory: str) -> dict[str, Any]:
+    """The repository's path and its `git diff HEAD` (tracked files), capped at GIT_DIFF_CAP bytes."""
+    with _git_lock:
+        if directory not in _diff_cache:
+            root = _git(directory, "rev-parse", "--show-toplevel")
+            diff = _git(directory, "diff", "HEAD", "--no-color", "--no-ext-diff") or ""
+            data = diff.encode()
+            _diff_cache[directory] = {
+                "repository": root.strip() if root else None,
+                "diff": data[:GIT_DIFF_CAP].decode(errors="ignore"),
+                "diff_bytes": len(data),
+                "diff_truncated": len(data) > GIT_DIFF_CAP,
+            }
+        return dict(_diff_cache[directory])
+
+
 def _read_git(directory: str) -> dict[str, Any]:
     def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
+        out = _git(directory, *args)
+        return out.strip() if out is not None else None
 
     commit = git("rev-parse", "HEAD")
     if commit is None:
@@ -179,21 +245,22 @@ def resources_json(resources: Any) -> Any:
     return repr(resources)
 
 
+def is_output_file(rel: str) -> bool:
+    """Whether a path relative to an output directory is an output file (not one of the engine's records)."""
+    return "/" in rel or not is_record_file(rel)
+
+
 def manifest(output_path: str) -> list[dict[str, Any]]:
-    """Every output file (not the engine's records) with its size, sorted by path."""
-    files = [
-        {"path": rel, "size": size}
-        for rel, size in storage.walk_files(output_path)
-        if "/" in rel or not is_record_file(rel)
-    ]
-    files.sort(key=lambda f: f["path"])
-    return files
+    """Every output file (not the engine's records) with its size and xxh3-128 digest, sorted by path."""
+    return build_manifest(output_path, is_output_file)
 
 
 def write_records(output_path: str, info: dict[str, Any], result: Any) -> None:
-    """Write `.executor_info` and `.artifact.json` (the status, written after, makes them valid)."""
+    """Write `.executor_info` (with `run_provenance()` added) and `.artifact.json` (with the manifest);
+    the status, written after, makes them valid."""
     files = manifest(output_path)
     artifact = {"result": result, "files": files, "total_bytes": sum(f["size"] for f in files)}
+    info = {**info, **run_provenance()}
     storage.write_bytes(f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2))
     storage.write_bytes(f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2))
 

@@ -5,15 +5,22 @@ Convention: the file is imported as a module (named after the file, not `__main_
 `_`) bound to a StepSpec or a lazy handle, or to a list, tuple or dict whose values are such, is a
 declared step. All of them (and their dependencies) run, unless `--step NAME` picks some: NAME
 matches a step's name or the variable it is bound to.
+
+Importing never runs a step: while the file is imported, a `StepRunner.run(steps)` it calls at top
+level (as the seed's second example does) only records `steps` as declared and returns a
+RunResult holding their plan and no outcomes (so `result.output_path(step)` still works).
+`marin plan` then plans them, and `marin run` runs them (or, with `--step`, only what was asked),
+once, under its own prefix and options.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib.util
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from marin.execution.errors import MarinError
@@ -21,8 +28,27 @@ from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 
 
+# While `import_file` runs: the steps the file passed to StepRunner.run, in call order.
+_runner_calls: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("marin_runner_calls", default=None)
+# Per imported module name: the steps its top-level StepRunner.run calls were given.
+_deferred: dict[str, list[Any]] = {}
+
+
+def defer_run(steps: Iterable[Any] | Any) -> bool:
+    """Called by `StepRunner.run`: while an experiment file is being imported, record `steps` as
+    declared (to plan or run after the import) and return True: the call must not execute them."""
+    calls = _runner_calls.get()
+    if calls is None:
+        return False
+    calls.extend([steps] if _is_step(steps) else list(steps))
+    return True
+
+
 def import_file(path: str) -> Any:
-    """Import the Python file at `path` as a module, with its directory and the cwd importable."""
+    """Import the Python file at `path` as a module, with its directory and the cwd importable.
+
+    A `StepRunner.run` the file calls while it is imported runs nothing (see `defer_run`).
+    """
     full = os.path.abspath(path)
     if not os.path.isfile(full):
         raise MarinError(f"{path}: no such file; give the experiment's .py file")
@@ -40,7 +66,13 @@ def import_file(path: str) -> Any:
     # The module's name is importable only in this process: its step functions travel to a
     # cluster's processes (LocalCluster, Ray workers) by value.
     cloudpickle.register_pickle_by_value(module)
-    spec.loader.exec_module(module)
+    calls: list[Any] = []
+    token = _runner_calls.set(calls)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        _runner_calls.reset(token)
+    _deferred[module_name] = calls
     return module
 
 
@@ -60,6 +92,7 @@ def declared_steps(module: Any) -> list[tuple[str, Any]]:
             found += [(var, v) for v in value if _is_step(v)]
         elif isinstance(value, dict):
             found += [(var, v) for v in value.values() if _is_step(v)]
+    found += [("StepRunner.run", v) for v in _deferred.get(getattr(module, "__name__", ""), ()) if _is_step(v)]
     return found
 
 
@@ -69,7 +102,7 @@ def load_steps(path: str, names: Sequence[str] = ()) -> list[StepSpec]:
     declared = [(var, lower(value)) for var, value in declared_steps(module)]
     if not declared:
         raise MarinError(f"{path} declares no steps: bind StepSpecs or lazy handles (tokenized(), train_lm(), ...) "
-                         "to top-level names")
+                         "to top-level names, or pass them to StepRunner().run(...) at top level")
     if names:
         wanted = set(names)
         picked = [spec for var, spec in declared if var in wanted or spec.name in wanted]

@@ -23,6 +23,7 @@ from typing import Any
 from fray.cluster import Cluster
 from fray.cluster.select import cluster_from_env
 
+from marin.execution.discover import defer_run
 from marin.execution.errors import StepFailedError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.plan import BLOCKED, CACHED, Plan, PlannedStep, build_plan, resolve_prefix
@@ -86,6 +87,9 @@ class StepRunner:
         Raises StepFailedError after every runnable step has finished if any step failed.
         """
         started = time.time()
+        if defer_run(steps := _as_list(steps)):  # imported by `marin plan/run`: never execute
+            deferred = self.plan(steps, force_run, force_run_failed)
+            return deferred if dry_run else RunResult(deferred)
         plan = self.plan(steps, force_run, force_run_failed)
         if dry_run:
             if self.progress:

@@ -7,17 +7,23 @@
 The step's output holds `checkpoints/`, `metrics.jsonl` and `hf/` (a Hugging Face export); its
 `.artifact.json` records `hf_path`, the final loss, eval loss and bits-per-byte, and the unigram
 entropy of the training tokens. A rerun after a crash resumes from the latest checkpoint.
+
+`init_from=` starts from existing weights: another train step (its handle or StepSpec, which
+becomes a dependency), a train step's output folder, a checkpoint folder, or a Hugging Face model
+folder. The source is part of the key (a step by its key, a folder by its absolute path).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from marin.execution import storage
 from marin.execution.context import current
-from marin.execution.lazy import lower
+from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
@@ -33,6 +39,8 @@ class TrainStepConfig:
     datasets: tuple[tuple[str, float], ...]
     run_name: str
     num_processes: int
+    init_from_step: str | None = None  # the dependency whose output holds the starting weights
+    init_from_path: str | None = None  # or a folder given by path
 
 
 def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
@@ -41,7 +49,9 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
 
     ctx = current()
     datasets = tuple(DatasetInput(name, ctx.path_of(name), weight) for name, weight in config.datasets)
-    job = TrainJob(config=config.train, datasets=datasets, output_path=output_path, run_name=config.run_name)
+    init_from = ctx.path_of(config.init_from_step) if config.init_from_step else config.init_from_path
+    job = TrainJob(config=config.train, datasets=datasets, output_path=output_path, run_name=config.run_name,
+                   init_from=init_from)
     return run_job(job, config.num_processes)
 
 
@@ -54,17 +64,26 @@ class TrainLm:
     datasets: tuple[tuple[Any, float], ...]
     resources: Any = None
     version: str | None = None
+    init_from: Any = None  # a train handle or StepSpec, or an absolute folder path
 
     def to_step_spec(self) -> StepSpec:
-        """The StepSpec: deps are the tokenize steps, hash_attrs the run's configuration."""
+        """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's configuration."""
         deps = [lower(handle) for handle, _ in self.datasets]
         weights = tuple((spec.name, weight) for spec, (_, weight) in zip(deps, self.datasets, strict=True))
+        init_step = None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
         step_config = TrainStepConfig(
-            train=self.config, datasets=weights, run_name=self.name, num_processes=self.num_processes
+            train=self.config, datasets=weights, run_name=self.name, num_processes=self.num_processes,
+            init_from_step=init_step.name if init_step else None,
+            init_from_path=self.init_from if isinstance(self.init_from, str) else None,
         )
         # execution fields (process count, device, ...) stay out: the same run on 1 or 8 processes is one step
         hash_attrs = self.config.result_json()
         hash_attrs["datasets"] = [{"step": name, "weight": weight} for name, weight in weights]
+        if init_step is not None:  # its key enters through deps
+            deps.append(init_step)
+            hash_attrs["init_from"] = {"step": init_step.name}
+        elif self.init_from is not None:
+            hash_attrs["init_from"] = {"path": self.init_from}
         return StepSpec(
             name=self.name,
             fn=functools.partial(run_train_step, step_config),
@@ -111,14 +130,19 @@ def train_lm(
     cpu_threads: int | None = None,
     loggers: Sequence[str] = (),
     peak_flops: float | None = None,
+    init_from: Any = None,
 ) -> TrainLm:
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
     `datasets` maps each tokenized handle to its mixture weight (> 0). `steps_per_eval` and
     `checkpoint_every` count steps (None: at the end only); `keep_last_k` checkpoints are kept.
     Several processes (DDP) run when `resources` asks for several GPUs or `num_processes` > 1 (on
-    CPU that uses gloo). `loggers` may name "tensorboard" and "wandb". Everything that can be
-    checked without data is checked here; the token caches are checked before the first step.
+    CPU that uses gloo). `loggers` may name "tensorboard" and "wandb". `init_from` starts from
+    existing weights (loaded before step 0; a resume still starts from the run's own checkpoint):
+    another train step's handle or StepSpec (a dependency), or the path of a train step's output, a
+    checkpoint folder or a Hugging Face model folder; the model config must match its shapes.
+    Everything that can be checked without data is checked here; the token caches are checked
+    before the first step.
     """
     if not isinstance(model, LlamaConfig):
         raise TrainingConfigError(f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}")
@@ -138,6 +162,7 @@ def train_lm(
             raise TrainingConfigError(
                 f"train_lm {name!r}: dataset {handle.name!r} has weight {weight!r}; every weight must be a number > 0"
             )
+    init_from = _init_source(name, init_from)
     try:
         config = TrainConfig(
             model=model,
@@ -165,6 +190,7 @@ def train_lm(
         datasets=tuple((h, float(w)) for h, w in datasets.items()),
         resources=resources,
         version=version,
+        init_from=init_from,
     )
     if config.batch_size % handle.num_processes:
         raise TrainingConfigError(
@@ -172,3 +198,20 @@ def train_lm(
             "use a multiple of the process count"
         )
     return handle
+
+
+def _init_source(name: str, init_from: Any) -> Any:
+    """`init_from` as TrainLm holds it: None, a step (handle or StepSpec), or an absolute path."""
+    if init_from is None or isinstance(init_from, StepSpec) or isinstance(init_from, TrainLm):
+        return init_from
+    if isinstance(init_from, os.PathLike | str):
+        path = os.fspath(init_from)
+        if not path:
+            raise TrainingConfigError(f"train_lm {name!r}: init_from is an empty path")
+        return storage.absolute(path)
+    if isinstance(init_from, LazyStep) and not isinstance(init_from, type):
+        return init_from
+    raise TrainingConfigError(
+        f"train_lm {name!r}: init_from is a {type(init_from).__name__}; give another train step (its handle or "
+        "StepSpec) or the path of a train output, a checkpoint folder or a Hugging Face model folder"
+    )

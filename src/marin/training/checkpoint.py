@@ -4,10 +4,14 @@ A checkpoint is a folder `checkpoints/step-NNNNNNNN/` holding
 - `model.safetensors`: the weights, by parameter name;
 - `optimizer.safetensors`: AdamW's moments and step counts, keyed `{param name}/{field}`;
 - `state.json`: the step, the data-loader state, the RNG states (python, numpy, torch) and a
-  fingerprint of the run's configuration.
+  fingerprint of the run's configuration;
+- `checksums.json`: the size and xxh3-128 digest of each of those three files, computed at save.
 Nothing in it depends on how many processes trained, so a run may resume on a different number.
 It is written into a temporary folder and renamed into place, so a killed writer never leaves a
-half checkpoint that looks whole; `keep_last_k` prunes the oldest after each save.
+half checkpoint that looks whole; `keep_last_k` prunes the oldest after each save. A load reads
+every file, checks it against `checksums.json`, and only then touches the model: a checkpoint
+damaged after it was written (a bad disk, a truncated copy) raises `CorruptCheckpointError` and
+`load_latest_intact` falls back to the one before.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +30,13 @@ from safetensors.torch import save as save_safetensors
 from torch import nn
 
 from marin.execution import storage
-from marin.training.errors import CheckpointError
+from marin.execution.manifest import DIGEST, bytes_digest
+from marin.training.errors import CheckpointError, CorruptCheckpointError
 
 _PREFIX = "step-"
 _TEMP_PREFIX = ".tmp-"
+CHECKSUMS = "checksums.json"
+_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 
 
 @dataclass(frozen=True)
@@ -100,9 +108,6 @@ def save_checkpoint(
     storage.makedirs(temp)
     names = parameter_names(model)
     weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
-    storage.write_bytes(storage.join(temp, "model.safetensors"), save_safetensors(weights, metadata={"format": "pt"}))
-    moments = save_safetensors(_optimizer_tensors(optimizer, names))
-    storage.write_bytes(storage.join(temp, "optimizer.safetensors"), moments)
     record = {
         "step": state.step,
         "loader": state.loader,
@@ -110,7 +115,15 @@ def save_checkpoint(
         "config_fingerprint": state.config_fingerprint,
         "extra": state.extra,
     }
-    storage.write_bytes(storage.join(temp, "state.json"), json.dumps(record).encode())
+    files = {
+        "model.safetensors": save_safetensors(weights, metadata={"format": "pt"}),
+        "optimizer.safetensors": save_safetensors(_optimizer_tensors(optimizer, names)),
+        "state.json": json.dumps(record).encode(),
+    }
+    for name, data in files.items():
+        storage.write_bytes(storage.join(temp, name), data)
+    checksums = {name: {"size": len(data), DIGEST: bytes_digest(data)} for name, data in files.items()}
+    storage.write_bytes(storage.join(temp, CHECKSUMS), json.dumps(checksums, indent=1).encode())
     storage.remove_tree(final)  # a rerun that reached the same step again replaces it
     storage.move(temp, final)
     if keep_last_k:
@@ -138,25 +151,27 @@ def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[nn.Paramete
 def load_checkpoint(
     directory: str, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer, config_fingerprint: str
 ) -> TrainState:
-    """Load the checkpoint of `step` into `model` and `optimizer` and return its TrainState."""
+    """Load the checkpoint of `step` into `model` and `optimizer` and return its TrainState.
+
+    Every file is read and checked against `checksums.json` before the model is touched:
+    CorruptCheckpointError (naming the file and why) when one is missing, altered or unparseable;
+    CheckpointError when the checkpoint is whole but was written by another configuration.
+    """
     path = storage.join(directory, _step_name(step))
-    state = json.loads(_read(path, "state.json"))
+    files = read_verified(path)
+    try:
+        state = json.loads(files["state.json"])
+        weights = load_safetensors(files["model.safetensors"])
+        moments = load_safetensors(files["optimizer.safetensors"])
+    except Exception as e:  # matched checksums but will not parse: written corrupt
+        raise CorruptCheckpointError(f"checkpoint {path} cannot be parsed: {type(e).__name__}: {e}") from None
     if state["config_fingerprint"] != config_fingerprint:
         raise CheckpointError(
             f"checkpoint {path} was written by a run with another configuration; delete the step's "
             "output (or force-run it) to start over, or resume with the configuration that wrote it"
         )
-    weights = load_safetensors(_read(path, "model.safetensors"))
-    params = dict(model.named_parameters())
-    if set(weights) != set(params):
-        raise CheckpointError(
-            f"checkpoint {path}/model.safetensors has parameters {sorted(set(weights) ^ set(params))[:5]} "
-            "that do not match the model"
-        )
-    with torch.no_grad():
-        for name, param in params.items():
-            param.copy_(weights[name])
-    _load_optimizer(optimizer, load_safetensors(_read(path, "optimizer.safetensors")), params)
+    _copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
+    _load_optimizer(optimizer, moments, dict(model.named_parameters()))
     return TrainState(
         step=state["step"],
         loader=state["loader"],
@@ -166,11 +181,124 @@ def load_checkpoint(
     )
 
 
-def _read(folder: str, name: str) -> bytes:
-    data = storage.read_bytes(storage.join(folder, name))
-    if data is None:
-        raise CheckpointError(f"checkpoint {folder} has no {name}; delete that folder to resume from the one before")
-    return data
+def read_verified(folder: str) -> dict[str, bytes]:
+    """The bytes of a checkpoint's files, each checked against its `checksums.json` entry."""
+    raw = storage.read_bytes(storage.join(folder, CHECKSUMS))
+    if raw is None:
+        raise CorruptCheckpointError(f"checkpoint {folder} has no {CHECKSUMS}")
+    try:
+        checksums = json.loads(raw)
+        expected = {name: (int(checksums[name]["size"]), str(checksums[name][DIGEST])) for name in _FILES}
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptCheckpointError(
+            f"checkpoint {folder}/{CHECKSUMS} is unreadable: {type(e).__name__}: {e}"
+        ) from None
+    files = {}
+    for name in _FILES:
+        data = storage.read_bytes(storage.join(folder, name))
+        size, digest = expected[name]
+        if data is None:
+            raise CorruptCheckpointError(f"checkpoint {folder} has no {name}")
+        if len(data) != size:
+            raise CorruptCheckpointError(f"checkpoint {folder}/{name} has {len(data)} bytes, {size} were written")
+        if bytes_digest(data) != digest:
+            raise CorruptCheckpointError(f"checkpoint {folder}/{name} does not match its {DIGEST} checksum")
+        files[name] = data
+    return files
+
+
+def load_latest_intact(
+    directory: str, *, model: nn.Module, optimizer: torch.optim.Optimizer, config_fingerprint: str,
+    log: Callable[[str], None] = print,
+) -> TrainState | None:
+    """Load the newest checkpoint under `directory` that verifies; None when there is none.
+
+    Each corrupt one is skipped with a `log` line naming it and why; the older ones are tried in
+    turn. When checkpoints exist but none is intact, CheckpointError lists them all: starting over
+    silently would throw away the run.
+    """
+    steps = list_checkpoints(directory)
+    skipped = []
+    for step in reversed(steps):
+        try:
+            return load_checkpoint(directory, step, model=model, optimizer=optimizer,
+                                   config_fingerprint=config_fingerprint)
+        except CorruptCheckpointError as e:
+            skipped.append(str(e))
+            log(f"[marin.train] skipped checkpoint {storage.join(directory, _step_name(step))}: {e}")
+    if skipped:
+        raise CheckpointError(
+            f"every checkpoint under {directory} failed verification ({'; '.join(skipped)}); delete them, or "
+            "force-run the step, to train from the start"
+        )
+    return None
+
+
+def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
+    """Copy the weights at `source` into `model` (train_lm's `init_from`) and say where they came from.
+
+    `source` is a train step's output (its newest intact checkpoint is used), one checkpoint folder
+    (verified against its checksums), or a Hugging Face Llama folder (`config.json` and
+    `model.safetensors`). Only weights are taken: the optimizer, data order and RNG start fresh.
+    Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
+    """
+    checkpoints = storage.join(source, "checkpoints")
+    steps = list_checkpoints(checkpoints)
+    if steps:
+        for step in reversed(steps):
+            folder = storage.join(checkpoints, _step_name(step))
+            try:
+                return _load_checkpoint_weights(folder, model)
+            except CorruptCheckpointError as e:
+                print(f"[marin.train] init_from: skipped checkpoint {folder}: {e}", flush=True)
+        raise CheckpointError(f"init_from {source}: no checkpoint under {checkpoints} is intact")
+    if storage.exists(storage.join(source, CHECKSUMS)):
+        return _load_checkpoint_weights(source, model)
+    hf_weights = storage.join(source, "model.safetensors")
+    if storage.exists(storage.join(source, "config.json")) and storage.exists(hf_weights):
+        from marin.training.export import from_hf_state_dict
+
+        data = storage.read_bytes(hf_weights)
+        assert data is not None
+        try:
+            tensors = load_safetensors(data)
+        except Exception as e:
+            raise CheckpointError(f"init_from {hf_weights} cannot be read: {type(e).__name__}: {e}") from None
+        _copy_weights(from_hf_state_dict(tensors, model.config), model, hf_weights)
+        return {"path": hf_weights, "kind": "hf", DIGEST: bytes_digest(data)}
+    raise CheckpointError(
+        f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "
+        "or a Hugging Face model folder (config.json and model.safetensors); give one of those"
+    )
+
+
+def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
+    data = read_verified(folder)["model.safetensors"]
+    try:
+        weights = load_safetensors(data)
+    except Exception as e:
+        raise CorruptCheckpointError(f"checkpoint {folder}/model.safetensors cannot be parsed: {e}") from None
+    _copy_weights(weights, model, f"{folder}/model.safetensors")
+    return {"path": storage.join(folder, "model.safetensors"), "kind": "checkpoint", DIGEST: bytes_digest(data)}
+
+
+def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str) -> None:
+    """Copy `weights` into `model` in place; CheckpointError naming what differs if names or shapes do not match."""
+    params = dict(model.named_parameters())
+    if set(weights) != set(params):
+        raise CheckpointError(
+            f"{where} has other parameters than the model: {sorted(set(weights) ^ set(params))[:5]}; "
+            "it was written for another model config (init_from needs the source's architecture)"
+        )
+    wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
+             for n, p in params.items() if weights[n].shape != p.shape]
+    if wrong:
+        raise CheckpointError(f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
+                              "it was written for another model config (init_from needs the source's, vocabulary "
+                              "included)")
+    with torch.no_grad():
+        for name, param in params.items():
+            param.copy_(weights[name])
 
 
 def _load_optimizer(

@@ -15,3 +15,7 @@ class TrainingDataError(MarinError, ValueError):
 
 class CheckpointError(MarinError):
     """A checkpoint is missing a file or does not match the run that tries to resume from it."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint's files do not match the checksums written when it was saved, or cannot be parsed."""

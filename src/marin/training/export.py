@@ -64,6 +64,26 @@ def hf_state_dict(model: nn.Module) -> dict:
     return tensors
 
 
+def from_hf_state_dict(tensors: dict, config: LlamaConfig) -> dict:
+    """The inverse of `hf_state_dict`: Hugging Face Llama weights under our names (for `init_from`).
+
+    The output multiplier is divided back out of `lm_head.weight`; with tied embeddings a stored
+    `lm_head.weight` is dropped (ours is the embedding's). Rotary caches HF may store are ignored.
+    """
+    out = {}
+    for hf_name, tensor in tensors.items():
+        if hf_name.endswith("rotary_emb.inv_freq"):
+            continue
+        name = hf_name.removeprefix("model.")
+        if name == "lm_head.weight":
+            if config.tie_embeddings:
+                continue
+            if config.output_multiplier != 1.0:
+                tensor = tensor / config.output_multiplier
+        out[name] = tensor
+    return out
+
+
 def export_hf(
     model: nn.Module,
     config: LlamaConfig,

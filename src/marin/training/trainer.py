@@ -28,8 +28,8 @@ from tqdm import tqdm
 from marin.training.checkpoint import (
     TrainState,
     capture_rng,
-    list_checkpoints,
-    load_checkpoint,
+    load_init_weights,
+    load_latest_intact,
     restore_rng,
     save_checkpoint,
 )
@@ -119,6 +119,7 @@ class TrainJob:
     output_path: str
     run_name: str = "train"
     on_step_end: Callable[[int], None] | None = field(default=None, compare=False)
+    init_from: str | None = None  # weights to start from (see checkpoint.load_init_weights); a checkpoint wins
 
 
 @dataclass
@@ -199,6 +200,7 @@ class _Trainer:
         self.autocast = (
             torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
         )
+        self.init_record: dict | None = None  # where the starting weights came from (init_from)
 
     def _build(self) -> None:
         _seed_everything(self.config.seed)
@@ -214,18 +216,21 @@ class _Trainer:
         )
 
     def _resume(self) -> int:
-        steps = list_checkpoints(self.checkpoint_dir)
-        if not steps:
-            if self.env.is_main:
-                self.metrics.truncate_after(0)
-            return 0
-        state = load_checkpoint(
+        """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
+        state = load_latest_intact(
             self.checkpoint_dir,
-            steps[-1],
             model=self.model,
             optimizer=self.optimizer,
             config_fingerprint=self.fingerprint,
+            log=self._log if self.env.is_main else lambda line: None,
         )
+        if state is None:
+            if self.env.is_main:
+                self.metrics.truncate_after(0)
+            if self.job.init_from:
+                self._init_from(self.job.init_from)
+            return 0
+        self.init_record = state.extra.get("init_from")
         restore_rng(state.rng)
         self.loader.load_state_dict(state.loader)
         if self.env.is_main:
@@ -233,13 +238,31 @@ class _Trainer:
             print(f"[marin.train] resumed from {self.checkpoint_dir}/step-{state.step:08d}", flush=True)
         return state.step
 
+    @staticmethod
+    def _log(line: str) -> None:
+        print(line, flush=True)
+
+    def _init_from(self, source: str) -> None:
+        """Load the starting weights before step 0, and score them on the validation data.
+
+        The evaluation draws no random numbers, so the run's data order and RNG are those of a run
+        without `init_from`; what it records (source, digest, eval loss) goes into every checkpoint,
+        so a resumed run reports it too.
+        """
+        record = load_init_weights(source, self.model)
+        record.update({f"init_{k}": v for k, v in self._evaluate().items()})
+        self.init_record = record
+        if self.env.is_main:
+            print(f"[marin.train] initialized from {record['path']} ({record['kind']})", flush=True)
+
     def _checkpoint(self, step: int, loader_state: dict) -> None:
         if self.env.is_main:
             save_checkpoint(
                 self.checkpoint_dir,
                 model=self.model,
                 optimizer=self.optimizer,
-                state=TrainState(step, loader_state, capture_rng(), self.fingerprint, {}),
+                state=TrainState(step, loader_state, capture_rng(), self.fingerprint,
+                                 {"init_from": self.init_record} if self.init_record else {}),
                 keep_last_k=self.config.keep_last_k,
             )
         self._barrier()
@@ -389,6 +412,7 @@ class _Trainer:
             "train_seconds_this_run": train_seconds,
             "data_wait_seconds_this_run": data_wait,
             "data_wait_fraction": data_wait / train_seconds if train_seconds else 0.0,
+            "init_from": self.init_record,
         }
         if self.env.is_main:
             first = self.datasets[0]

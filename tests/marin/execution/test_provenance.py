@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -70,9 +72,19 @@ def test_marin_run_records_the_imported_experiment_files_repository(tmp_path):
     env = {**os.environ, "MARIN_PREFIX": ""}
     subprocess.run([sys.executable, "-m", "marin.cli", "run", str(repo / "exp.py"), "--prefix", str(prefix)],
                    cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
-    git = _info(prefix)["git"]
+    info = _info(prefix)
+    git = info["git"]
     assert git["commit"] == _marin_commit()
-    assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": True}
+    diff = _git(repo, "diff", "HEAD") + "\n"
+    assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": True, "repository": str(repo),
+                                 "diff": diff, "diff_bytes": len(diff), "diff_truncated": False}
+    assert "+# an uncommitted edit" in diff
+    exp_bytes = (repo / "exp.py").read_bytes()
+    assert info["experiment"] == {"file": str(repo / "exp.py"), "sha256": hashlib.sha256(exp_bytes).hexdigest()}
+    assert info["command_line"]["argv"][1:] == ["run", str(repo / "exp.py"), "--prefix", str(prefix)]
+    assert info["command_line"]["cwd"] == str(tmp_path)
+    distributions = info["environment"]["distributions"]
+    assert distributions["marin"] and distributions["orjson"] == importlib.metadata.version("orjson")
     shown = subprocess.run([sys.executable, "-m", "marin.cli", "info", str(next(prefix.glob("library-step-*")))],
                            env=env, check=True, capture_output=True, text=True, timeout=120).stdout
     assert f"exp git  {commit}  (dirty working tree)  in {repo}" in shown
@@ -109,3 +121,18 @@ def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imp
     done = subprocess.run([sys.executable, "-c", script, str(repo / "exp.py")], cwd=tmp_path, capture_output=True,
                           text=True, check=True, timeout=120)
     assert done.stdout.splitlines() == [str(tmp_path), str(repo)]
+
+
+def test_a_dirty_experiments_diff_is_capped_and_says_so(tmp_path, monkeypatch):
+    from marin.execution import artifact
+
+    repo, _ = _experiment_repo(tmp_path)
+    (repo / "exp.py").write_text(EXPERIMENT + "# edit\n" * 200)
+    monkeypatch.setattr(artifact, "experiment_directory", lambda: str(repo))
+    monkeypatch.setattr(artifact, "_git_cache", {})
+    monkeypatch.setattr(artifact, "_diff_cache", {})
+    monkeypatch.setattr(artifact, "GIT_DIFF_CAP", 300)
+    experiment = artifact.git_state(artifact.git_state)["experiment"]
+    assert experiment["dirty"] is True and experiment["repository"] == str(repo)
+    assert len(experiment["diff"]) == 300 and experiment["diff"].startswith("diff --git a/exp.py b/exp.py")
+    assert experiment["diff_truncated"] is True and experiment["diff_bytes"] > 200 * len("+# edit\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
+import xxhash
 from fray.cluster import ThreadCluster
 
 from marin.execution.context import current
@@ -66,8 +67,9 @@ def test_dependency_outputs_and_records(tmp_path):
     assert info["fn"] == f"{__name__}:sum_numbers" and info["code_fingerprint"]
     assert info["end_time"] >= info["start_time"] and info["environment"]["python"]
     artifact = json.loads(Path(result.output_path(numbers), ".artifact.json").read_text())
-    assert artifact == {"result": {"count": 3}, "files": [{"path": "shard/numbers.txt", "size": 5}],
-                        "total_bytes": 5}
+    digest = xxhash.xxh3_128_hexdigest((Path(result.output_path(numbers)) / "shard/numbers.txt").read_bytes())
+    assert artifact == {"result": {"count": 3}, "total_bytes": 5,
+                        "files": [{"path": "shard/numbers.txt", "size": 5, "xxh3_128": digest}]}
     again = StepRunner(prefix=str(tmp_path), progress=False).run([total])
     assert set(again.outcomes.values()) == {"cached"}
 
@@ -205,7 +207,7 @@ def test_memory_storage_runs_caches_and_records(tmp_path, monkeypatch):
     status = json.loads(fs.cat_file(result.output_path(writer) + "/.executor_status"))
     assert status["state"] == "SUCCESS"
     artifact = json.loads(fs.cat_file(result.output_path(writer) + "/.artifact.json"))
-    assert artifact["files"] == [{"path": "data.txt", "size": 9}]
+    assert artifact["files"] == [{"path": "data.txt", "size": 9, "xxh3_128": xxhash.xxh3_128_hexdigest(b"in memory")}]
     assert not [p for p in fs.find(prefix) if ".executor_lease" in p]  # leases released
     assert set(runner.run([reader]).outcomes.values()) == {"cached"}
     rows = list_outputs(prefix)

@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from marin.training.checkpoint import TrainState, capture_rng, list_checkpoints, load_checkpoint, restore_rng, save_checkpoint
+from marin.training.checkpoint import (
+    TrainState,
+    capture_rng,
+    list_checkpoints,
+    load_checkpoint,
+    load_latest_intact,
+    restore_rng,
+    save_checkpoint,
+)
 from marin.training.errors import CheckpointError
 from marin.training.model import Llama, LlamaConfig
 from marin.training.optim import AdamConfig
@@ -66,3 +74,33 @@ def test_rng_states_round_trip_through_json():
     random.seed(2), np.random.seed(2), torch.manual_seed(2)
     restore_rng(state)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_a_truncated_checkpoint_is_skipped_for_the_one_before_and_none_intact_is_an_error(tmp_path):
+    model, optimizer = _trained(0)
+    _save(tmp_path, model, optimizer, 2)
+    newer, newer_opt = _trained(1)
+    _save(tmp_path, newer, newer_opt, 4)
+    with open(tmp_path / "step-00000004" / "model.safetensors", "r+b") as f:
+        f.truncate(10)  # loading these bytes raw would raise a SafetensorError
+    logged = []
+    fresh, fresh_opt = _trained(2)
+    state = load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc",
+                               log=logged.append)
+    assert state.step == 2
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
+    written = _size_written(tmp_path)
+    assert logged == [f"[marin.train] skipped checkpoint {tmp_path}/step-00000004: checkpoint "
+                      f"{tmp_path}/step-00000004/model.safetensors has 10 bytes, {written} were written"]
+
+    os.remove(tmp_path / "step-00000002" / "checksums.json")
+    with pytest.raises(CheckpointError, match=r"every checkpoint under .* failed verification .*step-00000002 has no "
+                                              r"checksums.json"):
+        load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc",
+                           log=logged.append)
+
+
+def _size_written(directory) -> int:
+    import json
+
+    return json.loads((directory / "step-00000004" / "checksums.json").read_text())["model.safetensors"]["size"]

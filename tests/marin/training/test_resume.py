@@ -53,3 +53,29 @@ def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache,
     assert [m["step"] for m in metrics_b] == list(range(1, steps + 1))
     assert metrics_a == metrics_b
     assert {"eval_loss", "eval_bpb"} <= metrics_a[3].keys()  # steps_per_eval=4: step 4 has eval metrics
+
+
+def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one_before_to_identical_weights(
+        story_cache, tmp_path):
+    steps = 10
+    straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "interrupted")
+    assert _run(story_cache, straight, steps).returncode == 0
+    assert _run(story_cache, interrupted, steps, kill_at=8).returncode == -signal.SIGKILL
+    # Flip one byte in the middle of the newest checkpoint's weights: same size, still parses as a header.
+    weights = os.path.join(interrupted, "checkpoints/step-00000006/model.safetensors")
+    with open(weights, "r+b") as f:
+        f.seek(os.path.getsize(weights) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    resumed = _run(story_cache, interrupted, steps)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (f"[marin.train] skipped checkpoint {interrupted}/checkpoints/step-00000006: checkpoint "
+            f"{interrupted}/checkpoints/step-00000006/model.safetensors does not match its xxh3_128 checksum"
+            in resumed.stdout)
+    assert f"resumed from {interrupted}/checkpoints/step-00000003" in resumed.stdout
+    final = "checkpoints/step-00000010/model.safetensors"
+    a, b = load_file(os.path.join(straight, final)), load_file(os.path.join(interrupted, final))
+    assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
+    assert _deterministic_metrics(straight) == _deterministic_metrics(interrupted)
