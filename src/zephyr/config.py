@@ -25,7 +25,7 @@ class ZephyrConfig:
         None means the system temporary directory.
     quiet: no progress output on stderr.
     start_method: how the local pool starts workers ("fork", "forkserver" or "spawn"); None forks
-        from a single-threaded driver and uses a forkserver otherwise.
+        from a driver that runs no other Python thread and uses a forkserver otherwise.
     """
 
     backend: str = "processes"

@@ -29,8 +29,16 @@ def die_once_at(record: dict, target: int, marker: str) -> dict:
     return record
 
 
-def test_a_single_threaded_driver_forks_its_workers():
-    code = "from zephyr.backends.processes import default_start_method; print(default_start_method())"
+def test_a_driver_without_other_python_threads_forks_even_with_numpy_loaded():
+    code = ("import os, numpy; from zephyr.backends.processes import default_start_method; "
+            "print(len(os.listdir('/proc/self/task')) > 1, default_start_method())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "fork"]  # numpy's OpenBLAS threads run, and are no bar
+
+
+def test_a_driver_with_only_fray_parent_watch_forks():
+    code = ("from fray.task_process import exit_when_parent_dies; exit_when_parent_dies(); "
+            "from zephyr.backends.processes import default_start_method; print(default_start_method())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "fork"
 

@@ -4,10 +4,14 @@ Unlike concurrent.futures.ProcessPoolExecutor, a worker that dies (os._exit, a s
 killer) breaks only the task it was running: that task is reported as a retryable failure and a
 fresh worker takes its place.
 
-Workers are forked when the driver runs a single OS thread: a fork starts in about a millisecond
-with zephyr already imported, where a forkserver costs a fresh interpreter and its imports (~0.15 s,
-as long as a 200,000-record pipeline takes on one core). A driver with threads (a Ray or fray worker,
-a tokenizer's thread pool) gets forkserver workers, since forking a threaded process can deadlock.
+Workers are forked when the driver runs no other Python thread: a fork starts in about a millisecond
+with the driver's modules already imported, where a forkserver costs a fresh interpreter and its
+imports (~0.15 s, as long as a 200,000-record pipeline takes on one core) and every worker then
+imports the task's modules again. A driver with other Python threads (a Ray worker, a thread pool)
+gets forkserver workers, since a fork copies locks those threads may hold. Native pools are no bar,
+as with the standard library's fork default: OpenBLAS (numpy) re-initialises itself in a forked
+child and Hugging Face tokenizers turn their parallelism off there. fray's parent-death watch only
+sleeps and reads getppid, so a fray worker forks too.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import multiprocessing as mp
-import os
 import pickle
 import signal
+import threading
 from multiprocessing.connection import Connection, wait
 
 from zephyr.backends.base import Backend
@@ -47,20 +51,18 @@ def _worker_main(conn: Connection) -> None:
         conn.send_bytes(data)
 
 
+# Threads that hold no lock a forked child could need: fray's worker watching for its parent's death.
+FORK_SAFE_THREADS = frozenset({"fray-parent-watch"})
+
+
 def default_start_method() -> str:
-    """'fork' when this process runs one OS thread, else 'forkserver' ('spawn' where neither exists)."""
+    """'fork' when no other Python thread runs here (bar FORK_SAFE_THREADS), else 'forkserver'
+    ('spawn' where neither exists)."""
     methods = mp.get_all_start_methods()
-    if "fork" in methods and _os_thread_count() == 1:
+    main = threading.main_thread()
+    if "fork" in methods and all(t is main or t.name in FORK_SAFE_THREADS for t in threading.enumerate()):
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
-
-
-def _os_thread_count() -> int:
-    """Threads of this process as the OS sees them (native pools included); 0 when unknown."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 0
 
 
 class _Worker:
