@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
-import time
 
-from fresh import best_of, fresh_json, load_average, make_step_fn, plain_loop_seconds
+from fresh import best_of_fresh, load_average, make_step_fn, plain_loop_seconds, run_steps_seconds
 
 GOAL_S = 0.5
 
 
 def child(kind: str, root: str, n: int) -> None:
     """In a fresh interpreter: one cold run of the chain on `kind`; prints {"seconds": ...}."""
-    from fray.cluster import ThreadCluster
-    from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
 
     fns = [make_step_fn(f"link{i}") for i in range(n)]
@@ -37,12 +32,7 @@ def child(kind: str, root: str, n: int) -> None:
     steps: list[StepSpec] = []
     for i, fn in enumerate(fns):
         steps.append(StepSpec(name=f"link{i}", fn=fn, deps=steps[-1:], hash_attrs={"i": i}))
-    runner = StepRunner(prefix=root) if kind == "local" else StepRunner(prefix=root, cluster=ThreadCluster(max_workers=4))
-    start = time.perf_counter()
-    result = runner.run([steps[-1]])
-    seconds = time.perf_counter() - start
-    assert set(result.outcomes.values()) == {"succeeded"} and len(result.outcomes) == n, result.outcomes
-    print(json.dumps({"seconds": seconds}))
+    print(json.dumps({"seconds": run_steps_seconds(kind, root, [steps[-1]])}))
 
 
 def main() -> None:
@@ -54,18 +44,8 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1], args.steps)
         return
-    root = tempfile.mkdtemp(prefix="marin-chain-")
     load_before = load_average()
-    runs = iter(range(1_000_000))
-
-    def measure(kind: str) -> float:
-        prefix = f"{root}/{kind}-{next(runs)}"
-        return fresh_json(__file__, "--steps", str(args.steps), "--child", kind, prefix)["seconds"]
-
-    try:
-        best = best_of(args.repeats, ["local", "thread", "loop"], measure)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    best = best_of_fresh(__file__, ["local", "thread", "loop"], args.repeats, "--steps", str(args.steps))
     local, thread, loop = best["local"], best["thread"], best["loop"]
     print(json.dumps({
         "benchmark": "execution_chain",

@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
-import time
 
-from fresh import best_of, fresh_json, load_average, make_step_fn, plain_loop_seconds
+from fresh import best_of_fresh, load_average, make_step_fn, plain_loop_seconds, run_steps_seconds
 
 GOAL_US = 1000.0
 
 
 def child(kind: str, root: str, n: int) -> None:
     """In a fresh interpreter: one cold run of n independent steps on `kind`; prints {"seconds": ...}."""
-    from fray.cluster import ThreadCluster
-    from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
 
     fns = [make_step_fn(f"t{i}") for i in range(n)]
@@ -34,12 +29,7 @@ def child(kind: str, root: str, n: int) -> None:
         print(json.dumps({"seconds": plain_loop_seconds(fns, root)}))
         return
     steps = [StepSpec(name=f"t{i}", fn=fn, hash_attrs={"i": i}) for i, fn in enumerate(fns)]
-    runner = StepRunner(prefix=root) if kind == "local" else StepRunner(prefix=root, cluster=ThreadCluster(max_workers=4))
-    start = time.perf_counter()
-    result = runner.run(steps)
-    seconds = time.perf_counter() - start
-    assert set(result.outcomes.values()) == {"succeeded"} and len(result.outcomes) == n
-    print(json.dumps({"seconds": seconds}))
+    print(json.dumps({"seconds": run_steps_seconds(kind, root, steps)}))
 
 
 def main() -> None:
@@ -51,20 +41,8 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1], args.steps)
         return
-    root = tempfile.mkdtemp(prefix="marin-per-step-")
     load_before = load_average()
-    runs = iter(range(1_000_000))
-
-    def measure(kind: str) -> float:
-        prefix = f"{root}/{kind}-{next(runs)}"
-        seconds = fresh_json(__file__, "--steps", str(args.steps), "--child", kind, prefix)["seconds"]
-        shutil.rmtree(prefix, ignore_errors=True)
-        return seconds
-
-    try:
-        best = best_of(args.repeats, ["local", "thread", "loop"], measure)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    best = best_of_fresh(__file__, ["local", "thread", "loop"], args.repeats, "--steps", str(args.steps))
     n = args.steps
     local_us, thread_us, loop_us = (best[k] / n * 1e6 for k in ("local", "thread", "loop"))
     print(json.dumps({

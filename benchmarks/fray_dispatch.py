@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 
-from fresh import best_of, fresh_json, load_average, make_step_fn
+from fresh import best_of_fresh, fresh_json, load_average, make_step_fn, run_steps_seconds
 
 GOAL_STEP_OVERHEAD_MS = 1.0
 
@@ -47,14 +47,17 @@ def time_tasks(cluster, n: int) -> float:
     return time.perf_counter() - start
 
 
-def time_steps(cluster, root: str, n: int) -> float:
-    from marin.execution.step_runner import StepRunner
+def trivial_steps(n: int) -> list:
     from marin.execution.step_spec import StepSpec
 
-    steps = [StepSpec(name=f"s{i}", fn=make_step_fn(f"s{i}"), hash_attrs={"i": i}) for i in range(n)]
-    runner = StepRunner(prefix=root) if cluster is None else StepRunner(prefix=root, cluster=cluster)
+    return [StepSpec(name=f"s{i}", fn=make_step_fn(f"s{i}"), hash_attrs={"i": i}) for i in range(n)]
+
+
+def time_steps_on(cluster, root: str, n: int) -> float:
+    from marin.execution.step_runner import StepRunner
+
     start = time.perf_counter()
-    result = runner.run(steps)
+    result = StepRunner(prefix=root, cluster=cluster).run(trivial_steps(n))
     elapsed = time.perf_counter() - start
     assert set(result.outcomes.values()) == {"succeeded"} and len(result.outcomes) == n
     return elapsed
@@ -62,7 +65,7 @@ def time_steps(cluster, root: str, n: int) -> float:
 
 def child(kind: str, root: str, n: int) -> dict:
     """One figure, in this fresh interpreter."""
-    from fray.cluster import LocalCluster, ThreadCluster
+    from fray.cluster import LocalCluster
 
     if kind == "inline-tasks":
         tasks = [make_task(i) for i in range(n)]
@@ -77,10 +80,8 @@ def child(kind: str, root: str, n: int) -> dict:
         finally:
             cluster.shutdown()
         return {"seconds": time.perf_counter() - start}
-    if kind == "local-steps":
-        return {"seconds": time_steps(None, root, n)}  # the default cluster
-    if kind == "thread-steps":
-        return {"seconds": time_steps(ThreadCluster(max_workers=os.cpu_count() or 1), root, n)}
+    if kind in ("local-steps", "thread-steps"):  # the default cluster, or in-thread
+        return {"seconds": run_steps_seconds(kind.partition("-")[0], root, trivial_steps(n))}
     from fray.cluster import RayCluster
 
     os.environ.pop("RAY_ADDRESS", None)
@@ -90,7 +91,7 @@ def child(kind: str, root: str, n: int) -> dict:
     try:
         time_tasks(cluster, n)  # warm the worker pool: dispatch, not process start-up, is measured
         tasks = time_tasks(cluster, n)
-        steps = time_steps(cluster, root, n)
+        steps = time_steps_on(cluster, root, n)
     finally:
         cluster.shutdown()
     return {"seconds": tasks, "steps_seconds": steps, "ray_start_s": ray_start}
@@ -115,19 +116,16 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], n)))
         return
-    root = tempfile.mkdtemp(prefix="fray-dispatch-")
     load_before = load_average()
-    runs = iter(range(1_000_000))
-
-    def measure(kind: str) -> float:
-        prefix = f"{root}/{kind}-{next(runs)}"
-        return fresh_json(__file__, "--units", str(n), "--child", kind, prefix)["seconds"]
-
-    try:
-        best = best_of(args.repeats, ["inline-tasks", "local-tasks", "thread-steps", "local-steps"], measure)
-        ray = fresh_json(__file__, "--units", str(n), "--child", "ray", f"{root}/ray") if args.ray else None
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    kinds = ["inline-tasks", "local-tasks", "thread-steps", "local-steps"]
+    best = best_of_fresh(__file__, kinds, args.repeats, "--units", str(n))
+    ray = None
+    if args.ray:
+        ray_root = tempfile.mkdtemp(prefix="fray-dispatch-ray-")
+        try:
+            ray = fresh_json(__file__, "--units", str(n), "--child", "ray", ray_root)
+        finally:
+            shutil.rmtree(ray_root, ignore_errors=True)
     local_steps = figures(best["local-steps"], best["thread-steps"], n)
     print(json.dumps({
         "benchmark": "fray_dispatch",

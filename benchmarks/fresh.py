@@ -35,6 +35,43 @@ def best_of(repeats: int, kinds: list[str], measure: Callable[[str], float]) -> 
     return best
 
 
+def best_of_fresh(script: str, kinds: list[str], repeats: int, *args: str) -> dict[str, float]:
+    """Each kind's best `seconds` over `repeats` fresh runs of `script [args] --child KIND PREFIX`, every
+    run under a new prefix of its own (removed afterwards)."""
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="marin-bench-")
+    runs = iter(range(1_000_000))
+
+    def measure(kind: str) -> float:
+        prefix = f"{root}/{kind}-{next(runs)}"
+        seconds = fresh_json(script, *args, "--child", kind, prefix)["seconds"]
+        shutil.rmtree(prefix, ignore_errors=True)
+        return seconds
+
+    try:
+        return best_of(repeats, kinds, measure)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_steps_seconds(kind: str, prefix: str, targets: list) -> float:
+    """Seconds of one cold `StepRunner.run(targets)`: kind 'local' is what a user gets (the default
+    cluster, LocalCluster), 'thread' a ThreadCluster (the engine's own cost, no process hop)."""
+    import time
+
+    from fray.cluster import ThreadCluster
+    from marin.execution.step_runner import StepRunner
+
+    runner = StepRunner(prefix=prefix) if kind == "local" else StepRunner(prefix=prefix, cluster=ThreadCluster(max_workers=4))
+    start = time.perf_counter()
+    result = runner.run(targets)
+    seconds = time.perf_counter() - start
+    assert set(result.outcomes.values()) == {"succeeded"}, result.outcomes
+    return seconds
+
+
 def make_step_fn(name: str) -> Callable[[str], dict]:
     """A step function made by a factory: it writes its name to `out.txt` under its output path."""
 
