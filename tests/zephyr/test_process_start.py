@@ -72,3 +72,11 @@ def test_a_forked_worker_that_dies_is_replaced(docs_dir: Path, tmp_path: Path):
     assert marker.exists()
     assert sorted(r["id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(30))
     assert result.records_written == 30
+
+
+def test_a_driver_that_initialised_cuda_never_forks(monkeypatch):
+    torch = pytest.importorskip("torch")
+    assert default_start_method() == "fork" or threading.active_count() > 1
+    # No GPU here: stand in for a driver whose CUDA context exists (a forked child could not use CUDA).
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert default_start_method() in ("forkserver", "spawn")

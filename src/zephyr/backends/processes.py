@@ -11,7 +11,8 @@ imports the task's modules again. A driver with other Python threads (a Ray work
 gets forkserver workers, since a fork copies locks those threads may hold. Native pools are no bar,
 as with the standard library's fork default: OpenBLAS (numpy) re-initialises itself in a forked
 child and Hugging Face tokenizers turn their parallelism off there. fray's parent-death watch only
-sleeps and reads getppid, so a fray worker forks too.
+sleeps and reads getppid, so a fray worker forks too. A driver that has initialised CUDA never
+forks: a forked child cannot use CUDA again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import gc
 import multiprocessing as mp
 import pickle
 import signal
+import sys
 import threading
 from multiprocessing.connection import Connection, wait
 
@@ -56,13 +58,22 @@ FORK_SAFE_THREADS = frozenset({"fray-parent-watch"})
 
 
 def default_start_method() -> str:
-    """'fork' when no other Python thread runs here (bar FORK_SAFE_THREADS), else 'forkserver'
-    ('spawn' where neither exists)."""
+    """'fork' when no other Python thread runs here (bar FORK_SAFE_THREADS) and CUDA is not
+    initialised, else 'forkserver' ('spawn' where neither exists)."""
     methods = mp.get_all_start_methods()
     main = threading.main_thread()
-    if "fork" in methods and all(t is main or t.name in FORK_SAFE_THREADS for t in threading.enumerate()):
+    only_safe_threads = all(t is main or t.name in FORK_SAFE_THREADS for t in threading.enumerate())
+    if "fork" in methods and only_safe_threads and not _cuda_initialized():
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")  # never imported here: a driver without torch has no CUDA context
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # noqa: BLE001 - a broken or partial torch: assume the worst
+        return True
 
 
 class _Worker:
