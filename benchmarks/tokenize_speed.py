@@ -105,6 +105,8 @@ def main() -> None:
             "ratio_vs_encode_batch": round(ours_rate / raw_rate, 3),
             "ratio_vs_encode_batch_fast": round(ours_rate / fast_rate, 3),
             "goal_ratio": 0.85,
+            "meets_goal": ours_rate / raw_rate >= 0.85,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "rounds": args.rounds,
         }))
     finally:

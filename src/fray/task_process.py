@@ -75,14 +75,18 @@ def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     the cwd, environment, sys.path and sys.stdout/stderr this process had before."""
     cwd, env, path = os.getcwd(), dict(os.environ), list(sys.path)
     streams = sys.stdout, sys.stderr
-    _replace_environ(environ)
+    # Comparing whole dicts first is cheap; os.environ's per-name reads and writes are not, and most
+    # tasks arrive with, and leave behind, the environment the worker already has.
+    if env != environ:
+        _replace_environ(environ)
     sys.path.extend(p for p in sys_path if p not in path)
     try:
         yield
     finally:
         sys.stdout, sys.stderr = streams
         sys.path[:] = path
-        _replace_environ(env)
+        if dict(os.environ) != env:
+            _replace_environ(env)
         os.chdir(cwd)
 
 

@@ -24,6 +24,8 @@ class ZephyrConfig:
     spill_dir: where shuffles spill (any fsspec URL; shared storage on a multi-node Ray cluster);
         None means the system temporary directory.
     quiet: no progress output on stderr.
+    start_method: how the local pool starts workers ("fork", "forkserver" or "spawn"); None forks
+        from a driver that runs no other Python thread and uses a forkserver otherwise.
     """
 
     backend: str = "processes"

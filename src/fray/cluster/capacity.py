@@ -7,8 +7,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-import psutil
-
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
 
@@ -27,6 +25,8 @@ class Capacity:
             cpu = len(os.sched_getaffinity(0))
         except AttributeError:
             cpu = os.cpu_count() or 1
+        import psutil  # lazy: only building a LocalCluster needs it, and importing fray should stay cheap
+
         return cls(cpu=float(cpu), ram=psutil.virtual_memory().total, gpus=count_gpus())
 
     def why_never_fits(self, resources: ResourceConfig) -> str | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import importlib.metadata
 import math
 import os
+import queue
 import sys
 import threading
 import warnings
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
-from packaging.requirements import Requirement
 
 from fray.cluster.base import Cluster
 from fray.cluster.capacity import Capacity
@@ -83,7 +82,12 @@ class LocalCluster(Cluster):
         self._free_ram = self.capacity.ram
         self._lock = threading.Lock()
         self._queue: collections.deque[_Pending] = collections.deque()
-        self._threads: set[threading.Thread] = set()
+        # Dispatch threads are kept and reused: starting a thread per task waits for it to boot.
+        self._threads: list[threading.Thread] = []
+        self._runnable: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._idle_threads = 0
+        self._running = 0  # tasks started and not yet resolved
+        self._all_done = threading.Condition(self._lock)
         self._tasks: dict[concurrent.futures.Future, _Pending] = {}  # queued or running, by future
         self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
@@ -155,11 +159,16 @@ class LocalCluster(Cluster):
             self._queue.clear()
             for pending in queued:
                 self._tasks.pop(pending.future, None)
-            threads = list(self._threads)
         for pending in queued:
             pending.future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
         if kill_running:
             self._workers.kill_busy()
+        with self._lock:
+            while self._running:
+                self._all_done.wait()
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self._runnable.put(None)
         for thread in threads:
             thread.join()
         self._workers.close()
@@ -179,9 +188,19 @@ class LocalCluster(Cluster):
             self._free_cpu -= res.cpu
             self._free_ram -= ram
             pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(res.gpu_count)]
-            thread = threading.Thread(target=self._run, args=(pending,), name=f"fray-local-{pending.name}", daemon=True)
-            self._threads.add(thread)
-            thread.start()
+            self._running += 1
+            self._runnable.put(pending)
+            if self._idle_threads:
+                self._idle_threads -= 1  # that idle thread takes it
+            else:
+                thread = threading.Thread(target=self._serve, name="fray-local-dispatch", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def _serve(self) -> None:
+        """A dispatch thread: run the started tasks one at a time until shutdown() sends None."""
+        while (pending := self._runnable.get()) is not None:
+            self._run(pending)
 
     def _release(self, pending: _Pending) -> None:
         with self._lock:
@@ -220,8 +239,11 @@ class LocalCluster(Cluster):
         else:
             pending.future.set_result(outcome[0])
         with self._lock:
-            self._threads.discard(threading.current_thread())
             self._tasks.pop(pending.future, None)
+            self._running -= 1
+            self._idle_threads += 1  # this thread goes back to waiting for the next task
+            if not self._running:
+                self._all_done.notify_all()
 
     def _run_on(self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
@@ -275,6 +297,12 @@ def _read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException
 
 def _missing_packages(resources: ResourceConfig) -> str | None:
     """Why the current environment lacks a package the task asks for, or None when it has them all."""
+    if not resources.pip_packages:
+        return None
+    import importlib.metadata  # lazy, with packaging: most tasks ask for no package, and both are slow to import
+
+    from packaging.requirements import Requirement
+
     for spec in resources.pip_packages:
         req = Requirement(spec)
         try:

@@ -10,8 +10,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-import fsspec
-
 from fray.task_process import capture_fds
 
 
@@ -35,9 +33,13 @@ def local_log_file(log_path: str | None) -> Iterator[str]:
         return
     if is_local(log_path):
         path = _local(log_path)
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):  # one stat for the usual case, the step's existing output directory
+            os.makedirs(directory, exist_ok=True)
         yield path
         return
+    import fsspec  # lazy: importing it costs more than the rest of fray, and only remote logs need it
+
     fd, tmp = tempfile.mkstemp(prefix="fray-log-", suffix=".log")
     os.close(fd)
     fs, remote = fsspec.core.url_to_fs(log_path)
@@ -81,14 +83,24 @@ def tail(log_path: str | None, lines: int = 40, max_bytes: int = 64 * 1024) -> s
     if not log_path:
         return ""
     try:
-        fs, path = fsspec.core.url_to_fs(log_path)
-        if not fs.exists(path):
-            return ""
-        size = fs.size(path)
-        with fs.open(path, "rb") as f:
-            if size > max_bytes:
-                f.seek(size - max_bytes)
-            data = f.read()
-    except OSError:
+        data = _read_end(log_path, max_bytes)
+    except OSError:  # FileNotFoundError included: no log yet
         return ""
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def _read_end(log_path: str, max_bytes: int) -> bytes:
+    """At most the last `max_bytes` bytes of a log; a local log is read without importing fsspec."""
+    if is_local(log_path):
+        with open(_local(log_path), "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - max_bytes))
+            return f.read()
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(log_path)
+    size = fs.size(path)
+    with fs.open(path, "rb") as f:
+        if size > max_bytes:
+            f.seek(size - max_bytes)
+        return f.read()
