@@ -58,14 +58,15 @@ def _canonical(value: Any, where: str) -> Any:
         if value.is_integer() and abs(value) <= _EXACT_INT_LIMIT:
             return int(value)
         return _SAME
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         changed = kind is not dict
         items = []
         for k, v in value.items():
             if type(k) is not str:
                 raise _NotJson(f"{where} has key {k!r}; JSON object keys must be strings")
-            ck = _canonical(k, where)
-            cv = _canonical(v, f"{where}.{k}")
+            ck = _SAME if k.isascii() else _canonical(k, where)
+            vkind = type(v)
+            cv = _SAME if vkind is int or vkind is bool or v is None else _canonical(v, f"{where}.{k}")
             if ck is not _SAME or cv is not _SAME:
                 changed = True
             items.append((k if ck is _SAME else ck, v if cv is _SAME else cv))

@@ -31,7 +31,7 @@ import linecache
 import os
 import textwrap
 from collections.abc import Callable
-from types import CodeType, FunctionType, MethodType
+from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 import orjson
@@ -39,7 +39,6 @@ import orjson
 from marin.execution.canonical import NOT_JSON, plain_json_or_none
 
 _SORTED = orjson.OPT_SORT_KEYS
-_SCALARS = (str, int, float, bool, type(None))
 _LOAD_GLOBAL_OPS = frozenset(dis.opmap[n] for n in ("LOAD_GLOBAL", "LOAD_NAME") if n in dis.opmap)
 
 
@@ -93,16 +92,17 @@ def code_fingerprint(fn: Callable[..., Any], memo: PlanMemo | None = None) -> st
 
 def _fingerprint(fn: Any, active: frozenset[int], memo: PlanMemo) -> tuple[str, bool]:
     """(fingerprint, whether a cycle was cut on the way: such a result is not memoized)."""
-    if isinstance(fn, functools.partial):
+    kind = type(fn)
+    if kind is not FunctionType and isinstance(fn, functools.partial):
         base, cut = _fingerprint(fn.func, active, memo)
         bound = plain_json_or_none({"args": list(fn.args), "kwargs": dict(fn.keywords)})
         if bound is NOT_JSON:
             return base, cut
         return _hash(base, bound), cut
-    if isinstance(fn, MethodType):
+    if kind is MethodType:
         fn = fn.__func__
     code = getattr(fn, "__code__", None)
-    if not isinstance(code, CodeType):
+    if type(code) is not CodeType:
         return _object_digest(fn), False
     info = _code_info(code)
     active = active | {id(code)}
@@ -143,9 +143,13 @@ def _add_parts(parts, field, named_values, active, memo, same_unit_only, code) -
 def _value_part(value: Any, active: frozenset[int], memo: PlanMemo, same_unit_only: bool, unit_of: CodeType):
     """What a captured or global value adds to a fingerprint: ({"value": v} | {"fn": fp} | None, cut)."""
     kind = type(value)
-    if kind in _SCALARS:
-        canonical = plain_json_or_none(value) if kind is float or kind is str else value
+    if kind is str and value.isascii() or kind is int or kind is bool or value is None:
+        return {"value": value}, False
+    if kind is str or kind is float:
+        canonical = plain_json_or_none(value)
         return ({"value": canonical} if canonical is not NOT_JSON else None), False
+    if kind is ModuleType or kind is type:
+        return None, False
     if kind is FunctionType or kind is MethodType or kind is functools.partial:
         target = value.__func__ if kind is MethodType else value
         target = target.func if kind is functools.partial else target
@@ -199,9 +203,8 @@ def _file_stamp(filename: str) -> tuple[int, int] | None:
 
 
 def _normalized_digest(code: CodeType) -> str:
-    linecache.checkcache(code.co_filename)  # an edited file is read afresh
     try:
-        source = textwrap.dedent(inspect.getsource(code))
+        source = textwrap.dedent(_source_of(code))
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError, IndentationError):
         # No parseable source (a lambda inside an expression, code built at runtime):
@@ -211,6 +214,16 @@ def _normalized_digest(code: CodeType) -> str:
         _strip_docstrings(tree)
         text = ast.dump(tree, annotate_fields=False, include_attributes=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _source_of(code: CodeType) -> str:
+    """The source block of a code object, read straight from its file (what inspect.getsource does,
+    without its search of every loaded module for the one that owns the file: 0.1 s cold)."""
+    linecache.checkcache(code.co_filename)  # an edited file is read afresh
+    lines = linecache.getlines(code.co_filename)
+    if not lines or code.co_firstlineno < 1:
+        raise OSError(f"no source for {code.co_name}")
+    return "".join(inspect.getblock(lines[code.co_firstlineno - 1 :]))
 
 
 def _globals_read(code: CodeType) -> tuple[str, ...]:

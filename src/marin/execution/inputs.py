@@ -22,8 +22,10 @@ cache is never a correctness risk.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
+import re
 import stat
 import time
 from collections.abc import Mapping, Sequence
@@ -112,29 +114,32 @@ class InputScanner:
 
     def _stat_cache(self) -> dict[str, list]:
         if self._cache is None:
-            data = storage.read_json(f"{self.prefix}/{STAT_CACHE}")
-            files = data.get("files") if isinstance(data, dict) and data.get("version") == 1 else None
-            self._cache = files if isinstance(files, dict) else {}
+            path = f"{self.prefix}/{STAT_CACHE}"
+            stamp = _local_stamp(path)
+            known = _loaded_caches.get(path)
+            if stamp is not None and known is not None and known[0] == stamp:
+                self._cache = known[1]  # parsed by an earlier plan of this process; the file is unchanged
+            else:
+                data = storage.read_json(path)
+                files = data.get("files") if isinstance(data, dict) and data.get("version") == 1 else None
+                self._cache = files if isinstance(files, dict) else {}
+                if stamp is not None:
+                    _loaded_caches[path] = (stamp, self._cache)
         return self._cache
 
     def _local(self, pattern: str) -> dict[str, dict[str, Any]]:
         path = os.path.abspath(os.path.expanduser(pattern.removeprefix("file://")))
         base = _fixed_dir(path)
-        if any(m in path for m in _MAGIC):
-            matched = glob.glob(path, recursive=True)
-        else:
-            matched = [path]
+        lead = base.rstrip("/").rsplit("/", 1)[-1]
+        cut = len(base.rstrip("/")) + 1
         cache = self._stat_cache()
         out: dict[str, dict[str, Any]] = {}
-        for f in matched:
-            try:
-                st = os.stat(f)
-            except FileNotFoundError:
-                continue
+        for f, st in _matches(path):
+            name = f"{lead}/{f[cut:]}" if lead else f[cut:]
             if stat.S_ISDIR(st.st_mode):
                 continue
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device: its bytes cannot be read ahead, only its kind
-                out[_relative_name(f, base)] = {"size": 0, "digest": _special_kind(st.st_mode)}
+                out[name] = {"size": 0, "digest": _special_kind(st.st_mode)}
                 continue
             stamp = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
             cached = cache.get(f)
@@ -150,7 +155,7 @@ class InputScanner:
                 elif f in cache:
                     del cache[f]
                 self._dirty = True
-            out[_relative_name(f, base)] = {"size": st.st_size, "digest": digest}
+            out[name] = {"size": st.st_size, "digest": digest}
         return out
 
     def _remote(self, pattern: str) -> dict[str, dict[str, Any]]:
@@ -172,6 +177,52 @@ class InputScanner:
                 digest = "xxh3_128:" + xxhash.xxh3_128_hexdigest(fs.cat_file(name))
             out[_relative_name(name, base)] = {"size": int(info.get("size") or 0), "digest": digest}
         return out
+
+
+_loaded_caches: dict[str, tuple[tuple[int, int, int], dict[str, list]]] = {}
+
+
+def _local_stamp(path: str) -> tuple[int, int, int] | None:
+    if not storage.is_local(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _matches(path: str):
+    """(file, stat) for each path a local pattern matches. `DIR/*.ext` (one wildcard segment, the
+    last) is one scandir of DIR; other globs go through glob.glob."""
+    magic = any(m in path for m in _MAGIC)
+    if not magic:
+        try:
+            yield path, os.stat(path)
+        except FileNotFoundError:
+            pass
+        return
+    directory, _, last = path.rpartition("/")
+    if any(m in directory for m in _MAGIC) or "**" in last:
+        for f in glob.glob(path, recursive=True):
+            try:
+                yield f, os.stat(f)
+            except FileNotFoundError:
+                continue
+        return
+    match = re.compile(fnmatch.translate(last)).match
+    try:
+        entries = sorted((e.name, e) for e in os.scandir(directory or "/"))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name, entry in entries:
+        if name.startswith(".") and not last.startswith("."):  # glob's rule: * does not match hidden files
+            continue
+        if match(name):
+            try:
+                yield entry.path, entry.stat()
+            except FileNotFoundError:
+                continue
 
 
 def _special_kind(mode: int) -> str:

@@ -62,8 +62,11 @@ class StepSpec:
         object.__setattr__(self, "deps", deps)
         if not isinstance(self.hash_attrs, Mapping):
             raise StepDefinitionError(f"step {self.name!r}: hash_attrs must be a mapping of JSON values")
-        object.__setattr__(self, "hash_attrs", canonical_json_value(self.hash_attrs, f"step {self.name!r}: hash_attrs"))
-        object.__setattr__(self, "inputs", check_inputs(self.name, self.inputs))
+        canonical = canonical_json_value(self.hash_attrs, f"step {self.name!r}: hash_attrs")
+        if canonical is not self.hash_attrs:
+            object.__setattr__(self, "hash_attrs", canonical)
+        if self.inputs:
+            object.__setattr__(self, "inputs", check_inputs(self.name, self.inputs))
         if self.version is not None and not isinstance(self.version, str):
             raise StepDefinitionError(f"step {self.name!r}: version must be a string, got {self.version!r}")
 

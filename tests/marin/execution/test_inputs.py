@@ -155,3 +155,14 @@ def test_hub_inputs_unpinned_are_marked_and_a_pinned_revision_is_part_of_the_key
     keys = [_plan(tmp_path, p).key for p in pinned]
     assert keys[0] != keys[1] and planned.key not in keys
     assert _plan(tmp_path, pinned[0]).notes == ()
+
+
+def test_explain_lists_the_declared_input_files_of_an_output(tmp_path, data):
+    from marin.execution.explain import explain_output
+
+    prefix = tmp_path / "out"
+    spec = _step(data)
+    _run(prefix, spec)
+    text = explain_output(_plan(prefix, spec).output_path)
+    assert "inputs   2 declared files" in text
+    assert f"raw/a.jsonl  {os.path.getsize(data / 'a.jsonl')} B  xxh3_128:" in text
