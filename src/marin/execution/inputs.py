@@ -38,6 +38,7 @@ from marin.execution import storage
 from marin.execution.errors import StepDefinitionError
 
 STAT_CACHE = ".marin-input-stats.json"
+MAX_CACHED_FILES = 200_000  # past this, a save keeps only the files this plan saw
 RACY_NS = 100_000_000  # far above a kernel timestamp tick (1-10 ms)
 COARSE_RACY_NS = 2_000_000_000  # timestamps in whole milliseconds or coarser (FAT, some network mounts)
 HUB_PREFIX = "hf://datasets/"
@@ -72,6 +73,7 @@ class InputScanner:
         self.prefix = prefix
         self._cache: dict[str, list] | None = None
         self._dirty = False
+        self._seen: set[str] = set()
 
     def record(self, step: str, patterns: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
         """({"files": {name: {"size", "digest"}}, "hub": {dataset: revision}}, plan notes) for one step."""
@@ -95,7 +97,7 @@ class InputScanner:
                 if name in files and files[name] != entry:
                     name = f"#{i}:{name}"  # two patterns whose files share a relative name
                 files[name] = entry
-        record: dict[str, Any] = {"files": dict(sorted(files.items()))}
+        record: dict[str, Any] = {"files": files}  # canonical JSON sorts the names
         if hub:
             record["hub"] = hub
         return record, notes
@@ -104,6 +106,8 @@ class InputScanner:
         """Write the stat cache back (atomically) when this plan hashed anything."""
         if not self._dirty or self._cache is None:
             return
+        if len(self._cache) > MAX_CACHED_FILES:
+            self._cache = {f: e for f, e in self._cache.items() if f in self._seen}
         try:
             if not storage.exists(self.prefix):
                 return  # a plan creates nothing; the plan after the first run writes it
@@ -133,6 +137,7 @@ class InputScanner:
         lead = base.rstrip("/").rsplit("/", 1)[-1]
         cut = len(base.rstrip("/")) + 1
         cache = self._stat_cache()
+        seen = self._seen
         out: dict[str, dict[str, Any]] = {}
         for f, st in _matches(path):
             name = f"{lead}/{f[cut:]}" if lead else f[cut:]
@@ -155,6 +160,7 @@ class InputScanner:
                 elif f in cache:
                     del cache[f]
                 self._dirty = True
+            seen.add(f)
             out[name] = {"size": st.st_size, "digest": digest}
         return out
 
@@ -212,10 +218,11 @@ def _matches(path: str):
         return
     match = re.compile(fnmatch.translate(last)).match
     try:
-        entries = sorted((e.name, e) for e in os.scandir(directory or "/"))
+        entries = list(os.scandir(directory or "/"))
     except (FileNotFoundError, NotADirectoryError):
         return
-    for name, entry in entries:
+    for entry in entries:
+        name = entry.name
         if name.startswith(".") and not last.startswith("."):  # glob's rule: * does not match hidden files
             continue
         if match(name):
