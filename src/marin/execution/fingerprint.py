@@ -27,6 +27,7 @@ import dis
 import functools
 import hashlib
 import inspect
+import json
 import linecache
 import os
 import textwrap
@@ -177,7 +178,11 @@ def _value_part(value: Any, active: frozenset[int], memo: PlanMemo, same_unit_on
 
 
 def _hash(digest: str, parts: Any) -> str:
-    return hashlib.sha256(digest.encode() + orjson.dumps(parts, option=_SORTED)).hexdigest()
+    try:
+        encoded = orjson.dumps(parts, option=_SORTED)
+    except TypeError:  # an int past 64 bits, which orjson refuses: the standard library's JSON takes it
+        encoded = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(digest.encode() + encoded).hexdigest()
 
 
 def _code_info(code: CodeType) -> _CodeInfo:

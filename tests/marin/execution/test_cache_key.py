@@ -184,6 +184,7 @@ def test_strings_are_nfc_in_values_and_keys():
     assert code_fingerprint(_closure_over(composed)) == code_fingerprint(_closure_over(decomposed))
     assert code_fingerprint(_closure_over(1)) == code_fingerprint(_closure_over(1.0))
     assert code_fingerprint(_closure_over(1)) != code_fingerprint(_closure_over(True))
+    assert code_fingerprint(_closure_over(2**70)) != code_fingerprint(_closure_over(2**70 + 1))
 
 
 def test_a_json_global_read_by_fn_is_part_of_its_key():
