@@ -70,7 +70,7 @@ def zephyr_step(
     config = PipelineStepConfig(build, format, compression, subdir.strip("/"), zephyr_config)
     attrs = dict(hash_attrs or {})
     attrs["zephyr"] = {
-        "build": f"{build.__module__}.{build.__qualname__}",
+        "build": build.__qualname__,  # never the module: its import name differs between `marin run` and an import
         "build_code": code_fingerprint(build),
         "format": format,
         "compression": compression,

@@ -37,8 +37,31 @@ def _is_saved_to_disk(path: str) -> bool:
     return storage.exists(storage.join(path, "state.json")) or storage.exists(storage.join(path, "dataset_dict.json"))
 
 
+def resolved_revision(dataset: str, revision: str | None) -> str | None:
+    """The commit sha a hub dataset resolves to (for provenance): a full sha as given, else the local
+    HF cache's ref, else (online only) the hub's answer; None when it cannot be known here."""
+    if revision and len(revision) == 40 and all(c in "0123456789abcdef" for c in revision):
+        return revision
+    from huggingface_hub import constants
+
+    ref = os.path.join(constants.HF_HUB_CACHE, "datasets--" + dataset.replace("/", "--"), "refs", revision or "main")
+    try:
+        with open(ref) as f:
+            return f.read().strip() or None
+    except OSError:
+        pass
+    if hf_datasets_offline():
+        return None
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(dataset, revision=revision).sha
+    except Exception:  # provenance only: an unreachable hub must not fail the step
+        return None
+
+
 @lru_cache(maxsize=8)
-def open_hf_dataset(dataset: str, config: str | None, split: str) -> tuple[str, Any]:
+def open_hf_dataset(dataset: str, config: str | None, split: str, revision: str | None = None) -> tuple[str, Any]:
     """("map", datasets.Dataset) or ("stream", datasets.IterableDataset) for one split; cached per process."""
     import datasets
 
@@ -52,9 +75,10 @@ def open_hf_dataset(dataset: str, config: str | None, split: str) -> tuple[str, 
     is_local = storage.is_local(dataset) and os.path.isdir(os.path.expanduser(dataset))
     offline = hf_datasets_offline() and not is_local
     try:
+        pinned = {"revision": revision} if revision and not is_local else {}
         if offline:
-            return "map", datasets.load_dataset(dataset, config, split=split)
-        return "stream", datasets.load_dataset(dataset, config, split=split, streaming=True)
+            return "map", datasets.load_dataset(dataset, config, split=split, **pinned)
+        return "stream", datasets.load_dataset(dataset, config, split=split, streaming=True, **pinned)
     except (FileNotFoundError, ConnectionError, ValueError, OSError) as e:
         cause = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if offline:
@@ -80,6 +104,7 @@ class HFShard:
     index: int
     num_shards: int
     rows: tuple[int, int] | None = None  # map-style row range
+    revision: str | None = None
 
     def describe(self) -> str:
         return f"{self.dataset}[{self.split}] shard {self.index}/{self.num_shards}"
@@ -89,7 +114,7 @@ class HFShard:
         return None if self.rows is None else self.rows[1] - self.rows[0]
 
     def texts(self, bad_records: str, stats: ShardStats) -> Iterator[str]:
-        mode, ds = open_hf_dataset(self.dataset, self.config, self.split)
+        mode, ds = open_hf_dataset(self.dataset, self.config, self.split, self.revision)
         if self.text_key not in (ds.column_names or [self.text_key]):
             raise SourceUnavailableError(
                 f"dataset {self.dataset!r} split {self.split!r} has no column {self.text_key!r} "
@@ -118,13 +143,13 @@ class HFShard:
                 )
 
 
-def hf_shards(dataset: str, config: str | None, split: str, text_key: str) -> list[HFShard]:
+def hf_shards(dataset: str, config: str | None, split: str, text_key: str, revision: str | None = None) -> list[HFShard]:
     """The shards of one split: the dataset's own file shards when streaming, row ranges otherwise."""
-    mode, ds = open_hf_dataset(dataset, config, split)
+    mode, ds = open_hf_dataset(dataset, config, split, revision)
     if mode == "stream":
         n = max(1, int(ds.n_shards))
-        return [HFShard(dataset, config, split, text_key, i, n) for i in range(n)]
+        return [HFShard(dataset, config, split, text_key, i, n, None, revision) for i in range(n)]
     total = len(ds)
     n = max(1, math.ceil(total / ROWS_PER_MAP_SHARD))
     bounds = [round(i * total / n) for i in range(n + 1)]
-    return [HFShard(dataset, config, split, text_key, i, n, (bounds[i], bounds[i + 1])) for i in range(n)]
+    return [HFShard(dataset, config, split, text_key, i, n, (bounds[i], bounds[i + 1]), revision) for i in range(n)]

@@ -14,6 +14,7 @@ Source names:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -21,9 +22,10 @@ from typing import Protocol
 
 from marin.data import corpus
 from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_format, read_texts
-from marin.data.hf_source import hf_shards
+from marin.data.hf_source import hf_shards, resolved_revision
 from zephyr.fileio import list_files
 from marin.execution.errors import MarinError
+from marin.execution.inputs import hub_input
 
 EMBEDDED_SOURCE = corpus.SOURCE_NAME
 EMBEDDED_SHARD_SIZE = 5_000
@@ -114,6 +116,7 @@ def resolve_shards(
     text_key: str = "text",
     split: str = "train",
     config: str | None = None,
+    revision: str | None = None,
 ) -> list[DocumentShard]:
     """The ordered shards of a source (lists files or asks the HF hub: call at run time only)."""
     kind = describe_source(source, paths)["kind"]
@@ -125,7 +128,7 @@ def resolve_shards(
     if kind == "embedded":
         size = corpus.CORPUS_SIZE
         return [EmbeddedShard(a, min(a + EMBEDDED_SHARD_SIZE, size)) for a in range(0, size, EMBEDDED_SHARD_SIZE)]
-    return list(hf_shards(source, config, split, text_key))
+    return list(hf_shards(source, config, split, text_key, revision))
 
 
 def plan_shards(shards: Sequence[DocumentShard], sample_count: int | None, bad_records: str) -> list[PlannedShard]:
@@ -174,10 +177,14 @@ class SourceConfig:
     hf_config: str | None = None
     sample_count: int | None = None
     bad_records: str = "fail"
+    revision: str | None = None  # a hub dataset's commit, tag or branch: pins what is read
 
     def check(self) -> None:
         """Validate the declaration without touching any file or the network."""
-        describe_source(self.source, self.paths)
+        kind = describe_source(self.source, self.paths)["kind"]
+        if self.revision is not None and (kind != "huggingface" or self._local_folder() or not self.revision):
+            raise SourceError(f"revision={self.revision!r} pins a Hugging Face hub dataset; source={self.source!r} "
+                              "is not one (drop revision=)")
         if self.bad_records not in BAD_RECORD_POLICIES:
             raise SourceError(f"bad_records={self.bad_records!r}; choose one of {BAD_RECORD_POLICIES}")
         n = self.sample_count
@@ -193,9 +200,33 @@ class SourceConfig:
         }
         if desc["kind"] == "huggingface":
             desc |= {"split": self.split, "config": self.hf_config}
+            if self.revision is not None:
+                desc["revision"] = self.revision
         return desc
+
+    def provenance(self) -> dict:
+        """`describe()` plus, for a hub dataset, the commit sha it resolved to (run time: may ask the hub)."""
+        desc = self.describe()
+        if desc["kind"] == "huggingface" and not self._local_folder():
+            desc["resolved_revision"] = resolved_revision(self.source, self.revision)
+        return desc
+
+    def inputs(self) -> tuple[str, ...]:
+        """What the step reads, as `StepSpec.inputs`: the files or globs, a local dataset folder's
+        files, or the hub dataset (pinned when `revision` is given). The embedded corpus: nothing."""
+        kind = describe_source(self.source, self.paths)["kind"]
+        if kind == "files":
+            return tuple(self.paths)
+        if kind == "embedded":
+            return ()
+        if self._local_folder() or "://" in self.source:
+            return (self.source.rstrip("/") + "/**",)
+        return (hub_input(self.source, self.revision),)
+
+    def _local_folder(self) -> bool:
+        return self.source is not None and "://" not in self.source and os.path.isdir(os.path.expanduser(self.source))
 
     def plan(self) -> list[PlannedShard]:
         """Resolve the shards and apply `sample_count` (run time only: lists files, may reach the hub)."""
-        shards = resolve_shards(self.source, self.paths, self.text_key, self.split, self.hf_config)
+        shards = resolve_shards(self.source, self.paths, self.text_key, self.split, self.hf_config, self.revision)
         return plan_shards(shards, self.sample_count, self.bad_records)

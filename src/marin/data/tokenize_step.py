@@ -99,7 +99,7 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
             "tokenizer_fingerprint": info.fingerprint,
             "tokenizer": config.tokenizer if config.tokenizer_step is None else f"step:{config.tokenizer_step}",
         },
-        source=config.input.describe(),
+        source=config.input.provenance(),
         sample_count=config.input.sample_count,
         validation_fraction=config.validation_fraction,
         bad_records_policy=config.input.bad_records,

@@ -33,4 +33,5 @@ def run_train_tokenizer(config: TrainTokenizerConfig, output_path: str) -> dict[
         "tokenizer_fingerprint": info.fingerprint,
         "eos_token": info.eos_token,
         "bad_records": stats.bad_records,
+        "source": config.input.provenance(),
     }

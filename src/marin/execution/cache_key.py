@@ -1,27 +1,26 @@
-"""Cache keys: a sha256 over the canonical JSON of a step's name, hash_attrs, dependencies and code.
+"""Cache keys: a sha256 over the canonical JSON of a step's name, hash_attrs, dependencies, code and inputs.
 
 The key record is what gets hashed, and it is stored in `.executor_info`, so a later plan can say
 field by field what changed (`diff_key_records`). The code part is the explicit `version` when one
-is given, otherwise a fingerprint of the function's normalized source: its AST without docstrings,
-so comments and formatting never change a key but a real edit does. Keys never mention a storage
-location, so moving the prefix keeps every cache.
+is given, otherwise the function's fingerprint (`fingerprint.py`). The inputs part lists each
+declared input file's name, size and digest (`inputs.py`). Keys never mention a storage location,
+so moving the prefix keeps every cache.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 import hashlib
-import inspect
-import textwrap
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from marin.execution.errors import StepDefinitionError
+from marin.execution.fingerprint import code_fingerprint
+from marin.execution.inputs import diff_inputs
+
+__all__ = ["FieldChange", "canonical_json", "code_fingerprint", "diff_key_records", "key_of", "key_record"]
 
 _SORTED = orjson.OPT_SORT_KEYS
 
@@ -37,10 +36,15 @@ def key_record(
     dep_keys: Sequence[tuple[str, str]],
     version: str | None,
     fingerprint: str | None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The dict a step's key is the hash of. `dep_keys` is (name, key) per dependency, in order."""
+    """The dict a step's key is the hash of. `dep_keys` is (name, key) per dependency, in order;
+    `inputs` (a step that declares none has no such field) is `InputScanner.record`'s."""
     code = {"version": version} if version is not None else {"fingerprint": fingerprint}
-    return {"name": name, "hash_attrs": hash_attrs, "deps": [list(d) for d in dep_keys], "code": code}
+    record = {"name": name, "hash_attrs": hash_attrs, "deps": [list(d) for d in dep_keys], "code": code}
+    if inputs is not None:
+        record["inputs"] = inputs
+    return record
 
 
 def key_of(record: Mapping[str, Any]) -> str:
@@ -51,136 +55,21 @@ def key_of(record: Mapping[str, Any]) -> str:
         raise StepDefinitionError(f"step {record.get('name')!r}: key record is not JSON: {e}") from None
 
 
-_fingerprints: dict[int, tuple[Callable, str]] = {}
-_fingerprint_lock = threading.Lock()
-
-
-def code_fingerprint(fn: Callable[..., Any]) -> str:
-    """A sha256 of the normalized source of `fn` (see the module docstring) and what it captures.
-
-    A `functools.partial` is fingerprinted as its function plus its bound arguments when those are
-    plain JSON; otherwise the bound arguments are left out and the step's `hash_attrs` or `version`
-    must carry them (lazy handles put every parameter in `hash_attrs`). A closure adds the values of
-    its captured variables that are plain JSON, and the fingerprint of each captured function;
-    other captured values are left out, like non-JSON partial arguments.
-    """
-    return _fingerprint(fn, frozenset())
-
-
-def _fingerprint(fn: Callable[..., Any], active: frozenset[int]) -> str:
-    if id(fn) in active:  # a function that captures itself (recursion): its code is already counted
-        return "recursive"
-    active = active | {id(fn)}
-    if isinstance(fn, functools.partial):
-        base = _fingerprint(fn.func, active)
-        bound = {"args": list(fn.args), "kwargs": dict(fn.keywords)}
-        try:
-            _require_plain_json(bound)
-        except TypeError:
-            return base
-        return hashlib.sha256(base.encode() + canonical_json(bound)).hexdigest()
-    digest = _source_digest(fn)
-    captured = _captured_values(fn, active)
-    if not captured:
-        return digest
-    return hashlib.sha256(digest.encode() + canonical_json(captured)).hexdigest()
-
-
-def _source_digest(fn: Callable[..., Any]) -> str:
-    cached = _fingerprints.get(id(fn))
-    if cached is not None and cached[0] is fn:
-        return cached[1]
-    digest = hashlib.sha256(_normalized_code(fn).encode()).hexdigest()
-    with _fingerprint_lock:
-        _fingerprints[id(fn)] = (fn, digest)  # holds fn, so its id is never reused while cached
-    return digest
-
-
-def _captured_values(fn: Callable[..., Any], active: frozenset[int]) -> dict[str, Any]:
-    """Per captured variable of a closure: its value if plain JSON, or the fingerprint of a function.
-
-    Read on every call, not cached: a cell's value can be rebound after the closure is made.
-    """
-    closure = getattr(fn, "__closure__", None)
-    code = getattr(fn, "__code__", None)
-    if not closure or code is None:
-        return {}
-    captured: dict[str, Any] = {}
-    for name, cell in zip(code.co_freevars, closure):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # a cell not yet bound
-            continue
-        if inspect.isfunction(value) or inspect.ismethod(value) or isinstance(value, functools.partial):
-            captured[name] = {"fn": _fingerprint(value, active)}
-            continue
-        try:
-            _require_plain_json(value)
-        except TypeError:
-            continue
-        captured[name] = {"value": value}
-    return captured
-
-
-def _require_plain_json(value: Any) -> None:
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise TypeError(k)
-            _require_plain_json(v)
-        return
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            _require_plain_json(v)
-        return
-    raise TypeError(type(value).__name__)
-
-
-def _normalized_code(fn: Callable[..., Any]) -> str:
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isclass(fn) else type(fn)
-    try:
-        source = textwrap.dedent(inspect.getsource(target))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError):
-        # No parseable source (a lambda inside an expression, a builtin, code built at runtime):
-        # fall back to the compiled code, which ignores comments but not line numbers.
-        code = getattr(target, "__code__", None)
-        if code is not None:
-            return "code:" + _describe_code(code)
-        return f"ref:{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(target))}"
-    _strip_docstrings(tree)
-    return ast.dump(tree, annotate_fields=False, include_attributes=False)
-
-
-def _describe_code(code: Any) -> str:
-    consts = [(_describe_code(c) if hasattr(c, "co_code") else repr(c)) for c in code.co_consts]
-    return repr((code.co_code, consts, code.co_names, code.co_varnames))
-
-
-def _strip_docstrings(tree: ast.AST) -> None:
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
-
-
 @dataclass(frozen=True)
 class FieldChange:
-    """One difference between two key records: `field` went from `old` to `new` (None: absent)."""
+    """One difference between two key records: `field` went from `old` to `new` (None: absent).
+
+    `note`, when set, says it in words instead (`inputs: raw/a.jsonl changed (size 1200 -> 1500)`).
+    """
 
     field: str
     old: Any
     new: Any
+    note: str = ""
 
     def __str__(self) -> str:
+        if self.note:
+            return f"{self.field}: {self.note}"
         return f"{self.field}: {_short(self.old)} -> {_short(self.new)}"
 
 
@@ -194,7 +83,7 @@ def _short(value: Any) -> str:
 
 
 def diff_key_records(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[FieldChange]:
-    """What changed between two key records of the same step: hash_attrs fields, code, dependencies."""
+    """What changed between two key records of the same step: hash_attrs fields, code, dependencies, inputs."""
     changes: list[FieldChange] = []
     _diff_values("hash_attrs", old.get("hash_attrs", {}), new.get("hash_attrs", {}), changes)
     old_code, new_code = old.get("code", {}), new.get("code", {})
@@ -207,6 +96,11 @@ def diff_key_records(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fie
     for name in sorted(old_deps.keys() | new_deps.keys()):
         if old_deps.get(name) != new_deps.get(name):
             changes.append(FieldChange(f"deps.{name}", old_deps.get(name), new_deps.get(name)))
+    old_inputs, new_inputs = old.get("inputs"), new.get("inputs")
+    for name, what in diff_inputs(old_inputs, new_inputs):
+        files_old = (old_inputs or {}).get("files", {}).get(name)
+        files_new = (new_inputs or {}).get("files", {}).get(name)
+        changes.append(FieldChange("inputs", {name: files_old}, {name: files_new}, note=f"{name} {what}"))
     if old.get("name") != new.get("name"):
         changes.append(FieldChange("name", old.get("name"), new.get("name")))
     return changes

@@ -135,6 +135,7 @@ def explain_output(path: str) -> str:
         lines.append(f"params   {_json(info.get('hash_attrs'))}")
         for dep in info.get("deps") or []:
             lines.append(f"input    {dep['name']}  key {dep['key'][:12]}  at {dep['path']}")
+        lines += _declared_inputs((info.get("key_record") or {}).get("inputs"))
         env = info.get("environment") or {}
         packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())
         lines.append(f"python   {env.get('python')}  ({packages})")
@@ -154,6 +155,20 @@ def explain_output(path: str) -> str:
         lines.append(f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
                      + (f"  {_error_line(e['error'])}" if e.get("error") else ""))
     return "\n".join(lines)
+
+
+def _declared_inputs(inputs: dict[str, Any] | None, shown: int = 20) -> list[str]:
+    """The `inputs=` files a key covers (name, size, digest) and the hub datasets with their revision."""
+    if not inputs:
+        return []
+    files = inputs.get("files") or {}
+    lines = [f"inputs   {len(files)} declared files (name, size, digest)"]
+    lines += [f"           {name}  {e.get('size')} B  {e.get('digest')}" for name, e in list(files.items())[:shown]]
+    if len(files) > shown:
+        lines.append(f"           ... and {len(files) - shown} more")
+    for dataset, revision in (inputs.get("hub") or {}).items():
+        lines.append(f"hub      {dataset}  " + (f"revision {revision}" if revision else "unpinned"))
+    return lines
 
 
 def _error_line(error: str) -> str:

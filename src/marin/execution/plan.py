@@ -5,7 +5,7 @@ States:
 - `run: new`: no output of a step with this name was ever recorded under the prefix.
 - `run: changed`: the most recent recorded output of a step with this name has another key; the plan
   lists each field that changed (a hash_attrs field, the version, the code fingerprint, a
-  dependency's key), old -> new.
+  dependency's key), old -> new, and each declared input file changed, added or removed.
 - `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set.
 - `run: forced`: named in `force_run`, with a SUCCESS (moved aside) or an unfinished attempt of this
   key (cleared, even for a resumable step: this is how a resumable step gets a clean rerun).
@@ -26,6 +26,8 @@ from typing import Any
 from marin.execution import storage
 from marin.execution.artifact import read_info
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
+from marin.execution.fingerprint import new_plan_memo
+from marin.execution.inputs import InputScanner
 from marin.execution.errors import DagError
 from marin.execution.status import FAILED, RUNNING, SUCCESS, LeaseInfo, current_holder, read_status
 from marin.execution.step_spec import StepSpec
@@ -69,6 +71,7 @@ class PlannedStep:
     downstream_runs: int = 0
     status: Mapping[str, Any] | None = None
     holder: LeaseInfo | None = None
+    notes: tuple[str, ...] = ()  # whatever state: e.g. `unpinned: org/dataset` (an input the key cannot pin)
 
     @property
     def name(self) -> str:
@@ -85,7 +88,7 @@ class PlannedStep:
         return {
             "name": self.name, "key": self.key, "output_path": self.output_path, "state": self.state,
             "reason": self.reason, "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
-            "previous_path": self.previous_path, "downstream_runs": self.downstream_runs,
+            "previous_path": self.previous_path, "downstream_runs": self.downstream_runs, "notes": list(self.notes),
         }
 
 
@@ -129,7 +132,7 @@ class Plan:
         for s in self.steps:
             if s.state == CACHED and id(s) not in shown_cached:
                 continue
-            why = s.reason if not s.changes else "; ".join(str(c) for c in s.changes)
+            why = "; ".join(([s.reason] if not s.changes else [str(c) for c in s.changes]) + list(s.notes))
             downstream = str(s.downstream_runs) if s.will_run else ""
             table.add_row(_styled(s.state), s.name, _relative(s.output_path, self.prefix), why, downstream)
         if len(cached) > max_cached_rows:
@@ -219,6 +222,8 @@ def build_plan(
 
 def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     specs = collect_dag(roots)
+    memo = new_plan_memo()
+    scanner = InputScanner(prefix)
     steps: list[PlannedStep] = []
     index: dict[int, int] = {}
     by_path: dict[str, int] = {}
@@ -230,9 +235,10 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             names = sorted(d.spec.name for d in dep_steps)
             raise DagError(f"step {spec.name!r} has two dependencies with one name ({names}); "
                            "give them distinct names so the step can tell their outputs apart")
-        fingerprint = None if spec.version is not None else code_fingerprint(spec.fn)
+        fingerprint = None if spec.version is not None else code_fingerprint(spec.fn, memo)
+        inputs, notes = scanner.record(spec.name, spec.inputs) if spec.inputs else (None, ())
         record = key_record(spec.name, spec.hash_attrs, [(d.spec.name, d.key) for d in dep_steps], spec.version,
-                            fingerprint)
+                            fingerprint, inputs)
         key = key_of(record)
         out = f"{prefix}/{spec.output_path}" if spec.output_path else f"{prefix}/{spec.name}-{key[:8]}"
         same = by_path.get(out)
@@ -253,11 +259,14 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             planned = PlannedStep(spec, key, None, out, state, reason, deps=dep_idx)
         else:
             planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
+        if notes:
+            planned.notes = tuple(notes)
         if state in RUN_STATES:
             _explain_run(planned, prefix, sibling_cache, lease_timeout)
         index[id(spec)] = len(steps)
         by_path[out] = len(steps)
         steps.append(planned)
+    scanner.save()
     _reject_nested_outputs(steps, prefix)
     _count_downstream_runs(steps)
     return Plan(prefix, steps, index)

@@ -40,14 +40,15 @@ def _normalize_location(spec: str) -> str:
     return spec
 
 
-def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records) -> SourceConfig:
+def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records,
+                   revision) -> SourceConfig:
     if not isinstance(name, str) or not name:
         raise StepDefinitionError(f"data step name must be a non-empty string, got {name!r}")
     if paths is not None and not isinstance(paths, str):
         paths = tuple(_normalize_location(str(p)) for p in paths)
     if isinstance(source, str) and source != EMBEDDED_SOURCE:
         source = _normalize_location(source)
-    config = SourceConfig(source, paths, text_key, split, hf_config, sample_count, bad_records)
+    config = SourceConfig(source, paths, text_key, split, hf_config, sample_count, bad_records, revision)
     try:
         config.check()
     except MarinError as e:
@@ -74,6 +75,7 @@ class TrainedTokenizer:
                 "input": self.config.input.describe(),
             },
             version=self.version,
+            inputs=self.config.input.inputs(),
         )
 
 
@@ -90,13 +92,16 @@ def train_tokenizer(
     min_frequency: int = 2,
     bad_records: str = "fail",
     version: str | None = None,
+    revision: str | None = None,
 ) -> TrainedTokenizer:
     """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
 
     The vocabulary comes out smaller when the text has fewer merges than asked for. Pass the
-    handle as `tokenized(tokenizer=...)`; it becomes that step's dependency.
+    handle as `tokenized(tokenizer=...)`; it becomes that step's dependency. `paths=` and
+    `revision=` work as in `tokenized()`.
     """
-    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
+    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
+                                   revision)
     if not isinstance(vocab_size, int) or vocab_size < 259:
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
@@ -141,6 +146,7 @@ class TokenizedData:
             },
             version=self.version,
             resumable=True,  # shards are published atomically; a rerun keeps the finished ones
+            inputs=config.input.inputs(),
         )
 
 
@@ -159,12 +165,18 @@ def tokenized(
     max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
     version: str | None = None,
     zephyr: Any = None,
+    revision: str | None = None,
 ) -> TokenizedData:
     """Declare a step that tokenizes a source into a token cache. Nothing is read until it runs.
 
     source: a Hugging Face dataset id (streamed; `split` and `hf_config` pick the split and config),
         a local HF dataset folder, or "marin://tinystories-synth" (the embedded story corpus).
     paths: instead of `source`, local or fsspec files / globs: .jsonl/.json (.gz, .zst), .parquet, .txt.
+        They are the step's declared inputs: each file's name, size and digest are part of the key, so
+        appending to, adding or removing a file reruns the step (a local dataset folder given as
+        `source=` is declared the same way).
+    revision: pins a hub dataset `source=` to a commit, tag or branch; it is part of the key. An
+        unpinned hub source is marked `unpinned: ORG/NAME` in the plan (its changes cannot be seen).
     tokenizer: a hub id or tokenizer folder, or a `train_tokenizer()` handle / StepSpec (a dependency).
     sample_count: exactly the first N documents (train + validation) in the source's order.
     validation_fraction: the share of documents (chosen by a hash of their text) put in "validation".
@@ -172,7 +184,8 @@ def tokenized(
     max_chunk_chars: documents longer than this are encoded in whitespace-cut pieces.
     zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
     """
-    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
+    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
+                                   revision)
     if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
             or not 0.0 <= validation_fraction < 1.0:
         raise StepDefinitionError(f"step {name!r}: validation_fraction must be in [0, 1), got {validation_fraction!r}")

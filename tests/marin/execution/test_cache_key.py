@@ -21,12 +21,7 @@ atexit.register(shutil.rmtree, _module_dir, True)
 
 def _define(source: str):
     """Import `source` from a real file (fingerprints read source files) and return its `step`."""
-    path = _module_dir / f"keys_mod_{next(_counter)}.py"
-    path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.step
+    return _define_module(source).step
 
 
 def test_fingerprint_ignores_docstrings_comments_and_formatting():
@@ -162,3 +157,124 @@ def test_diff_names_each_changed_field_old_and_new():
         "code fingerprint": ("f" * 64, "e" * 64),
         "deps.tok": ("a" * 64, "b" * 64),
     }
+
+
+def _key(spec, prefix="/nonexistent-prefix-for-keys"):
+    return StepRunner(prefix=prefix, progress=False).plan([spec]).of(spec).key
+
+
+def test_numbers_are_canonical_but_bool_stays_apart_from_int():
+    def key_of_attrs(attrs):
+        return _key(StepSpec(name="n", fn=_double, hash_attrs=attrs))
+
+    assert key_of_attrs({"lr": 1}) == key_of_attrs({"lr": 1.0})
+    assert key_of_attrs({"lr": [2, {"x": -0.0}]}) == key_of_attrs({"lr": (2.0, {"x": 0})})
+    assert key_of_attrs({"lr": 1}) != key_of_attrs({"lr": True})
+    assert key_of_attrs({"lr": 0}) != key_of_attrs({"lr": False})
+    assert key_of_attrs({"lr": 0.5}) != key_of_attrs({"lr": 1})
+    assert key_of_attrs({"n": 2**53 + 1}) != key_of_attrs({"n": 2**53})
+
+
+def test_strings_are_nfc_in_values_and_keys():
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    assert composed != decomposed
+    a = StepSpec(name="s", fn=_double, hash_attrs={composed: [composed]})
+    b = StepSpec(name="s", fn=_double, hash_attrs={decomposed: [decomposed]})
+    assert _key(a) == _key(b)
+    assert code_fingerprint(_closure_over(composed)) == code_fingerprint(_closure_over(decomposed))
+    assert code_fingerprint(_closure_over(1)) == code_fingerprint(_closure_over(1.0))
+    assert code_fingerprint(_closure_over(1)) != code_fingerprint(_closure_over(True))
+    assert code_fingerprint(_closure_over(2**70)) != code_fingerprint(_closure_over(2**70 + 1))
+
+
+def test_a_json_global_read_by_fn_is_part_of_its_key():
+    module = _define_module("""
+        THRESHOLD = 0.5
+        UNUSED = 1
+        def step(path):
+            return {"t": THRESHOLD}
+        """)
+    before = code_fingerprint(module.step)
+    module.UNUSED = 2
+    assert code_fingerprint(module.step) == before  # a global the code never reads is not part of it
+    module.THRESHOLD = 0.75
+    assert code_fingerprint(module.step) != before
+    module.THRESHOLD = 0.5
+    assert code_fingerprint(module.step) == before
+
+
+def test_same_package_callees_count_recursively_and_cycles_end():
+    module = _define_module("""
+        LIMIT = 3
+        def even(n):
+            return n == 0 or odd(n - 1)
+        def odd(n):
+            return n != 0 and even(n - 1) and n < LIMIT
+        def step(path):
+            return {"even": even(4)}
+        """)
+    before = code_fingerprint(module.step)
+    assert code_fingerprint(module.step) == before  # the cycle even -> odd -> even is cut the same way
+    module.LIMIT = 4  # read by odd(), which even() calls, which step() calls
+    assert code_fingerprint(module.step) != before
+
+
+def test_a_global_read_by_a_called_helper_changes_the_key_within_and_across_plans(tmp_path):
+    module = _define_module("""
+        SCALE = 2
+        def helper(x):
+            return x * SCALE
+        def make(name):
+            def step(path):
+                return {"v": helper(1), "name": name}
+            return step
+        """)
+    steps = [StepSpec(name=f"h{i}", fn=module.make(f"h{i}")) for i in range(3)]
+    runner = StepRunner(prefix=str(tmp_path), progress=False)
+    before = [runner.plan(steps).of(s).key for s in steps]
+    module.SCALE = 3
+    after = [runner.plan(steps).of(s).key for s in steps]
+    assert all(a != b for a, b in zip(before, after))
+    assert code_fingerprint(module.make("x")) != code_fingerprint(module.make("y"))
+
+
+def test_an_edited_function_in_a_reimported_module_changes_the_key(tmp_path):
+    path = tmp_path / "edited_mod.py"
+
+    def load():
+        spec = importlib.util.spec_from_file_location("edited_mod", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def make_source(n):
+        return textwrap.dedent(f"""
+            def make(name):
+                def fn(output_path):
+                    return {{"name": name, "n": {n}}}
+                return fn
+            """)
+
+    path.write_text(make_source(1))
+    first = load()
+    key_a = _key(StepSpec(name="e", fn=first.make("x")), str(tmp_path / "out"))
+    assert _key(StepSpec(name="e", fn=first.make("x")), str(tmp_path / "out")) == key_a  # memo hit: same key
+    path.write_text(make_source(2) + "\n# longer, so size and mtime both differ\n")
+    second = load()
+    assert _key(StepSpec(name="e", fn=second.make("x")), str(tmp_path / "out")) != key_a
+
+
+def test_closures_of_one_factory_keep_their_own_captured_values_after_memoization():
+    fps = [code_fingerprint(_closure_over(i)) for i in range(50)]
+    assert len(set(fps)) == 50
+    assert code_fingerprint(_closure_over(7)) == fps[7]
+
+
+def _define_module(source: str):
+    """Import `source` from a real file as a fresh module."""
+    path = _module_dir / f"keys_mod_{next(_counter)}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,6 +3,7 @@ attempt finished (train_lm's checkpoints, tokenized()'s shards) and ends with th
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,8 +60,8 @@ def experiment(tmp_path_factory):
     for i in range(4):
         write_stories(data / f"part-{i}.jsonl", i)
 
-    def start(prefix, what, new_session=False):
-        return subprocess.Popen([sys.executable, str(script), str(prefix), str(tokenizer), str(data), what],
+    def start(prefix, what, new_session=False, data_dir=None):
+        return subprocess.Popen([sys.executable, str(script), str(prefix), str(tokenizer), str(data_dir or data), what],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=new_session)
 
@@ -97,33 +98,33 @@ def cache_files(out: Path) -> dict[str, bytes]:
 
 
 def test_killed_tokenize_step_keeps_its_finished_shards_and_ends_with_clean_bytes(experiment, tmp_path):
-    start, data = experiment
-    blocking = data / "part-2.jsonl"
-    blocking.unlink()
-    os.mkfifo(blocking)  # the third shard blocks on reading it: shards 0 and 1 are done, the step is mid-way
-    try:
-        prefix = tmp_path / "killed"
-        runner = start(prefix, "tokenize")
-        records = lambda: list(prefix.glob("tokenized/stories-*/shards/part-*.json"))  # noqa: E731
-        wait_for(lambda: len(records()) == 2, runner, "two finished shards")
-        workers = psutil.Process(runner.pid).children()
-        runner.send_signal(signal.SIGKILL)
-        runner.wait()
-        psutil.wait_procs(workers, timeout=30)  # the step's process follows its runner
-    finally:
-        blocking.unlink()
-        write_stories(blocking, 2)
+    start, shared_data = experiment
+    # The input files are part of the step's key, so they must be the same bytes in every run below:
+    # the third shard is made large instead, so the step is still on it long after shards 0 and 1
+    # are done and the test has killed the runner (it polls every 10 ms).
+    data = tmp_path / "data"
+    shutil.copytree(shared_data, data)
+    story_lines = (data / "part-2.jsonl").read_text()
+    (data / "part-2.jsonl").write_text(story_lines * 400)
+    prefix = tmp_path / "killed"
+    runner = start(prefix, "tokenize", data_dir=data)
+    records = lambda: list(prefix.glob("tokenized/stories-*/shards/part-*.json"))  # noqa: E731
+    wait_for(lambda: len(records()) == 2, runner, "two finished shards")
+    workers = psutil.Process(runner.pid).children()
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    psutil.wait_procs(workers, timeout=30)  # the step's process follows its runner
     out = only(prefix / "tokenized", "stories-*")
     assert json.loads((out / ".executor_status").read_text())["state"] == "RUNNING"
     finished = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("*/part-0000[01].*")}
     assert len(finished) == 14  # shards 0 and 1: tokens, offsets, bytes of both splits, and their records
 
-    finish(start(prefix, "tokenize"))
+    finish(start(prefix, "tokenize", data_dir=data))
     assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in finished} == finished  # kept, not rewritten
     artifact = json.loads((out / ".artifact.json").read_text())["result"]
     assert artifact["shards_resumed"] == 2
 
-    finish(start(tmp_path / "clean", "tokenize"))
+    finish(start(tmp_path / "clean", "tokenize", data_dir=data))
     clean = only(tmp_path / "clean" / "tokenized", "stories-*")
     assert clean.name == out.name
     assert cache_files(out) == cache_files(clean)

@@ -143,3 +143,69 @@ def test_marin_tokenizer_is_the_offline_demo_tokenizer_unless_chosen(monkeypatch
     seed = tokenized(name="tokenized/tinystories", source="roneneldan/TinyStories",
                      tokenizer=select_tokenizer(None), sample_count=1000)
     assert [d.name for d in lower(seed).deps] == ["tokenizers/marin-demo-bpe"]
+
+
+def _write_docs(path, start, count):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for i in range(start, start + count):
+            f.write(f'{{"text": "document number {i} tells a short story about a cat."}}\n')
+
+
+def test_tokenized_paths_are_inputs_appending_documents_reruns_naming_the_file(tmp_path):
+    data = tmp_path / "data"
+    _write_docs(data / "part-0.jsonl", 0, 200)
+    _write_docs(data / "part-1.jsonl", 200, 100)
+    pattern = str(data / "*.jsonl")
+    tok = train_tokenizer("tokenizers/paths", vocab_size=300, paths=[pattern])
+    assert lower(tok).inputs == (pattern,)
+    handle = tokenized("tokenized/paths", paths=[pattern], tokenizer=tok, validation_fraction=0.0,
+                       zephyr=ZephyrConfig(backend="sync", quiet=True))
+    assert lower(handle).inputs == (pattern,)
+    runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
+    runner.run([lower(handle)])
+    assert {s.state for s in runner.plan([lower(handle)]).steps} == {"cached"}
+
+    size = (data / "part-0.jsonl").stat().st_size
+    _write_docs(data / "part-0.jsonl", 1000, 300)
+    plan = runner.plan([lower(handle)])
+    expected = f"inputs: data/part-0.jsonl changed (size {size} -> {(data / 'part-0.jsonl').stat().st_size})"
+    for step in (plan.of(lower(tok)), plan.of(lower(handle))):
+        assert step.state == "run: changed"
+        assert expected in [str(c) for c in step.changes]
+
+    result = runner.run([lower(handle)])
+    cache = TokenCache.open(result.output_path(lower(handle)))
+    assert cache.split("train").num_documents == 600
+
+
+def test_a_hub_source_is_pinned_by_revision_or_marked_unpinned_in_the_plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    unpinned = lower(tokenized("tokenized/hub", source="roneneldan/TinyStories", tokenizer="gpt2"))
+    pinned = [lower(tokenized("tokenized/hub", source="roneneldan/TinyStories", tokenizer="gpt2", revision=rev))
+              for rev in ("a" * 40, "b" * 40)]
+    runner = StepRunner(prefix=str(tmp_path), progress=False)
+    plan = runner.plan([unpinned])
+    assert plan.of(unpinned).notes == ("unpinned: roneneldan/TinyStories",)
+    keys = {runner.plan([p]).of(p).key for p in pinned}
+    assert len(keys) == 2 and plan.of(unpinned).key not in keys
+    assert all(runner.plan([p]).of(p).notes == () for p in pinned)
+    assert pinned[0].hash_attrs["input"]["revision"] == "a" * 40
+    with pytest.raises(StepDefinitionError, match="revision="):
+        tokenized("tokenized/embedded", source=EMBEDDED_SOURCE, tokenizer="gpt2", revision="main")
+
+
+def test_a_hub_source_records_the_revision_it_resolved_from_the_local_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from marin.data.hf_source import resolved_revision
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    refs = tmp_path / "datasets--org--name" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text("c" * 40)
+    assert resolved_revision("org/name", None) == "c" * 40
+    assert resolved_revision("org/name", "d" * 40) == "d" * 40
+    assert resolved_revision("org/missing", None) is None  # offline and not cached: unknown, never a guess
