@@ -1,0 +1,128 @@
+"""The index of step outputs under a prefix, cached by each output's status-file mtime.
+
+A page load walks the prefix once (directories only: `storage.find_dirs_with`), then reuses each
+output's row and records while its `.executor_status` keeps the same mtime. Outputs with a lease
+file are re-read every time: whether their holder is alive depends on the clock, not on a file.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from marin.execution import storage
+from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE
+from marin.execution.explain import OutputStatus, is_output_record, output_status
+from marin.execution.status import LEASE_PREFIX, STATUS_FILE, SUCCESS
+from marin.ui.paths import read_json_capped, relative
+
+METRICS_FILE = "metrics.jsonl"
+RESULTS_FILE = "results.json"
+LEDGER_FILE = "ledger.json"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One output: its status row, its file names, and its `.executor_info` (None until it succeeds)."""
+
+    rel: str
+    row: OutputStatus
+    names: frozenset[str]
+    info: dict[str, Any] | None
+    computed_at: float
+
+    @property
+    def age_s(self) -> float | None:
+        """The age now, not when the row was cached."""
+        return None if self.row.age_s is None else self.row.age_s + (time.time() - self.computed_at)
+
+    @property
+    def key(self) -> str | None:
+        """The output's cache key, from its info."""
+        return (self.info or {}).get("key")
+
+    @property
+    def kind(self) -> str:
+        """train, eval, data or step: what the output's files say it is."""
+        if METRICS_FILE in self.names:
+            return "train"
+        if RESULTS_FILE in self.names:
+            return "eval"
+        if LEDGER_FILE in self.names:
+            return "data"
+        return "step"
+
+
+@dataclass
+class OutputIndex:
+    """Every output under `prefix`; `entries()` re-walks and re-reads only what changed."""
+
+    prefix: str
+    lease_timeout: float = 60.0
+    _cache: dict[str, tuple[Any, Entry]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def entries(self, include_superseded: bool = True) -> list[Entry]:
+        """All outputs, sorted by path."""
+        now = time.time()
+        found: dict[str, Entry] = {}
+        for path, names in storage.find_dirs_with(self.prefix, is_output_record):
+            entry = self._entry(path, names, now)
+            if include_superseded or not entry.row.superseded:
+                found[path] = entry
+        with self._lock:
+            for gone in self._cache.keys() - found.keys():
+                del self._cache[gone]
+        return [found[p] for p in sorted(found)]
+
+    def _entry(self, path: str, names: list[str], now: float) -> Entry:
+        leased = any(n.startswith(LEASE_PREFIX) for n in names)
+        stamp = None if leased else (storage.modified_time(f"{path}/{STATUS_FILE}"), INFO_FILE in names)
+        with self._lock:
+            cached = self._cache.get(path)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return cached[1]
+        row = output_status(path, names, now, self.lease_timeout)
+        if row.state == SUCCESS and not row.headline:
+            row = replace(row, headline=_fallback_headline(path, names))
+        info = read_json_capped(f"{path}/{INFO_FILE}") if INFO_FILE in names else None
+        entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names),
+                      info if isinstance(info, dict) else None, now)
+        with self._lock:
+            self._cache[path] = (stamp, entry)
+        return entry
+
+    def get(self, path: str) -> Entry | None:
+        """The entry of the output at `path`, or None when it is not an output."""
+        names = storage.list_names(path)
+        if not any(is_output_record(n) for n in names):
+            return None
+        return self._entry(path, names, time.time())
+
+
+def artifact_of(path: str) -> dict[str, Any] | None:
+    """The `.artifact.json` of an output (size-capped)."""
+    data = read_json_capped(f"{path}/{ARTIFACT_FILE}")
+    return data if isinstance(data, dict) else None
+
+
+def with_age(entry: Entry) -> OutputStatus:
+    """The entry's row with its age brought up to now."""
+    return replace(entry.row, age_s=entry.age_s)
+
+
+def _fallback_headline(path: str, names: list[str]) -> str:
+    """For outputs whose result declares no headline: a training run's final loss, a cache's size."""
+    result = (artifact_of(path) or {}).get("result")
+    if isinstance(result, dict) and isinstance(result.get("final_loss"), (int, float)):
+        return f"loss = {result['final_loss']:.4g}"
+    if LEDGER_FILE in names:
+        ledger = read_json_capped(f"{path}/{LEDGER_FILE}")
+        splits = (ledger or {}).get("splits") if isinstance(ledger, dict) else None
+        if isinstance(splits, dict):
+            docs = sum(int(s.get("documents", 0)) for s in splits.values() if isinstance(s, dict))
+            tokens = sum(int(s.get("tokens", 0)) for s in splits.values() if isinstance(s, dict))
+            return f"{docs:,} docs, {tokens:,} tokens"
+    return ""
