@@ -105,3 +105,40 @@ def build_token_cache(folder: Path, prefix: Path) -> None:
     cache = tokenized("tokenized/stories", tokenizer=str(tokenizer), source=SOURCE_NAME, sample_count=60,
                       validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
     StepRunner(prefix=str(prefix), progress=False).run([cache])
+
+
+def chatter(stop_file: str, output_path: str) -> dict:
+    """A step that logs a line every quarter second until `stop_file` appears (a RUNNING step to watch)."""
+    import time
+
+    for tick in range(2400):
+        print(f"tick {tick}", flush=True)
+        if os.path.exists(stop_file):
+            return {"ticks": tick}
+        time.sleep(0.25)
+    raise TimeoutError(f"{stop_file} never appeared")
+
+
+def build_pipeline(folder: Path, prefix: Path) -> None:
+    """tokenize -> train two tiny runs (two learning rates) -> evaluate the first: the real product steps."""
+    from experiments.llama import llama_nano
+    from fray.cluster import ResourceConfig
+    from marin.data.corpus import SOURCE_NAME, stories
+    from marin.data.tokenizer_training import train_byte_level_bpe
+    from marin.execution.step_runner import StepRunner
+    from marin.experiment.data import tokenized
+    from marin.experiment.evaluate import evaluate
+    from marin.experiment.train import train_lm
+    from marin.training.optim import AdamConfig
+    from zephyr.config import ZephyrConfig
+
+    tokenizer = folder / "tokenizer"
+    train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))
+    cache = tokenized("tokenized/stories", tokenizer=str(tokenizer), source=SOURCE_NAME, sample_count=80,
+                      validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
+    runs = [train_lm(name="checkpoints/nano", model=llama_nano, optimizer=AdamConfig(learning_rate=lr),
+                     datasets={cache: 1.0}, batch_size=2, seq_len=128, num_train_steps=6,
+                     resources=ResourceConfig.with_cpu(), steps_per_eval=3, checkpoint_every=6)
+            for lr in (6e-3, 1e-3)]
+    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache])
+    StepRunner(prefix=str(prefix), progress=False).run([*runs, evaluation])

@@ -23,6 +23,7 @@ function marinaGraph(containerId, dataId) {
   const cy = cytoscape({
     container: document.getElementById(containerId),
     elements: elements,
+    maxZoom: 1.6,
     layout: { name: "dagre", rankDir: "LR", nodeSep: 20, rankSep: 80 },
     style: [
       { selector: "node", style: { "background-color": "data(color)", label: "data(label)", "font-size": 11,
