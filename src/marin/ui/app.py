@@ -1,7 +1,8 @@
 """The Starlette app behind `marin ui`: server-rendered, read-only pages over one prefix.
 
 Every page is a GET whose URL carries its whole state (filters, selected runs, page numbers), so a
-URL can be shared. Nothing here writes, deletes or runs anything under the prefix.
+URL can be shared. Nothing here writes, deletes or runs anything under the prefix. Handlers are
+plain functions, which Starlette runs on its thread pool: a slow read never stalls other pages.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def create_app(config: UiConfig) -> Starlette:
     def rel_of(path: str | None) -> str | None:
         return relative(prefix, storage.absolute(path)) if path else None
 
-    async def outputs(request: Request) -> HTMLResponse:
+    def outputs(request: Request) -> HTMLResponse:
         q = request.query_params
         name, state = q.get("q", "").strip(), q.get("state", "")
         sort, desc = q.get("sort", "path"), q.get("desc") == "1"
@@ -156,7 +157,7 @@ def create_app(config: UiConfig) -> Starlette:
         return render("outputs.html", request, entries=shown, total=total, q=name, state=state, sort=sort,
                       desc=desc, page=page, pages=max(1, -(-total // PAGE_SIZE)), query=dict(q))
 
-    async def output(request: Request) -> HTMLResponse:
+    def output(request: Request) -> HTMLResponse:
         rel = request.path_params["rel"]
         entry = entry_at(rel)
         path = locate(rel)
@@ -170,14 +171,14 @@ def create_app(config: UiConfig) -> Starlette:
                       artifact=artifact, deps=deps, versions=versions, log_text=log_text, log_size=log_size,
                       running=entry.row.state == RUNNING, state=shown_state(entry))
 
-    async def log(request: Request) -> HTMLResponse:
+    def log(request: Request) -> HTMLResponse:
         entry = entry_at(request.path_params["rel"])
         path = locate(request.path_params["rel"])
         log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
         return render("log.html", request, rel=entry.rel, log_text=log_text, log_size=log_size,
                       running=entry.row.state == RUNNING)
 
-    async def diff(request: Request) -> HTMLResponse:
+    def diff(request: Request) -> HTMLResponse:
         a, b = entry_at(request.query_params.get("a", "")), entry_at(request.query_params.get("b", ""))
         ra, rb = (a.info or {}).get("key_record"), (b.info or {}).get("key_record")
         changes = diff_key_records(ra, rb) if isinstance(ra, dict) and isinstance(rb, dict) else None
@@ -220,11 +221,11 @@ def create_app(config: UiConfig) -> Starlette:
             "edges": [{"source": s, "target": t} for s, t in sorted(edges)],
         }
 
-    async def lineage(request: Request) -> HTMLResponse:
+    def lineage(request: Request) -> HTMLResponse:
         entry = entry_at(request.path_params["rel"])
         return render("lineage.html", request, entry=entry, graph=lineage_graph(entry))
 
-    async def experiment(request: Request) -> HTMLResponse:
+    def experiment(request: Request) -> HTMLResponse:
         if config.experiment is None:
             raise HTTPException(404, "start the UI with `marin ui --experiment FILE.py` to see a plan")
         from marin.execution.step_runner import StepRunner
@@ -242,7 +243,7 @@ def create_app(config: UiConfig) -> Starlette:
                  "edges": [{"source": str(d), "target": str(i)} for i, s in enumerate(plan.steps) for d in s.deps]}
         return render("experiment.html", request, plan=plan, rows=rows, graph=graph, file=config.experiment)
 
-    async def runs(request: Request) -> HTMLResponse:
+    def runs(request: Request) -> HTMLResponse:
         q = request.query_params
         chosen = [r for r in q.getlist("o") if r]
         candidates = [e for e in index.entries() if e.kind == "train"]
@@ -255,7 +256,7 @@ def create_app(config: UiConfig) -> Starlette:
         return render("runs.html", request, candidates=candidates, selected=selected, chosen=set(chosen),
                       payload=payload, curves=CURVES, params=params, settings=settings, show_all=q.get("all") == "1")
 
-    async def data(request: Request) -> HTMLResponse:
+    def data(request: Request) -> HTMLResponse:
         rel = request.path_params.get("rel", "")
         path = locate(rel)
         q = request.query_params
@@ -283,7 +284,7 @@ def create_app(config: UiConfig) -> Starlette:
         artifact = artifact_of(path) if index.get(path) is not None else None
         return render("data.html", request, mode="dir", listing=listing, artifact=artifact, **context)
 
-    async def evals(request: Request) -> HTMLResponse:
+    def evals(request: Request) -> HTMLResponse:
         rows = []
         for e in index.entries(include_superseded=False):
             if e.kind == "eval":
@@ -292,7 +293,7 @@ def create_app(config: UiConfig) -> Starlette:
                              "harness": results.get("harness") or {}})
         return render("evals.html", request, rows=rows)
 
-    async def evaluation(request: Request) -> HTMLResponse:
+    def evaluation(request: Request) -> HTMLResponse:
         entry = entry_at(request.path_params["rel"])
         results = read_json_capped(f"{entry.row.path}/{RESULTS_FILE}")
         if not isinstance(results, dict):

@@ -1,13 +1,18 @@
-"""The index of step outputs under a prefix, cached by each output's status-file mtime.
+"""The index of step outputs under a prefix, cached by mtime.
 
-A page load walks the prefix once (directories only: `storage.find_dirs_with`), then reuses each
-output's row and records while its `.executor_status` keeps the same mtime. Outputs with a lease
-file are re-read every time: whether their holder is alive depends on the clock, not on a file.
+On local disk a page load stats every directory under the prefix and lists again only those whose
+mtime changed; an output's row and records are reused while its directory keeps its mtime (the
+engine writes `.executor_status` and lease files by renaming into the directory, which changes
+it). Off local disk (gs://, s3://) the prefix is listed with `storage.find_dirs_with` and a record
+is reused while `.executor_status` keeps its mtime. Outputs with a lease file are re-read every
+time: whether their holder is alive depends on the clock, not on a file.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Iterator
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -62,14 +67,15 @@ class OutputIndex:
     prefix: str
     lease_timeout: float = 60.0
     _cache: dict[str, tuple[Any, Entry]] = field(default_factory=dict)
+    _dirs: dict[str, tuple[int, list[str], list[str]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def entries(self, include_superseded: bool = True) -> list[Entry]:
         """All outputs, sorted by path."""
         now = time.time()
         found: dict[str, Entry] = {}
-        for path, names in storage.find_dirs_with(self.prefix, is_output_record):
-            entry = self._entry(path, names, now)
+        for path, names, stamp in self._walk():
+            entry = self._entry(path, names, now, stamp)
             if include_superseded or not entry.row.superseded:
                 found[path] = entry
         with self._lock:
@@ -77,9 +83,45 @@ class OutputIndex:
                 del self._cache[gone]
         return [found[p] for p in sorted(found)]
 
-    def _entry(self, path: str, names: list[str], now: float) -> Entry:
+    def _walk(self) -> Iterator[tuple[str, list[str], Any]]:
+        """(output directory, its file names, a stamp that changes when it does) for every output."""
+        if not storage.is_local(self.prefix):
+            for path, names in storage.find_dirs_with(self.prefix, is_output_record):
+                yield path, names, None
+            return
+        seen: dict[str, tuple[int, list[str], list[str]]] = {}
+        stack = [storage.absolute(self.prefix)]
+        while stack:
+            directory = stack.pop()
+            try:
+                mtime = os.stat(directory).st_mtime_ns
+            except OSError:
+                continue
+            with self._lock:
+                listed = self._dirs.get(directory)
+            if listed is None or listed[0] != mtime:
+                subdirs, files = [], []
+                try:
+                    with os.scandir(directory) as it:
+                        for e in it:
+                            (subdirs if e.is_dir(follow_symlinks=False) else files).append(e.name)
+                except OSError:
+                    continue
+                listed = (mtime, sorted(subdirs), files)
+            seen[directory] = listed
+            if any(is_output_record(n) for n in listed[2]):
+                yield directory, listed[2], mtime
+            else:
+                stack.extend(os.path.join(directory, d) for d in reversed(listed[1]))
+        with self._lock:
+            self._dirs = seen
+
+    def _entry(self, path: str, names: list[str], now: float, stamp: Any = None) -> Entry:
         leased = any(n.startswith(LEASE_PREFIX) for n in names)
-        stamp = None if leased else (storage.modified_time(f"{path}/{STATUS_FILE}"), INFO_FILE in names)
+        if leased:
+            stamp = None
+        elif stamp is None:
+            stamp = (storage.modified_time(f"{path}/{STATUS_FILE}"), INFO_FILE in names)
         with self._lock:
             cached = self._cache.get(path)
         if stamp is not None and cached is not None and cached[0] == stamp:
@@ -99,7 +141,15 @@ class OutputIndex:
         names = storage.list_names(path)
         if not any(is_output_record(n) for n in names):
             return None
-        return self._entry(path, names, time.time())
+        return self._entry(path, names, time.time(), self._stamp(path, names))
+
+    def _stamp(self, path: str, names: list[str]) -> Any:
+        if storage.is_local(path):
+            try:
+                return os.stat(storage.absolute(path)).st_mtime_ns
+            except OSError:
+                return None
+        return None
 
 
 def artifact_of(path: str) -> dict[str, Any] | None:

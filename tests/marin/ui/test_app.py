@@ -200,3 +200,35 @@ def test_token_is_required_on_every_request_and_set_from_the_query(ui_prefix):
 
 def test_quote_round_trips_names_with_spaces(client):
     assert client.get("/output/" + quote("no such output")).status_code == 404
+
+
+def flaky(flag: str) -> dict:
+    """Fails until the file `flag` exists."""
+    from pathlib import Path
+
+    if not Path(flag).exists():
+        raise RuntimeError("not yet")
+    return {"headline": {"metric": "score", "value": 7}}
+
+
+def test_outputs_page_follows_new_and_rerun_outputs_despite_its_cache(tmp_path):
+    import functools
+
+    from fray.cluster import ThreadCluster
+    from marin.execution.errors import StepFailedError
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    prefix, flag = tmp_path / "out", tmp_path / "flag"
+    runner = StepRunner(prefix=str(prefix), cluster=ThreadCluster(), progress=False)
+    step = StepSpec(name="flaky", fn=functools.partial(flaky, str(flag)))
+    with pytest.raises(StepFailedError):
+        runner.run([step])
+    with TestClient(create_app(UiConfig(str(prefix)))) as c:
+        assert c.get("/").text.count('data-state="FAILED"') == 1
+        flag.write_text("go")
+        runner.run([step], force_run_failed=True)
+        runner.run([StepSpec(name="later", fn=functools.partial(flaky, str(flag)))])
+        page = c.get("/").text
+        assert page.count('data-state="SUCCESS"') == 2 and "FAILED" not in page.split("<tbody>")[1]
+        assert "score = 7" in page
