@@ -167,7 +167,10 @@ def create_app(config: UiConfig) -> Starlette:
         deps = [{**d, "rel": rel_of(d.get("path"))} for d in info.get("deps") or [] if isinstance(d, dict)]
         versions = [e for e in index.entries() if e.row.name == entry.row.name and e.rel != entry.rel]
         log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
+        inputs = [index.get(storage.join(prefix, d["rel"])) for d in deps if d["rel"]]  # only inside the prefix
+        has_curves = entry.kind == "train" or sum(1 for e in inputs if e is not None and e.kind == "train") > 1
         return render("output.html", request, entry=entry, rel=entry.rel, status=status, info=info,
+                      has_curves=has_curves,
                       artifact=artifact, deps=deps, versions=versions, log_text=log_text, log_size=log_size,
                       running=entry.row.state == RUNNING, state=shown_state(entry))
 
@@ -243,18 +246,34 @@ def create_app(config: UiConfig) -> Starlette:
                  "edges": [{"source": str(d), "target": str(i)} for i, s in enumerate(plan.steps) for d in s.deps]}
         return render("experiment.html", request, plan=plan, rows=rows, graph=graph, file=config.experiment)
 
+    def trained_inputs(entry: Entry, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> list[Entry]:
+        """The training outputs among an output's inputs (the runs an lr_sweep report compares)."""
+        found = [_find_dep(d, by_path, by_key) for d in (entry.info or {}).get("deps") or []]
+        return [e for e in found if e is not None and e.kind == "train"]
+
     def runs(request: Request) -> HTMLResponse:
         q = request.query_params
         chosen = [r for r in q.getlist("o") if r]
-        candidates = [e for e in index.entries() if e.kind == "train"]
-        selected = [entry_at(r) for r in chosen]
+        entries = index.entries()
+        by_path = {e.row.path: e for e in entries}
+        by_key = {e.key: e for e in entries if e.key}
+        candidates = [e for e in entries if e.kind == "train"]
+        reports = [(e, trained_inputs(e, by_path, by_key)) for e in entries if e.kind != "train"]
+        reports = [(e, runs) for e, runs in reports if len(runs) > 1]
+        selected: list[Entry] = []
+        for rel in chosen:  # a report stands for the training runs it compares
+            entry = entry_at(rel)
+            for run in [entry] if entry.kind == "train" else trained_inputs(entry, by_path, by_key):
+                if run.rel not in {s.rel for s in selected}:
+                    selected.append(run)
         payload = [{"name": f"{e.row.name} ({e.rel})", "series": series(read_metrics(e.row.path))} for e in selected]
         params = hyperparameter_diff([(e.info or {}).get("hash_attrs") or {} for e in selected],
                                      only_different=q.get("all") != "1")
         settings = {"x": q.get("x", "step"), "smooth": _float(q.get("smooth"), 0.0), "logx": q.get("logx") == "1",
                     "logy": q.get("logy") == "1"}
-        return render("runs.html", request, candidates=candidates, selected=selected, chosen=set(chosen),
-                      payload=payload, curves=CURVES, params=params, settings=settings, show_all=q.get("all") == "1")
+        return render("runs.html", request, candidates=candidates, reports=reports, selected=selected,
+                      chosen=set(chosen), payload=payload, curves=CURVES, params=params, settings=settings,
+                      show_all=q.get("all") == "1")
 
     def data(request: Request) -> HTMLResponse:
         rel = request.path_params.get("rel", "")

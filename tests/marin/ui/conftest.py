@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.marin.ui.prefix import build_token_cache, run_experiment, write_experiment
+from tests.marin.ui.prefix import build_pipeline, build_token_cache, run_experiment, write_experiment
 
 
 @pytest.fixture(scope="session")
@@ -18,3 +18,12 @@ def ui_prefix(tmp_path_factory):
     build_token_cache(folder, prefix)
     (prefix / "outside-link").symlink_to("/etc")  # a symlink out of the prefix, which the UI must not follow
     return prefix, experiment
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory):
+    """(folder, prefix) after the real steps ran: tokenize -> train x2 -> evaluate, and a sweep report."""
+    folder = tmp_path_factory.mktemp("pipeline")
+    prefix = folder / "outputs"
+    build_pipeline(folder, prefix)
+    return folder, prefix

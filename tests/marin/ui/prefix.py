@@ -120,14 +120,14 @@ def chatter(stop_file: str, output_path: str) -> dict:
 
 
 def build_pipeline(folder: Path, prefix: Path) -> None:
-    """tokenize -> train two tiny runs (two learning rates) -> evaluate the first: the real product steps."""
+    """tokenize -> train two tiny runs (two learning rates) -> evaluate the first, and a sweep report of both."""
     from experiments.llama import llama_nano
     from fray.cluster import ResourceConfig
     from marin.data.corpus import SOURCE_NAME, stories
     from marin.data.tokenizer_training import train_byte_level_bpe
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
-    from marin.experiment.evaluate import evaluate
+    from marin.experiment.evaluate import evaluate, sweep_report
     from marin.experiment.train import train_lm
     from marin.training.optim import AdamConfig
     from zephyr.config import ZephyrConfig
@@ -136,9 +136,10 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
     train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))
     cache = tokenized("tokenized/stories", tokenizer=str(tokenizer), source=SOURCE_NAME, sample_count=80,
                       validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
-    runs = [train_lm(name="checkpoints/nano", model=llama_nano, optimizer=AdamConfig(learning_rate=lr),
+    runs = [train_lm(name=f"checkpoints/nano-lr{lr:g}", model=llama_nano, optimizer=AdamConfig(learning_rate=lr),
                      datasets={cache: 1.0}, batch_size=2, seq_len=128, num_train_steps=6,
                      resources=ResourceConfig.with_cpu(), steps_per_eval=3, checkpoint_every=6)
             for lr in (6e-3, 1e-3)]
-    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache])
-    StepRunner(prefix=str(prefix), progress=False).run([*runs, evaluation])
+    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache], prompts=("Once upon a time",))
+    report = sweep_report("reports/lr", {"lr=6e-3": runs[0], "lr=1e-3": runs[1]})
+    StepRunner(prefix=str(prefix), progress=False).run([*runs, evaluation, report])

@@ -85,7 +85,7 @@ def test_experiment_page_is_404_without_an_experiment(ui_prefix):
 
 def test_runs_page_overlays_selected_runs_and_diffs_their_hyperparameters(client):
     runs = client.get("/runs").text
-    rels = re.findall(r'name="o" value="([^"]+)"', runs)
+    rels = re.findall(r'class="pick-run" name="o" value="([^"]+)"', runs)
     assert len(rels) == 2
     page = client.get("/runs", params=[("o", rels[0]), ("o", rels[1]), ("x", "tokens"), ("logy", "1")])
     assert page.status_code == 200
@@ -135,6 +135,32 @@ def test_evaluations_page_lists_outputs_with_results(client):
     page = client.get("/evals")
     assert page.status_code == 200 and "no evaluation outputs" in page.text
     assert client.get(f"/evals/{_rel(client, 'raw')}").status_code == 404
+
+
+@pytest.fixture(scope="module")
+def pipeline_client(pipeline):
+    with TestClient(create_app(UiConfig(str(pipeline[1])))) as c:
+        yield c
+
+
+def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipeline):
+    results = json.loads(next((pipeline[1] / "eval").glob("nano-*/results.json")).read_text())
+    table = pipeline_client.get("/evals").text
+    assert "eval/nano" in table and f"{results['perplexity']['micro']['bpb']:.4f}" in table
+    rel = _rel(pipeline_client, "eval/nano")
+    page = pipeline_client.get(f"/evals/{rel}")
+    assert page.status_code == 200 and "tokenized/stories" in page.text and "Once upon a time" in page.text
+    samples = pipeline_client.get(f"/data/{rel}/samples.jsonl")
+    assert samples.status_code == 200 and "Once upon a time" in samples.text
+
+
+def test_a_sweep_report_selects_the_runs_it_compares(pipeline_client):
+    report = _rel(pipeline_client, "reports/lr")
+    assert f'href="/runs?o={report}"' in pipeline_client.get(f"/output/{report}").text
+    page = pipeline_client.get("/runs", params={"o": report})
+    payload = json.loads(re.search(r'id="runs-data">(.*?)</script>', page.text, re.S).group(1))
+    assert len(payload) == 2 and all(len(run["series"]["eval_bpb"]) == 2 for run in payload)
+    assert "learning_rate" in re.search(r'<table class="params".*?</table>', page.text, re.S).group(0)
 
 
 def test_static_assets_are_served_from_the_package(client):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.marin.ui.prefix import build_pipeline, chatter
+from tests.marin.ui.prefix import chatter
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
@@ -31,15 +31,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def pipeline(tmp_path_factory):
-    """The prefix, after tokenize -> train x2 -> evaluate ran in it."""
-    folder = tmp_path_factory.mktemp("browser")
-    prefix = folder / "outputs"
-    build_pipeline(folder, prefix)
-    return folder, prefix
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +107,8 @@ def test_outputs_filter_then_lineage_then_output(server, browser, shots):
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/")
-    assert len(_rows(browser)) == 4  # tokenize, two trainings, one evaluation
+    # tokenize, two trainings, an evaluation, a report
+    _wait(lambda: len(_rows(browser)) == 5, what="the five outputs of the pipeline")
     shots(browser, "outputs")
     box = browser.find_element(By.ID, "filter-name")
     box.send_keys("nano")
@@ -180,8 +172,8 @@ def test_overlay_two_runs_draws_both_series(server, browser, shots):
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/runs")
-    boxes = browser.find_elements(By.CSS_SELECTOR, "input[name=o]")
-    assert len(boxes) == 2
+    boxes = browser.find_elements(By.CSS_SELECTOR, "input.pick-run")
+    assert len(boxes) == 2 and len(browser.find_elements(By.CSS_SELECTOR, "input.pick-report")) == 1
     for box in boxes:
         box.click()
     browser.find_element(By.ID, "overlay").click()
