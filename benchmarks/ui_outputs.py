@@ -2,8 +2,9 @@
 
 A real StepRunner (on threads) fills a prefix with N outputs (default 10,000; pass another N as
 the argument). Then the Outputs page is requested in-process through Starlette's TestClient: the
-first load (a cold index reads every record) and the best of five warm loads (the index reuses a
-record while its status file keeps its mtime), unfiltered and filtered by name. The same-run baseline
+first load right after startup (it waits for the index the server starts building at startup,
+which reads every record) and the best of five warm loads (the index reuses an output's records
+while its directory keeps its mtime), unfiltered, sorted by age and filtered by name. The same-run baseline
 is `list_outputs(prefix)`, which `marin status` calls and which reads every record every time.
 Goal: a warm load under 1 s.
 """
@@ -63,7 +64,7 @@ def main() -> None:
                 response = client.get("/", params={"q": "group7/"})
                 assert response.status_code == 200 and f"{n // 50} outputs" in response.text
 
-            cold = timed(load)
+            cold = timed(load)  # waits for the index the server started building at startup
             warm = min(timed(load) for _ in range(5))
             warm_sorted = min(timed(lambda: load(sort="age", desc="1")) for _ in range(3))
             filtered = min(timed(load_filtered) for _ in range(3))

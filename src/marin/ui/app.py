@@ -7,8 +7,10 @@ plain functions, which Starlette runs on its thread pool: a slow read never stal
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,14 @@ from marin.execution.cache_key import diff_key_records
 from marin.execution.explain import format_seconds
 from marin.execution.status import RUNNING, STATUS_FILE
 from marin.ui import data as data_pages
-from marin.ui.index import LEDGER_FILE, RESULTS_FILE, Entry, OutputIndex, artifact_of
+from marin.ui.index import LEDGER_FILE, RESULTS_FILE, UNREADABLE, Entry, OutputIndex, artifact_of
 from marin.ui.paths import NotFound, is_dir, read_json_capped, read_tail, relative, resolve
 from marin.ui.runs import CURVES, hyperparameter_diff, read_metrics, series
 
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "marin_ui_token"
 PAGE_SIZE = 500
-STATES = ("SUCCESS", "FAILED", "RUNNING", "INTERRUPTED", "superseded")
+STATES = ("SUCCESS", "FAILED", "RUNNING", "INTERRUPTED", "superseded", UNREADABLE)
 
 
 @dataclass(frozen=True)
@@ -338,7 +340,15 @@ def create_app(config: UiConfig) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(TokenGate, token=config.token)] if config.token else []
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        # Read every record once in the background, so that the first page load finds the index warm.
+        threading.Thread(target=index.entries, name="marin-ui-index", daemon=True).start()
+        yield
+
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found},
+                     lifespan=lifespan)
 
 
 def _find_dep(dep: Any, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> Entry | None:

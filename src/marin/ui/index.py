@@ -15,28 +15,35 @@ import threading
 from collections.abc import Iterator
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from marin.execution import storage
 from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE
 from marin.execution.explain import OutputStatus, is_output_record, output_status
 from marin.execution.status import LEASE_PREFIX, STATUS_FILE, SUCCESS
-from marin.ui.paths import read_json_capped, relative
+from marin.ui.paths import RECORD_CAP, read_json_capped, relative, size_of
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
+UNREADABLE = "UNREADABLE"  # the state shown for an output whose records are too large to read
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One output: its status row, its file names, and its `.executor_info` (None until it succeeds)."""
+    """One output: its status row and its file names; its `.executor_info` is read when first asked for."""
 
     rel: str
     row: OutputStatus
     names: frozenset[str]
-    info: dict[str, Any] | None
     computed_at: float
+
+    @cached_property
+    def info(self) -> dict[str, Any] | None:
+        """The output's `.executor_info` (None until it succeeds, or when unreadable or too large)."""
+        info = read_json_capped(f"{self.row.path}/{INFO_FILE}") if INFO_FILE in self.names else None
+        return info if isinstance(info, dict) else None
 
     @property
     def age_s(self) -> float | None:
@@ -68,20 +75,20 @@ class OutputIndex:
     lease_timeout: float = 60.0
     _cache: dict[str, tuple[Any, Entry]] = field(default_factory=dict)
     _dirs: dict[str, tuple[int, list[str], list[str]]] = field(default_factory=dict)
+    _walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time: later ones reuse it
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def entries(self, include_superseded: bool = True) -> list[Entry]:
         """All outputs, sorted by path."""
-        now = time.time()
-        found: dict[str, Entry] = {}
-        for path, names, stamp in self._walk():
-            entry = self._entry(path, names, now, stamp)
-            if include_superseded or not entry.row.superseded:
-                found[path] = entry
+        with self._walking:
+            now = time.time()
+            found: dict[str, Entry] = {}
+            for path, names, stamp in self._walk():
+                found[path] = self._entry(path, names, now, stamp)
         with self._lock:
             for gone in self._cache.keys() - found.keys():
                 del self._cache[gone]
-        return [found[p] for p in sorted(found)]
+        return [found[p] for p in sorted(found) if include_superseded or not found[p].row.superseded]
 
     def _walk(self) -> Iterator[tuple[str, list[str], Any]]:
         """(output directory, its file names, a stamp that changes when it does) for every output."""
@@ -126,12 +133,16 @@ class OutputIndex:
             cached = self._cache.get(path)
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
-        row = output_status(path, names, now, self.lease_timeout)
+        oversized = [n for n in (STATUS_FILE, ARTIFACT_FILE) if n in names
+                     and (size_of(f"{path}/{n}") or 0) > RECORD_CAP]
+        if oversized:  # the engine's readers take whole files: never hand them one this large
+            row = OutputStatus(path, storage.basename(path), UNREADABLE, None, None,
+                               f"{', '.join(oversized)} is larger than {RECORD_CAP >> 20} MiB; not read")
+        else:
+            row = output_status(path, names, now, self.lease_timeout)
         if row.state == SUCCESS and not row.headline:
             row = replace(row, headline=_fallback_headline(path, names))
-        info = read_json_capped(f"{path}/{INFO_FILE}") if INFO_FILE in names else None
-        entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names),
-                      info if isinstance(info, dict) else None, now)
+        entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names), now)
         with self._lock:
             self._cache[path] = (stamp, entry)
         return entry

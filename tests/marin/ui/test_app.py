@@ -258,3 +258,22 @@ def test_outputs_page_follows_new_and_rerun_outputs_despite_its_cache(tmp_path):
         page = c.get("/").text
         assert page.count('data-state="SUCCESS"') == 2 and "FAILED" not in page.split("<tbody>")[1]
         assert "score = 7" in page
+
+
+def test_an_oversized_status_record_is_shown_unread(tmp_path):
+    from fray.cluster import ThreadCluster
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+    from marin.ui.paths import RECORD_CAP
+
+    prefix = tmp_path / "out"
+    StepRunner(prefix=str(prefix), cluster=ThreadCluster(), progress=False).run([StepSpec(name="fine", fn=dict)])
+    huge = prefix / "huge"
+    huge.mkdir()
+    (huge / ".executor_status").write_bytes(b'{"state": "SUCCESS", "pad": "' + b"x" * RECORD_CAP + b'"}')
+    with TestClient(create_app(UiConfig(str(prefix)))) as c:
+        page = c.get("/").text
+        assert 'data-state="UNREADABLE"' in page and "larger than 4 MiB" not in page  # the note is on its page
+        assert 'data-state="SUCCESS"' in page
+        output = c.get("/output/huge")
+        assert output.status_code == 200 and "larger than 4 MiB" in output.text
