@@ -277,3 +277,33 @@ def test_an_oversized_status_record_is_shown_unread(tmp_path):
         assert 'data-state="SUCCESS"' in page
         output = c.get("/output/huge")
         assert output.status_code == 200 and "larger than 4 MiB" in output.text
+
+
+def write_lines(output_path: str) -> dict:
+    """A step that writes a jsonl shard through fsspec, wherever its output lives."""
+    from marin.execution import storage
+
+    storage.write_bytes(storage.join(output_path, "rows.jsonl"), b"".join(b'{"n": %d}\n' % i for i in range(30)))
+    return {"headline": {"metric": "rows", "value": 30}}
+
+
+def test_an_fsspec_prefix_is_served_like_a_local_one():
+    from fray.cluster import ThreadCluster
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    prefix = "memory://marin-ui-test"
+    base = StepSpec(name="base", fn=write_lines)
+    StepRunner(prefix=prefix, cluster=ThreadCluster(), progress=False).run(
+        [StepSpec(name="top", fn=write_lines, deps=[base])])
+    with TestClient(create_app(UiConfig(prefix))) as c:
+        page = c.get("/").text
+        assert page.count('data-state="SUCCESS"') == 2 and "rows = 30" in page
+        rel = _rel(c, "top")
+        assert "base" in c.get(f"/output/{rel}").text
+        lineage = c.get(f"/lineage/{rel}").text
+        assert lineage.count('<li><a href="/output/') == 2
+        rows = c.get(f"/data/{rel}/rows.jsonl", params={"start": 25})
+        assert rows.status_code == 200 and "&#34;n&#34;: 29" in rows.text and "&#34;n&#34;: 24" not in rows.text
+        assert c.get(f"/data/{rel}/../../x").status_code == 404
+        assert c.get("/output/nothing-here").status_code == 404
