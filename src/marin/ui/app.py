@@ -114,8 +114,7 @@ def create_app(config: UiConfig) -> Starlette:
     if config.experiment:
         from marin.execution.discover import load_steps
 
-        if prefix:
-            os.environ.setdefault("MARIN_PREFIX", prefix)
+        os.environ["MARIN_PREFIX"] = prefix  # as `marin plan --prefix`: a runner the file starts agrees
         experiment_steps = load_steps(config.experiment)
 
     def render(name: str, request: Request, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -307,3 +307,19 @@ def test_an_fsspec_prefix_is_served_like_a_local_one():
         assert rows.status_code == 200 and "&#34;n&#34;: 29" in rows.text and "&#34;n&#34;: 24" not in rows.text
         assert c.get(f"/data/{rel}/../../x").status_code == 404
         assert c.get("/output/nothing-here").status_code == 404
+
+
+def test_package_data_ships_every_template_and_asset():
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    import marin.ui
+
+    root = Path(marin.ui.__file__).parent
+    globs = tomllib.loads((root.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.suffix != ".py"
+             and "__pycache__" not in p.parts]
+    assert len(files) > 15
+    assert not [f for f in files if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/")
+                                             for g in globs["marin.ui"])]
