@@ -8,6 +8,7 @@ $MARIN_UI_SCREENSHOTS when set: that is how docs/ui-*.png are made).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -33,20 +34,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(pipeline):
-    """`marin ui PREFIX --port N` as a real process; yields its base URL."""
-    _, prefix = pipeline
+@contextlib.contextmanager
+def marin_ui(*args: str):
+    """`marin ui ARGS --port N` as a real process on a free port; yields its base URL."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "marin.cli", "ui", str(prefix), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "marin.cli", "ui", *args, "--port", str(port)],
                             stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
-        assert f"http://127.0.0.1:{port}/" in line, line + proc.stderr.read() if proc.poll() is not None else line
+        assert f"http://127.0.0.1:{port}/" in line, line + (proc.stderr.read() if proc.poll() is not None else "")
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(pipeline):
+    """The UI over the pipeline's prefix."""
+    with marin_ui(str(pipeline[1])) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,7 @@ def browser():
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
+    driver.implicitly_wait(10)  # lookups right after a navigation wait for the element to be parsed
     try:
         yield driver
     finally:
@@ -223,3 +230,18 @@ def test_evaluations_page_shows_bpb(server, browser, shots):
     assert "Perplexity" in browser.page_source
     shots(browser, "evals")
     _no_console_errors(browser)
+
+
+def test_experiment_plan_draws_every_step(ui_prefix, browser, shots):
+    from selenium.webdriver.common.by import By
+
+    prefix, experiment = ui_prefix
+    with marin_ui(str(prefix), "--experiment", str(experiment)) as url:
+        browser.get(url + "/experiment")
+        rows = _wait(lambda: browser.find_elements(By.CSS_SELECTOR, "table.plan > tbody > tr"), what="the plan")
+        assert len(rows) == 5 and any("run: changed" in r.text and "hash_attrs.lr" in r.text for r in rows)
+        drawn = _wait(lambda: browser.execute_script("return window.marinaCy && window.marinaCy.nodes().length"),
+                      what="the plan graph")
+        assert drawn == 5
+        shots(browser, "experiment")
+        _no_console_errors(browser)
