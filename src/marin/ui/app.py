@@ -40,6 +40,7 @@ from marin.ui.runs import CURVES, hyperparameter_diff, read_metrics, series
 HERE = Path(__file__).parent
 TOKEN_COOKIE = "marin_ui_token"
 PAGE_SIZE = 500
+LISTING_CAP = 1000  # entries of one folder the data page lists
 STATES = ("SUCCESS", "FAILED", "RUNNING", "INTERRUPTED", "superseded", UNREADABLE)
 
 
@@ -296,13 +297,14 @@ def create_app(config: UiConfig) -> Starlette:
             return render("data.html", request, mode="tokens", page=page, cache=cache, split=split,
                           splits=list(cache_splits), ids=q.get("ids") == "1", **context)
         listing = []
-        for name in sorted(names):
+        for name in sorted(names)[:LISTING_CAP]:
             child = storage.join(path, name)
             child_rel = f"{context['rel']}/{name}".strip("/")
             listing.append({"name": name, "rel": child_rel, "dir": is_dir(child),
                             "browsable": data_pages.is_browsable(name)})
         artifact = artifact_of(path) if index.get(path) is not None else None
-        return render("data.html", request, mode="dir", listing=listing, artifact=artifact, **context)
+        return render("data.html", request, mode="dir", listing=listing, artifact=artifact,
+                      more=max(0, len(names) - LISTING_CAP), **context)
 
     def evals(request: Request) -> HTMLResponse:
         rows = []
