@@ -199,6 +199,20 @@ def test_overlay_two_runs_draws_both_series(server, browser, shots):
     shots(browser, "runs")
     _no_console_errors(browser)
 
+    # The chart settings live in the URL: tokens on x, log y, smoothing.
+    browser.get(browser.current_url + "&x=tokens&logy=1&smooth=0.6")
+    _wait(lambda: browser.execute_script("return !!(window.marinaCharts && window.marinaCharts.loss)"),
+          what="the loss chart with new settings")
+    scales, first, raw_x = browser.execute_script(
+        "const c = window.marinaCharts.loss; const d = c.data.datasets[0].data;"
+        "return [[c.options.scales.x.type, c.options.scales.y.type], d[1].y, d.map(p => p.x)];")
+    assert scales == ["linear", "logarithmic"]
+    assert raw_x == [256 * step for step in range(1, 7)]  # batch 2 x seq_len 128 tokens a step
+    raw = browser.execute_script("return JSON.parse(document.getElementById('runs-data').textContent)[0]"
+                                 ".series.loss.map(p => p[2]);")
+    assert first == pytest.approx((0.6 * 0.4 * raw[0] + 0.4 * raw[1]) / (1 - 0.6**2))  # debiased EMA
+    _no_console_errors(browser)
+
 
 def test_token_cache_pages_show_decoded_text(server, browser, shots):
     from selenium.webdriver.common.by import By
