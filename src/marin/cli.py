@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, status, info, gc; submit and jobs (a Ray cluster, see docs/clusters.md).
+"""The `marin` command: run, plan, status, info, gc, ui; submit and jobs (a Ray cluster, see docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -211,6 +211,31 @@ def diff(path_a, path_b, as_json) -> None:
             click.echo(line)
     if not result.same:
         sys.exit(1)
+
+
+@main.command()
+@click.argument("prefix", required=False)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback needs --token.")
+@click.option("--port", type=int, default=8642, show_default=True, help="Port to listen on.")
+@click.option("--token", envvar="MARIN_UI_TOKEN", default=None,
+              help="Secret every request must carry (default: $MARIN_UI_TOKEN); required off loopback.")
+@click.option("--experiment", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Also show this experiment file's plan: each step's state and why it would rerun.")
+def ui(prefix, host, port, token, experiment) -> None:
+    """Marina: a read-only web interface over the outputs under PREFIX (docs/ui.md)."""
+    from marin.execution.plan import resolve_prefix
+
+    try:
+        from marin.ui.app import UiConfig
+        from marin.ui.server import UiStartError, serve
+    except ImportError as e:
+        _fail(f"`marin ui` needs the ui extra: pip install 'marin[ui]' ({e})", 2)
+    try:
+        config = UiConfig(resolve_prefix(prefix), token=token, experiment=experiment)
+        serve(config, host, port, on_ready=lambda url: click.echo(f"Marina serves {config.prefix} at {url}", err=True))
+    except (UiStartError, MarinError) as e:
+        _fail(str(e), 2)
 
 
 def _add_cluster_commands() -> None:

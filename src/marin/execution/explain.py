@@ -42,33 +42,43 @@ def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: b
     """
     now = time.time()
     rows = []
-    wanted = lambda n: n == STATUS_FILE or n.startswith(LEASE_PREFIX)  # noqa: E731
-    for path, names in storage.find_dirs_with(prefix, wanted):
-        superseded = is_superseded(path)
-        if superseded and not include_superseded:
+    for path, names in storage.find_dirs_with(prefix, is_output_record):
+        if is_superseded(path) and not include_superseded:
             continue
-        status = read_status(path) if STATUS_FILE in names else None
-        events = (status or {}).get("events") or []
-        holder = current_holder(path, lease_timeout) if any(n.startswith(LEASE_PREFIX) for n in names) else None
-        if holder is not None:
-            state, detail = RUNNING, f"lease held by {holder.describe()}"
-            age = now - holder.acquired
-        elif status is not None:
-            state, detail = status.get("state", "?"), ""
-            age = now - events[-1]["time"] if events else None
-            if state == RUNNING:  # no live lease holds it: the attempt died without recording an end
-                state, detail = "INTERRUPTED", "an attempt died before finishing; the next run retries it"
-            elif any(n.startswith(LEASE_PREFIX) for n in names):
-                detail = "a stale lease remains from an interrupted attempt"
-        else:
-            state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
-        name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
-        shown = headline(read_artifact(path)) if state == SUCCESS else ""
-        if superseded:
-            detail = "superseded copy (delete with `marin gc PREFIX --superseded`)"
-        rows.append(OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded))
+        rows.append(output_status(path, names, now, lease_timeout))
     rows.sort(key=lambda r: r.path)
     return rows
+
+
+def is_output_record(name: str) -> bool:
+    """Whether a file name marks its directory as a step output (a status file or a lease)."""
+    return name == STATUS_FILE or name.startswith(LEASE_PREFIX)
+
+
+def output_status(path: str, names: list[str], now: float, lease_timeout: float = 60.0) -> OutputStatus:
+    """The status row of the one output at `path`, whose directory holds the files `names`."""
+    superseded = is_superseded(path)
+    status = read_status(path) if STATUS_FILE in names else None
+    events = (status or {}).get("events") or []
+    has_lease = any(n.startswith(LEASE_PREFIX) for n in names)
+    holder = current_holder(path, lease_timeout) if has_lease else None
+    if holder is not None:
+        state, detail = RUNNING, f"lease held by {holder.describe()}"
+        age = now - holder.acquired
+    elif status is not None:
+        state, detail = status.get("state", "?"), ""
+        age = now - events[-1]["time"] if events else None
+        if state == RUNNING:  # no live lease holds it: the attempt died without recording an end
+            state, detail = "INTERRUPTED", "an attempt died before finishing; the next run retries it"
+        elif has_lease:
+            detail = "a stale lease remains from an interrupted attempt"
+    else:
+        state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
+    name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
+    shown = headline(read_artifact(path)) if state == SUCCESS else ""
+    if superseded:
+        detail = "superseded copy (delete with `marin gc PREFIX --superseded`)"
+    return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
 
 
 def headline(artifact: dict[str, Any] | None) -> str:

@@ -1,0 +1,189 @@
+"""The index of step outputs under a prefix, cached by mtime.
+
+On local disk a page load stats every directory under the prefix and lists again only those whose
+mtime changed; an output's row and records are reused while its directory keeps its mtime (the
+engine writes `.executor_status` and lease files by renaming into the directory, which changes
+it). Off local disk (gs://, s3://) the prefix is listed with `storage.find_dirs_with` and a record
+is reused while `.executor_status` keeps its mtime. Outputs with a lease file are re-read every
+time: whether their holder is alive depends on the clock, not on a file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+import time
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from marin.execution import storage
+from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE
+from marin.execution.explain import OutputStatus, is_output_record, output_status
+from marin.execution.status import LEASE_PREFIX, STATUS_FILE, SUCCESS
+from marin.ui.paths import RECORD_CAP, read_json_capped, relative, size_of
+
+METRICS_FILE = "metrics.jsonl"
+RESULTS_FILE = "results.json"
+LEDGER_FILE = "ledger.json"
+UNREADABLE = "UNREADABLE"  # the state shown for an output whose records are too large to read
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One output: its status row and its file names; its `.executor_info` is read when first asked for."""
+
+    rel: str
+    row: OutputStatus
+    names: frozenset[str]
+    computed_at: float
+
+    @cached_property
+    def info(self) -> dict[str, Any] | None:
+        """The output's `.executor_info` (None until it succeeds, or when unreadable or too large)."""
+        info = read_json_capped(f"{self.row.path}/{INFO_FILE}") if INFO_FILE in self.names else None
+        return info if isinstance(info, dict) else None
+
+    @property
+    def age_s(self) -> float | None:
+        """The age now, not when the row was cached."""
+        return None if self.row.age_s is None else self.row.age_s + (time.time() - self.computed_at)
+
+    @property
+    def key(self) -> str | None:
+        """The output's cache key, from its info."""
+        return (self.info or {}).get("key")
+
+    @property
+    def kind(self) -> str:
+        """train, eval, data or step: what the output's files say it is."""
+        if METRICS_FILE in self.names:
+            return "train"
+        if RESULTS_FILE in self.names:
+            return "eval"
+        if LEDGER_FILE in self.names:
+            return "data"
+        return "step"
+
+
+@dataclass
+class OutputIndex:
+    """Every output under `prefix`; `entries()` re-walks and re-reads only what changed."""
+
+    prefix: str
+    lease_timeout: float = 60.0
+    _cache: dict[str, tuple[Any, Entry]] = field(default_factory=dict)
+    _dirs: dict[str, tuple[int, list[str], list[str]]] = field(default_factory=dict)
+    _walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time: later ones reuse it
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def entries(self, include_superseded: bool = True) -> list[Entry]:
+        """All outputs, sorted by path."""
+        with self._walking:
+            now = time.time()
+            found: dict[str, Entry] = {}
+            for path, names, stamp in self._walk():
+                found[path] = self._entry(path, names, now, stamp)
+        with self._lock:
+            for gone in self._cache.keys() - found.keys():
+                del self._cache[gone]
+        return [found[p] for p in sorted(found) if include_superseded or not found[p].row.superseded]
+
+    def _walk(self) -> Iterator[tuple[str, list[str], Any]]:
+        """(output directory, its file names, a stamp that changes when it does) for every output."""
+        if not storage.is_local(self.prefix):
+            for path, names in storage.find_dirs_with(self.prefix, is_output_record):
+                yield path, names, None
+            return
+        seen: dict[str, tuple[int, list[str], list[str]]] = {}
+        stack = [storage.absolute(self.prefix)]
+        while stack:
+            directory = stack.pop()
+            try:
+                mtime = os.stat(directory).st_mtime_ns
+            except OSError:
+                continue
+            with self._lock:
+                listed = self._dirs.get(directory)
+            if listed is None or listed[0] != mtime:
+                subdirs, files = [], []
+                try:
+                    with os.scandir(directory) as it:
+                        for e in it:
+                            (subdirs if e.is_dir(follow_symlinks=False) else files).append(e.name)
+                except OSError:
+                    continue
+                listed = (mtime, sorted(subdirs), files)
+            seen[directory] = listed
+            if any(is_output_record(n) for n in listed[2]):
+                yield directory, listed[2], mtime
+            else:
+                stack.extend(os.path.join(directory, d) for d in reversed(listed[1]))
+        with self._lock:
+            self._dirs = seen
+
+    def _entry(self, path: str, names: list[str], now: float, stamp: Any = None) -> Entry:
+        leased = any(n.startswith(LEASE_PREFIX) for n in names)
+        if leased:
+            stamp = None
+        elif stamp is None:
+            stamp = (storage.modified_time(f"{path}/{STATUS_FILE}"), INFO_FILE in names)
+        with self._lock:
+            cached = self._cache.get(path)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return cached[1]
+        oversized = [n for n in (STATUS_FILE, ARTIFACT_FILE) if n in names
+                     and (size_of(f"{path}/{n}") or 0) > RECORD_CAP]
+        if oversized:  # the engine's readers take whole files: never hand them one this large
+            row = OutputStatus(path, storage.basename(path), UNREADABLE, None, None,
+                               f"{', '.join(oversized)} is larger than {RECORD_CAP >> 20} MiB; not read")
+        else:
+            row = output_status(path, names, now, self.lease_timeout)
+        if row.state == SUCCESS and not row.headline:
+            row = replace(row, headline=_fallback_headline(path, names))
+        entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names), now)
+        with self._lock:
+            self._cache[path] = (stamp, entry)
+        return entry
+
+    def get(self, path: str) -> Entry | None:
+        """The entry of the output at `path`, or None when it is not an output."""
+        names = storage.list_names(path)
+        if not any(is_output_record(n) for n in names):
+            return None
+        return self._entry(path, names, time.time(), self._stamp(path, names))
+
+    def _stamp(self, path: str, names: list[str]) -> Any:
+        if storage.is_local(path):
+            try:
+                return os.stat(storage.absolute(path)).st_mtime_ns
+            except OSError:
+                return None
+        return None
+
+
+def artifact_of(path: str) -> dict[str, Any] | None:
+    """The `.artifact.json` of an output (size-capped)."""
+    data = read_json_capped(f"{path}/{ARTIFACT_FILE}")
+    return data if isinstance(data, dict) else None
+
+
+def with_age(entry: Entry) -> OutputStatus:
+    """The entry's row with its age brought up to now."""
+    return replace(entry.row, age_s=entry.age_s)
+
+
+def _fallback_headline(path: str, names: list[str]) -> str:
+    """For outputs whose result declares no headline: a training run's final loss, a cache's size."""
+    result = (artifact_of(path) or {}).get("result")
+    if isinstance(result, dict) and isinstance(result.get("final_loss"), (int, float)):
+        return f"loss = {result['final_loss']:.4g}"
+    if LEDGER_FILE in names:
+        ledger = read_json_capped(f"{path}/{LEDGER_FILE}")
+        splits = (ledger or {}).get("splits") if isinstance(ledger, dict) else None
+        if isinstance(splits, dict):
+            docs = sum(int(s.get("documents", 0)) for s in splits.values() if isinstance(s, dict))
+            tokens = sum(int(s.get("tokens", 0)) for s in splits.values() if isinstance(s, dict))
+            return f"{docs:,} docs, {tokens:,} tokens"
+    return ""

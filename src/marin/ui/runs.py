@@ -1,0 +1,62 @@
+"""Training curves and hyperparameters of several runs, for the Runs page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from marin.ui.index import METRICS_FILE
+from marin.ui.paths import read_capped
+
+METRICS_CAP = 32 << 20
+# The curves the Runs page overlays: (metrics.jsonl field, chart title).
+CURVES = (("loss", "train loss"), ("eval_loss", "eval loss"), ("eval_bpb", "eval bits per byte"),
+          ("lr", "learning rate"), ("tokens_per_s", "tokens / s"))
+
+
+def read_metrics(output_path: str) -> list[dict[str, Any]]:
+    """The records of an output's metrics.jsonl (at most METRICS_CAP bytes; unparsable lines skipped)."""
+    data, _ = read_capped(f"{output_path}/{METRICS_FILE}", METRICS_CAP)
+    rows = []
+    for line in (data or b"").splitlines():
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
+    """For each curve, the [step, tokens, value] points the run logged."""
+    out: dict[str, list[list[float]]] = {}
+    for field, _ in CURVES:
+        points = [[row.get("step"), row.get("tokens"), row[field]] for row in rows
+                  if isinstance(row.get(field), (int, float))]
+        if points:
+            out[field] = points
+    return out
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested JSON value as {'a.b.c': leaf}."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def hyperparameter_diff(params: list[dict[str, Any]], only_different: bool = True) -> list[tuple[str, list[str]]]:
+    """Rows (field, [value per run]) of the runs' flattened hash_attrs; only fields that differ unless asked."""
+    flat = [flatten(p) for p in params]
+    fields = sorted(set().union(*flat)) if flat else []
+    rows = []
+    for field in fields:
+        values = [orjson.dumps(f.get(field)).decode() if field in f else "-" for f in flat]
+        if not only_different or len(set(values)) > 1:
+            rows.append((field, values))
+    return rows
