@@ -8,8 +8,8 @@ from typing import Any
 
 from marin.execution import storage
 from marin.execution.artifact import read_artifact, read_info
-from marin.execution.errors import MarinError
-from marin.execution.gc import is_superseded
+from marin.execution.aside import ASIDE_RECORD, read_aside
+from marin.execution.errors import MarinError, UnreadableRecordError
 from marin.execution.status import (
     LEASE_PREFIX,
     RUNNING,
@@ -37,17 +37,24 @@ class OutputStatus:
 def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: bool = False) -> list[OutputStatus]:
     """Every step output under `prefix` (directories with a status or a lease), sorted by path.
 
-    Superseded copies (an older output moved aside when its path got a new key) are left out
-    unless `include_superseded`.
+    Moved-aside copies (an older output moved aside when its path got a new key, or the contents of
+    an output whose status was unreadable; see `marin.execution.aside`) are left out unless
+    `include_superseded`. An unreadable status shows as UNREADABLE with the reason.
     """
     now = time.time()
     rows = []
-    wanted = lambda n: n == STATUS_FILE or n.startswith(LEASE_PREFIX)  # noqa: E731
+    wanted = lambda n: n == STATUS_FILE or n == ASIDE_RECORD or n.startswith(LEASE_PREFIX)  # noqa: E731
     for path, names in storage.find_dirs_with(prefix, wanted):
-        superseded = is_superseded(path)
+        aside = read_aside(path) if ASIDE_RECORD in names else None
+        superseded = aside is not None
         if superseded and not include_superseded:
             continue
-        status = read_status(path) if STATUS_FILE in names else None
+        try:
+            status = read_status(path, strict=not superseded) if STATUS_FILE in names else None
+        except UnreadableRecordError as e:
+            rows.append(OutputStatus(path, storage.basename(path), "UNREADABLE", None, None,
+                                     f"unreadable status ({e.why}); the next run moves the folder's contents aside"))
+            continue
         events = (status or {}).get("events") or []
         holder = current_holder(path, lease_timeout) if any(n.startswith(LEASE_PREFIX) for n in names) else None
         if holder is not None:
@@ -65,7 +72,8 @@ def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: b
         name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
         shown = headline(read_artifact(path)) if state == SUCCESS else ""
         if superseded:
-            detail = "superseded copy (delete with `marin gc PREFIX --superseded`)"
+            state = state if status is not None else "MOVED-ASIDE"
+            detail = f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
         rows.append(OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded))
     rows.sort(key=lambda r: r.path)
     return rows
@@ -107,7 +115,11 @@ def format_seconds(seconds: float | None) -> str:
 def output_records(path: str) -> dict[str, Any]:
     """The status, info and artifact of one output; MarinError when `path` holds no step output."""
     path = storage.absolute(path)
-    status, info, artifact = read_status(path), read_info(path), read_artifact(path)
+    try:
+        status = read_status(path, strict=True)
+    except UnreadableRecordError as e:
+        raise MarinError(f"{e}; the next run of its step moves the folder's contents aside") from None
+    info, artifact = read_info(path), read_artifact(path)
     if status is None and info is None:
         raise MarinError(f"{path} holds no step output (no .executor_status or .executor_info); "
                          "give the output directory of a step, e.g. one listed by `marin status PREFIX`")

@@ -27,6 +27,8 @@ class StepSpec:
     `resumable=True` says the step writes only atomic units (checkpoints, shard files) and resumes
     from them: when an attempt with the same key died or failed, its output is kept for the rerun
     instead of cleared (it is not part of the key).
+    `adopt=True` takes an existing non-empty folder at the output path, one marin did not write, as
+    the step's SUCCESS output without running `fn` (not part of the key; see docs/execution.md).
     Steps compare by identity; two specs with the same key are the same work.
     """
 
@@ -38,6 +40,7 @@ class StepSpec:
     version: str | None = None
     resources: ResourceConfig | None = None
     resumable: bool = False
+    adopt: bool = False  # take an existing non-empty folder at the output path as the SUCCESS output (fn not run)
 
     def __post_init__(self) -> None:
         _check_relative_path(self.name, "name", self.name)
