@@ -54,6 +54,7 @@ class TrainLm:
     datasets: tuple[tuple[Any, float], ...]
     resources: Any = None
     version: str | None = None
+    adopt: bool = False  # take an existing run folder at the output path (see StepSpec.adopt)
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the tokenize steps, hash_attrs the run's configuration."""
@@ -73,6 +74,7 @@ class TrainLm:
             version=self.version,
             resources=self.resources,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
+            adopt=self.adopt,
         )
 
     @property
@@ -111,6 +113,7 @@ def train_lm(
     cpu_threads: int | None = None,
     loggers: Sequence[str] = (),
     peak_flops: float | None = None,
+    adopt: bool = False,
 ) -> TrainLm:
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
@@ -119,6 +122,7 @@ def train_lm(
     Several processes (DDP) run when `resources` asks for several GPUs or `num_processes` > 1 (on
     CPU that uses gloo). `loggers` may name "tensorboard" and "wandb". Everything that can be
     checked without data is checked here; the token caches are checked before the first step.
+    `adopt=True` takes an existing run folder (with `hf/`) at the step's output path without training.
     """
     if not isinstance(model, LlamaConfig):
         raise TrainingConfigError(f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}")
@@ -165,6 +169,7 @@ def train_lm(
         datasets=tuple((h, float(w)) for h, w in datasets.items()),
         resources=resources,
         version=version,
+        adopt=adopt,
     )
     if config.batch_size % handle.num_processes:
         raise TrainingConfigError(
