@@ -299,6 +299,6 @@ def _install_signal_handlers(done_events: queue.SimpleQueue, interrupt: Interrup
 
     def restore() -> None:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
 
     return restore
