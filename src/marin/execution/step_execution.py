@@ -87,6 +87,12 @@ class Interrupt:
         """Whether the run was interrupted."""
         return self.reason is not None
 
+    def mark(self, reason: str) -> None:
+        """Note the interrupt without cancelling anything yet (safe in a signal handler: one assignment),
+        so a step that fails from the same Ctrl-C (its process got it too) is recorded INTERRUPTED."""
+        if self.reason is None:
+            self.reason = reason
+
     def trigger(self, reason: str) -> list[str]:
         """Interrupt the run: cancel every running task; returns their step names."""
         with self._lock:

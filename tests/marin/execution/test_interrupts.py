@@ -28,12 +28,12 @@ SLEEPER = textwrap.dedent('''
 ''')
 
 
-def _start(tmp_path, *extra):
+def _start(tmp_path, *extra, own_group=False):
     (tmp_path / "exp.py").write_text(SLEEPER)
     stderr = open(tmp_path / "stderr.txt", "w")
     proc = subprocess.Popen([sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out"),
                              *extra], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr,
-                            env={**os.environ, "MARIN_PREFIX": ""})
+                            env={**os.environ, "MARIN_PREFIX": ""}, start_new_session=own_group)
     started = tmp_path / "out" / "sleeper" / "started"
     deadline = time.monotonic() + 120
     while not started.exists():
@@ -64,6 +64,15 @@ def test_a_signal_cancels_the_running_step_and_records_it_interrupted(tmp_path, 
     planned = subprocess.run([sys.executable, "-m", "marin.cli", "plan", "exp.py", "--prefix", str(tmp_path / "out"),
                               "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert json.loads(planned.stdout)["steps"][0]["state"] == "run: retry"
+
+
+def test_ctrl_c_in_a_terminal_reaching_the_step_process_too_records_it_interrupted_not_failed(tmp_path):
+    proc = _start(tmp_path, own_group=True)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground group gets it
+    rc = proc.wait(timeout=5)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert rc != 0 and "error: interrupted by SIGINT" in stderr.strip().splitlines()[-1], stderr
+    assert _state(tmp_path) == "INTERRUPTED"
 
 
 def test_a_second_ctrl_c_exits_at_once_when_a_step_cannot_be_stopped(tmp_path):
