@@ -329,7 +329,7 @@ def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[s
         foreign = [] if own else foreign_entries(step.output_path)
         if foreign and (other is not None or not step.spec.adopt):
             detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
-            step.conflict = str(OutputConflictError(step.name, step.output_path, detail))
+            step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
             state, reason = BLOCKED, step.conflict
         elif foreign:
             reason = f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"

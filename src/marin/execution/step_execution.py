@@ -218,7 +218,8 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             foreign = foreign_entries(out)
             if foreign and (status is not None or not step.spec.adopt):
                 other = f" (the output of step {status.get('name')!r})" if status is not None else ""
-                return Outcome(FAILED_OUTCOME, error=str(OutputConflictError(step.name, out, other)))
+                error = OutputConflictError(step.name, out, other)
+                return Outcome(FAILED_OUTCOME, error=f"{type(error).__name__}: {error}")
             if foreign:
                 if not lease.still_held():
                     raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")

@@ -44,7 +44,7 @@ def test_a_fixed_output_path_at_a_folder_marin_did_not_write_fails_before_fn_and
     with pytest.raises(StepFailedError) as err:
         _runner(prefix).run([step])
     message = str(err.value)
-    assert str(user) in message
+    assert "OutputConflictError" in message and str(user) in message
     assert "adopt=True" in message and "another output_path" in message and "by hand" in message
     assert ran == []
     assert sorted(p.name for p in user.iterdir()) == ["weights.bin"]  # not even a lease file left
@@ -206,3 +206,21 @@ def test_train_lm_and_evaluate_pass_adopt_to_their_step(tmp_path):
     assert lower(model).adopt is True
     assert lower(evaluate("e", model, prompts=["x"], adopt=True)).adopt is True
     assert lower(evaluate("e2", model, prompts=["x"])).adopt is False
+
+
+def test_a_folder_that_appears_after_planning_is_still_refused_under_the_lease(tmp_path):
+    prefix = tmp_path / "prefix"
+
+    def someone_else_writes(path):  # runs before `later` does: the folder did not exist at plan time
+        (prefix / "later").mkdir()
+        (prefix / "later" / "theirs.txt").write_text("arrived late")
+
+    first = StepSpec(name="first", fn=someone_else_writes)
+    ran = []
+    later = StepSpec(name="later", fn=lambda path: ran.append(path), deps=[first], output_path="later")
+    assert _runner(prefix).plan([later]).of(later).state == RUN_NEW
+    with pytest.raises(StepFailedError) as err:
+        _runner(prefix).run([later])
+    assert "OutputConflictError" in str(err.value) and f"{prefix}/later" in str(err.value)
+    assert ran == []
+    assert sorted(p.name for p in (prefix / "later").iterdir()) == ["theirs.txt"]
