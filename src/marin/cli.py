@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from marin.execution.errors import MarinError, StepFailedError
+from marin.execution.errors import MarinError, RunInterruptedError, StepFailedError
 
 _PREFIX_HELP = "Where outputs live (default: $MARIN_PREFIX, else ./marin-outputs)."
 
@@ -69,6 +69,8 @@ def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, l
         )
     except StepFailedError as e:
         _fail(str(e))
+    except RunInterruptedError as e:
+        _fail(str(e), 130)
     except MarinError as e:
         _fail(str(e), 2)
     if not dry_run:
@@ -103,7 +105,7 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 @main.command()
 @click.argument("prefix", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
-@click.option("--all", "show_all", is_flag=True, help="Also list superseded copies of outputs.")
+@click.option("--all", "show_all", is_flag=True, help="Also list moved-aside copies of outputs.")
 def status(prefix, as_json, show_all) -> None:
     """A table of the step outputs under PREFIX: state, age, duration and headline metric."""
     from marin.execution.explain import format_seconds, list_outputs
@@ -133,19 +135,28 @@ def status(prefix, as_json, show_all) -> None:
 
 @main.command()
 @click.argument("prefix")
-@click.option("--superseded", is_flag=True, help="Delete superseded copies of outputs (required: the only kind).")
-@click.option("--dry-run", is_flag=True, help="List what would be deleted and delete nothing.")
-def gc(prefix, superseded, dry_run) -> None:
-    """Delete superseded copies of step outputs under PREFIX (older outputs moved aside by a new key)."""
-    from marin.execution.gc import delete_superseded
+@click.option("--keep-latest", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Keep this many most recent outputs of each step name.")
+@click.option("--yes", is_flag=True, help="Delete what is listed (without it, gc only lists).")
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted (the default).")
+def gc(prefix, keep_latest, yes, dry_run) -> None:
+    """Delete moved-aside copies and older versions of step outputs under PREFIX, judged from their records.
 
-    if not superseded:
-        _fail("say what to delete: `marin gc PREFIX --superseded` (add --dry-run to list it first)", 2)
-    paths = delete_superseded(prefix, dry_run=dry_run)
-    verb = "would delete" if dry_run else "deleted"
-    for path in paths:
-        click.echo(f"{verb} {path}")
-    click.echo(f"{verb} {len(paths)} superseded output(s) under {prefix}", err=True)
+    Never deletes the latest SUCCESS output of a step, anything a kept output depends on, or a folder
+    whose record it cannot read. Lists only, unless --yes.
+    """
+    from marin.execution.gc import collect, format_bytes
+
+    delete = yes and not dry_run
+    report = collect(prefix, keep_latest=keep_latest, delete=delete)
+    verb = "deleted" if delete else "would delete"
+    for g in sorted(report.garbage, key=lambda g: g.path):
+        click.echo(f"{verb} {g.path}  ({format_bytes(g.size)}; {g.why})")
+    for path, why in sorted(report.kept):
+        click.echo(f"kept {path}: {why}")
+    summary = (f"{verb} {len(report.garbage)} folder(s) under {prefix}: "
+               f"{'reclaimed' if delete else 'would reclaim'} {report.bytes} bytes ({format_bytes(report.bytes)})")
+    click.echo(summary + ("" if delete else "; pass --yes to delete them"))
 
 
 @main.command()

@@ -117,7 +117,7 @@ REVISED = textwrap.dedent('''
 ''')
 
 
-def test_superseded_copies_are_hidden_from_status_and_removed_only_by_gc(tmp_path):
+def test_superseded_copies_are_hidden_from_status_and_removed_only_by_gc_yes(tmp_path):
     (tmp_path / "exp.py").write_text(REVISED)
     prefix = tmp_path / "out"
     for version in ("1", "2"):  # same output path, new key: the first output is moved aside, not deleted
@@ -131,15 +131,14 @@ def test_superseded_copies_are_hidden_from_status_and_removed_only_by_gc(tmp_pat
     every = json.loads(marin("status", str(prefix), "--all", "--json", cwd=tmp_path).stdout)
     assert sorted(r["superseded"] for r in every) == [False, True]
 
-    refused = marin("gc", str(prefix), cwd=tmp_path)
-    assert refused.returncode != 0 and "--superseded" in refused.stderr
-    dry = marin("gc", str(prefix), "--superseded", "--dry-run", cwd=tmp_path)
+    dry = marin("gc", str(prefix), cwd=tmp_path)  # lists only, by default
     assert dry.returncode == 0, dry.stderr
-    assert superseded[0].name in dry.stdout and superseded[0].exists()
+    assert f"would delete {superseded[0]}" in dry.stdout and superseded[0].exists()
+    assert "pass --yes" in dry.stdout
 
-    collected = marin("gc", str(prefix), "--superseded", cwd=tmp_path)
+    collected = marin("gc", str(prefix), "--yes", cwd=tmp_path)
     assert collected.returncode == 0, collected.stderr
-    assert superseded[0].name in collected.stdout
+    assert f"deleted {superseded[0]}" in collected.stdout
     assert not superseded[0].exists()
     assert (prefix / "fixed" / "v.txt").read_text() == "2"
     assert len(json.loads(marin("status", str(prefix), "--all", "--json", cwd=tmp_path).stdout)) == 1

@@ -33,6 +33,7 @@ import orjson
 from marin.execution import storage
 from marin.execution.errors import StepDefinitionError
 from marin.execution.manifest import build_manifest
+from marin.execution.records import read_record_json
 from marin.execution.status import HOST, LEASE_PREFIX, STATUS_FILE
 from marin.execution.step_spec import check_json_value
 
@@ -267,9 +268,9 @@ def write_records(output_path: str, info: dict[str, Any], result: Any) -> None:
 
 def read_info(output_path: str) -> dict[str, Any] | None:
     """The `.executor_info` of an output."""
-    return storage.read_json(f"{output_path}/{INFO_FILE}")
+    return read_record_json(f"{output_path}/{INFO_FILE}")  # a regular file of at most 16 MiB, else None
 
 
 def read_artifact(output_path: str) -> dict[str, Any] | None:
     """The `.artifact.json` of an output."""
-    return storage.read_json(f"{output_path}/{ARTIFACT_FILE}")
+    return read_record_json(f"{output_path}/{ARTIFACT_FILE}")  # a regular file of at most 16 MiB, else None

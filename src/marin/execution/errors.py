@@ -50,3 +50,32 @@ class LeaseGivenUpError(MarinError):
     """The runner could not renew a step's lease for nearly `lease_timeout` (its storage kept failing),
     so it gave the lease up and stopped the step, which counts as failed; `__cause__` is the last
     storage error."""
+
+
+class UnreadableRecordError(MarinError):
+    """A record file (status, lease, info, artifact) is not a regular file, is too large, or cannot be
+    parsed. `path` is the file; `why` says what is wrong with it."""
+
+    def __init__(self, path: str, why: str):
+        self.path = path
+        self.why = why
+        super().__init__(f"unreadable record {path}: {why}")
+
+
+class OutputConflictError(MarinError):
+    """A step's output folder holds data the engine did not write (no status of this step), so the
+    runner refuses to touch it. The message names the folder and the three ways out."""
+
+    def __init__(self, step: str, path: str, detail: str = ""):
+        self.step = step
+        self.path = path
+        super().__init__(
+            f"step {step!r}: its output folder {path} already exists, is not empty and holds no .executor_status "
+            f"of step {step!r}{detail}; marin never deletes or overwrites what it did not write. "
+            f"Either pass adopt=True to take the folder as this step's output, give the step another "
+            f"output_path, or remove the folder by hand"
+        )
+
+
+class RunInterruptedError(MarinError):
+    """The runner got SIGINT or SIGTERM: its running steps were cancelled and recorded INTERRUPTED."""

@@ -8,8 +8,8 @@ from typing import Any
 
 from marin.execution import storage
 from marin.execution.artifact import read_artifact, read_info
-from marin.execution.errors import MarinError
-from marin.execution.gc import is_superseded
+from marin.execution.aside import ASIDE_RECORD, read_aside
+from marin.execution.errors import MarinError, UnreadableRecordError
 from marin.execution.status import (
     LEASE_PREFIX,
     RUNNING,
@@ -37,28 +37,39 @@ class OutputStatus:
 def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: bool = False) -> list[OutputStatus]:
     """Every step output under `prefix` (directories with a status or a lease), sorted by path.
 
-    Superseded copies (an older output moved aside when its path got a new key) are left out
-    unless `include_superseded`.
+    Moved-aside copies (an older output moved aside when its path got a new key, or the contents of
+    an output whose status was unreadable; see `marin.execution.aside`) are left out unless
+    `include_superseded`. An unreadable status shows as UNREADABLE with the reason.
     """
     now = time.time()
     rows = []
     for path, names in storage.find_dirs_with(prefix, is_output_record):
-        if is_superseded(path) and not include_superseded:
+        row = output_status(path, names, now, lease_timeout)
+        if row.superseded and not include_superseded:
             continue
-        rows.append(output_status(path, names, now, lease_timeout))
+        rows.append(row)
     rows.sort(key=lambda r: r.path)
     return rows
 
 
 def is_output_record(name: str) -> bool:
-    """Whether a file name marks its directory as a step output (a status file or a lease)."""
-    return name == STATUS_FILE or name.startswith(LEASE_PREFIX)
+    """Whether a file name marks its directory as a step output (a status, a lease or a moved-aside record)."""
+    return name == STATUS_FILE or name == ASIDE_RECORD or name.startswith(LEASE_PREFIX)
 
 
 def output_status(path: str, names: list[str], now: float, lease_timeout: float = 60.0) -> OutputStatus:
-    """The status row of the one output at `path`, whose directory holds the files `names`."""
-    superseded = is_superseded(path)
-    status = read_status(path) if STATUS_FILE in names else None
+    """The status row of the one output at `path`, whose directory holds the files `names`.
+
+    A moved-aside copy (see `marin.execution.aside`) is marked `superseded`; an unreadable status
+    shows as UNREADABLE with the reason.
+    """
+    aside = read_aside(path) if ASIDE_RECORD in names else None
+    superseded = aside is not None
+    try:
+        status = read_status(path, strict=not superseded) if STATUS_FILE in names else None
+    except UnreadableRecordError as e:
+        return OutputStatus(path, storage.basename(path), "UNREADABLE", None, None,
+                            f"unreadable status ({e.why}); the next run moves the folder's contents aside")
     events = (status or {}).get("events") or []
     has_lease = any(n.startswith(LEASE_PREFIX) for n in names)
     holder = current_holder(path, lease_timeout) if has_lease else None
@@ -77,7 +88,8 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
     shown = headline(read_artifact(path)) if state == SUCCESS else ""
     if superseded:
-        detail = "superseded copy (delete with `marin gc PREFIX --superseded`)"
+        state = state if status is not None else "MOVED-ASIDE"
+        detail = f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
     return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
 
 
@@ -117,7 +129,11 @@ def format_seconds(seconds: float | None) -> str:
 def output_records(path: str) -> dict[str, Any]:
     """The status, info and artifact of one output; MarinError when `path` holds no step output."""
     path = storage.absolute(path)
-    status, info, artifact = read_status(path), read_info(path), read_artifact(path)
+    try:
+        status = read_status(path, strict=True)
+    except UnreadableRecordError as e:
+        raise MarinError(f"{e}; the next run of its step moves the folder's contents aside") from None
+    info, artifact = read_info(path), read_artifact(path)
     if status is None and info is None:
         raise MarinError(f"{path} holds no step output (no .executor_status or .executor_info); "
                          "give the output directory of a step, e.g. one listed by `marin status PREFIX`")

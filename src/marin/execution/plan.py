@@ -6,11 +6,16 @@ States:
 - `run: changed`: the most recent recorded output of a step with this name has another key; the plan
   lists each field that changed (a hash_attrs field, the version, the code fingerprint, a
   dependency's key), old -> new, and each declared input file changed, added or removed.
-- `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set.
+- `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set;
+  or the output's `.executor_status` is unreadable (its contents are moved aside, see `aside_path`).
 - `run: forced`: named in `force_run`, with a SUCCESS (moved aside) or an unfinished attempt of this
   key (cleared, even for a resumable step: this is how a resumable step gets a clean rerun).
 - `waiting`: another runner holds the step's lease right now.
-- `blocked`: it cannot run: it failed before (pass `force_run_failed=True`), or a dependency is blocked.
+- `blocked`: it cannot run: it failed before (pass `force_run_failed=True`), a dependency is blocked, or
+  its output folder holds files marin did not write (`conflict`; see `OutputConflictError`).
+
+Plan-time errors (DagError): an output equal to the prefix, an output that would sit inside or contain
+another declared or recorded output, and an output reached through a symlink inside the prefix.
 
 Every step that runs also carries how many downstream steps will run after it.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +32,11 @@ from typing import Any
 from marin.execution import storage
 from marin.execution.artifact import read_info
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
+from marin.execution.aside import UNREADABLE, free_aside_path
+from marin.execution.errors import DagError, OutputConflictError, UnreadableRecordError
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
-from marin.execution.errors import DagError
+from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
 from marin.execution.status import FAILED, RUNNING, SUCCESS, LeaseInfo, current_holder, read_status
 from marin.execution.step_spec import StepSpec
 
@@ -72,6 +80,8 @@ class PlannedStep:
     status: Mapping[str, Any] | None = None
     holder: LeaseInfo | None = None
     notes: tuple[str, ...] = ()  # whatever state: e.g. `unpinned: org/dataset` (an input the key cannot pin)
+    aside_path: str | None = None  # where an unreadable status's output will be moved to
+    conflict: str | None = None  # why the output folder is not this step's (an OutputConflictError message)
 
     @property
     def name(self) -> str:
@@ -89,6 +99,7 @@ class PlannedStep:
             "name": self.name, "key": self.key, "output_path": self.output_path, "state": self.state,
             "reason": self.reason, "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
             "previous_path": self.previous_path, "downstream_runs": self.downstream_runs, "notes": list(self.notes),
+            "aside_path": self.aside_path,
         }
 
 
@@ -240,7 +251,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         record = key_record(spec.name, spec.hash_attrs, [(d.spec.name, d.key) for d in dep_steps], spec.version,
                             fingerprint, inputs)
         key = key_of(record)
-        out = f"{prefix}/{spec.output_path}" if spec.output_path else f"{prefix}/{spec.name}-{key[:8]}"
+        out = _output_path(spec, prefix, key)
         same = by_path.get(out)
         if same is not None:
             other = steps[same]
@@ -251,7 +262,10 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
                 )
             index[id(spec)] = same  # the same work declared twice: one step
             continue
-        status = read_status(out)
+        try:
+            status, unreadable = read_status(out, strict=True), None
+        except UnreadableRecordError as e:
+            status, unreadable = None, e
         state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
         # A cached step needs neither its key record nor its status again; dropping them frees those
         # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
@@ -262,7 +276,9 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         if notes:
             planned.notes = tuple(notes)
         if state in RUN_STATES:
-            _explain_run(planned, prefix, sibling_cache, lease_timeout)
+            check_no_symlinks(spec.name, prefix, out)
+            check_not_nested_in_records(spec.name, prefix, out)
+            _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
         index[id(spec)] = len(steps)
         by_path[out] = len(steps)
         steps.append(planned)
@@ -270,6 +286,20 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     _reject_nested_outputs(steps, prefix)
     _count_downstream_runs(steps)
     return Plan(prefix, steps, index)
+
+
+def _output_path(spec: StepSpec, prefix: str, key: str) -> str:
+    """`{prefix}/{output_path}` (normalised) or `{prefix}/{name}-{key8}`; DagError if it is the prefix."""
+    if not spec.output_path:
+        return f"{prefix}/{spec.name}-{key[:8]}"
+    relative = posixpath.normpath(spec.output_path)
+    if relative == ".":
+        raise DagError(
+            f"step {spec.name!r}: output_path {spec.output_path!r} is the prefix itself ({prefix}); a step's output "
+            "is a folder of its own inside the prefix (a rerun clears or moves it): give a subfolder such as "
+            f"{spec.name!r}"
+        )
+    return f"{prefix}/{relative}"
 
 
 def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[str, str]:
@@ -293,18 +323,33 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[s
     return RUN_NEW, ""
 
 
-def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]], lease_timeout: float):
-    """Fill in why a step runs: a diff against its latest recorded output, and any live lease."""
+def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]], lease_timeout: float,
+                 unreadable: UnreadableRecordError | None = None):
+    """Fill in why a step runs: a diff against its latest recorded output, and any live lease; or
+    that its output folder is not its own (blocked, with `conflict`)."""
     state, reason, changes, previous = step.state, step.reason, (), None
-    if state == RUN_NEW:
-        if step.status is None and storage.exists(step.output_path):
+    if unreadable is not None:
+        step.aside_path = free_aside_path(step.output_path, UNREADABLE, "")[0]
+        state, reason = RUN_RETRY, (f"unreadable status ({unreadable.why}): the folder's contents will be moved "
+                                    f"aside to {step.aside_path}, never deleted")
+    elif state == RUN_NEW:
+        own = step.status is not None and step.status.get("name") == step.name
+        other = step.status.get("name", "?") if step.status is not None and not own else None
+        foreign = [] if own else foreign_entries(step.output_path)
+        if foreign and (other is not None or not step.spec.adopt):
+            detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
+            step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
+            state, reason = BLOCKED, step.conflict
+        elif foreign:
+            reason = f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
+        elif step.status is None and storage.exists(step.output_path):
             state, reason = RUN_RETRY, "an earlier attempt left partial output (killed?)"
         else:
             previous, old_record = _latest_record(step, prefix, sibling_cache)
             if old_record is not None:
                 state, changes = RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"
-    holder = current_holder(step.output_path, lease_timeout)
+    holder = current_holder(step.output_path, lease_timeout) if state != BLOCKED else None
     if holder is not None:
         state, reason = WAITING, f"lease held by {holder.describe()}"
     step.state, step.reason, step.changes, step.previous_path, step.holder = state, reason, changes, previous, holder

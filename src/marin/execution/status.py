@@ -7,12 +7,16 @@ a run writes.
 The lease says which runner is executing the step. Lease files are numbered generations,
 `.executor_lease.<n>`, inside the output directory:
 - acquire: with no lease file, create generation 0 exclusively; if the highest generation is
-  stale (no heartbeat for `timeout` seconds), or its holder is a dead process on this host, create
+  stale (no heartbeat for `timeout` seconds), or its holder is a dead process on this machine, create
   generation n+1 exclusively and delete the older ones. Exclusive create is `O_EXCL` locally and a
   conditional create on object stores (see `storage.create_exclusive`), so exactly one contender
   wins each generation; locally the file is hard-linked into place whole. After creating, the winner
   re-lists and backs off if a higher generation appeared meanwhile. A lease file that cannot be
   parsed counts as held by an unknown process whose last heartbeat is the file's mtime.
+- holder: host + machine id (`/etc/machine-id`, else the boot id) + pid + process start time. A
+  holder's pid is checked for liveness only when its machine id (and host) are this machine's: two
+  machines with one hostname never judge each other's pids. A heartbeat more than `timeout` in the
+  future (a skewed clock) is not trusted: the lease is judged by its file's mtime instead.
 - hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
   file carries its token and no higher generation exists. Once lost, a lease stays lost.
 - release: the holder deletes its own file.
@@ -37,7 +41,8 @@ from typing import Any
 import orjson
 
 from marin.execution import storage
-from marin.execution.errors import LeaseGivenUpError
+from marin.execution.errors import LeaseGivenUpError, UnreadableRecordError
+from marin.execution.records import read_record, read_record_json
 
 logger = logging.getLogger("marin.execution")
 
@@ -48,8 +53,25 @@ _LEASE_RE = re.compile(r"^\.executor_lease\.(\d+)$")
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 RUNNING = "RUNNING"
+INTERRUPTED = "INTERRUPTED"  # the runner was stopped (SIGINT/SIGTERM) and cancelled the step; retried next run
 
 HOST = socket.gethostname()
+
+
+def _machine_id() -> str:
+    """This machine's id: /etc/machine-id, else the kernel's boot id, else '' (pids never trusted)."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path) as f:
+                value = f.read(256).strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return ""
+
+
+MACHINE_ID = _machine_id()
 DEFAULT_LEASE_TIMEOUT_S = 60.0
 
 
@@ -58,9 +80,16 @@ def event(state: str, **extra: Any) -> dict[str, Any]:
     return {"state": state, "time": time.time(), "host": HOST, "pid": os.getpid(), **extra}
 
 
-def read_status(output_path: str) -> dict[str, Any] | None:
-    """The parsed `.executor_status` of an output, or None when it has none (or it is unreadable)."""
-    return storage.read_json(f"{output_path}/{STATUS_FILE}")
+def read_status(output_path: str, strict: bool = False) -> dict[str, Any] | None:
+    """The parsed `.executor_status` of an output, or None when it has none.
+
+    An unreadable one (empty, garbled, not a regular file, too large) reads as None, or with `strict`
+    raises UnreadableRecordError naming it.
+    """
+    status = read_record_json(f"{output_path}/{STATUS_FILE}", strict=strict)
+    if strict and status is not None and not (isinstance(status, dict) and isinstance(status.get("events", []), list)):
+        raise UnreadableRecordError(f"{output_path}/{STATUS_FILE}", "it is JSON but not a status record")
+    return status if isinstance(status, dict) else None
 
 
 def write_status(output_path: str, name: str, key: str, events: list[dict[str, Any]]) -> None:
@@ -81,12 +110,22 @@ class LeaseInfo:
     step: str
     acquired: float
     heartbeat: float
+    machine: str = ""
+    written: float | None = None  # the file's mtime, read only when the heartbeat lies in the future
 
     def is_live(self, timeout: float, now: float | None = None) -> bool:
-        """Held by a process that heartbeated within `timeout` and is not known to be dead."""
-        if (now if now is not None else time.time()) - self.heartbeat > timeout:
+        """Held by a process that heartbeated within `timeout` and is not known to be dead.
+
+        A heartbeat more than `timeout` in the future is judged by the file's mtime instead; the pid
+        is checked only when the holder is on this very machine (machine id and host)."""
+        now = now if now is not None else time.time()
+        beat = self.heartbeat
+        if beat - now > timeout:
+            beat = self.written if self.written is not None else now - 2 * timeout - 1
+        if now - beat > timeout:
             return False
-        if self.host == HOST and not process_alive(self.pid, self.pid_start):
+        if (self.machine and self.machine == MACHINE_ID and self.host == HOST
+                and not process_alive(self.pid, self.pid_start)):
             return False
         return True
 
@@ -105,19 +144,21 @@ def _generations(output_path: str) -> list[int]:
 
 def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
     path = _lease_path(output_path, generation)
-    data = storage.read_bytes(path)
-    if data is None:
-        return None
     try:
+        data = read_record(path)
+        if data is None:
+            return None
         d = orjson.loads(data)
+        heartbeat = float(d["heartbeat"])
+        written = storage.modified_time(path) if heartbeat > time.time() else None
         return LeaseInfo(generation, d["token"], d["host"], d["pid"], d.get("pid_start"), d["step"],
-                         float(d["acquired"]), float(d["heartbeat"]))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                         float(d["acquired"]), heartbeat, str(d.get("machine") or ""), written)
+    except (UnreadableRecordError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         # Unreadable (a writer that died mid-write, on a store without atomic creates): an unknown
         # holder whose last heartbeat is the file's mtime, so it goes stale after the timeout.
         written = storage.modified_time(path)
         written = time.time() if written is None else written
-        return LeaseInfo(generation, "", "?", -1, None, "?", written, written)
+        return LeaseInfo(generation, "", "?", -1, None, "?", written, written, "", written)
 
 
 def current_holder(output_path: str, timeout: float) -> LeaseInfo | None:
@@ -152,8 +193,8 @@ class Lease:
 
     def _content(self, heartbeat: float) -> bytes:
         return orjson.dumps(
-            {"token": self.token, "host": HOST, "pid": os.getpid(), "pid_start": _own_start(), "step": self.step,
-             "acquired": self.acquired, "heartbeat": heartbeat}
+            {"token": self.token, "host": HOST, "machine": MACHINE_ID, "pid": os.getpid(), "pid_start": _own_start(),
+             "step": self.step, "acquired": self.acquired, "heartbeat": heartbeat}
         )
 
     def still_held(self) -> bool:

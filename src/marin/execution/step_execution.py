@@ -2,7 +2,10 @@
 
 The order is what makes a crash safe:
 1. take the lease (or wait for the runner holding it, then reuse what it made);
-2. re-read the status under the lease: a SUCCESS with this key is reused, never redone;
+2. re-read the status under the lease: a SUCCESS with this key is reused, never redone; an
+   unreadable status has the folder's contents moved aside (never deleted), and the log says where;
+   a non-empty folder with no status of this step is not ours: `OutputConflictError` (or, with
+   `adopt=True`, it becomes the step's SUCCESS output without running `fn`);
 3. clear what a failed or killed attempt left, unless the step is resumable, that attempt had its
    key, and it is resumed (not named in `force_run`; a failed one only under `force_run_failed`);
    a SUCCESS output (another key, or forced) is moved aside, never deleted;
@@ -10,6 +13,8 @@ The order is what makes a crash safe:
    (a lost lease cancels the task: the cluster kills its process where it can; a lease the
    heartbeat gave up, its storage failing, also fails the step with `LeaseGivenUpError`);
 5. check the lease is still ours, write `.executor_info` and `.artifact.json`, then SUCCESS last.
+A runner stopped by SIGINT/SIGTERM (`Interrupt`) cancels its running tasks through the cluster and
+records them INTERRUPTED, never SUCCESS.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import textwrap
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -32,14 +38,18 @@ from marin.execution.artifact import (
     environment,
     fn_reference,
     git_state,
+    manifest,
     resources_json,
     write_records,
 )
+from marin.execution.aside import SUPERSEDED, UNREADABLE, move_aside
 from marin.execution.context import StepContext
-from marin.execution.errors import LeaseLostError
+from marin.execution.errors import LeaseLostError, OutputConflictError, UnreadableRecordError
+from marin.execution.ownership import check_no_symlinks, foreign_entries
 from marin.execution.plan import PlannedStep
 from marin.execution.status import (
     FAILED,
+    INTERRUPTED,
     LEASE_PREFIX,
     RUNNING,
     STATUS_FILE,
@@ -59,6 +69,52 @@ logger = logging.getLogger("marin.execution")
 SUCCEEDED = "succeeded"
 REUSED = "reused"
 FAILED_OUTCOME = "failed"
+INTERRUPTED_OUTCOME = "interrupted"
+
+
+class Interrupt:
+    """Set once when the runner is told to stop (SIGINT/SIGTERM); cancels every registered task
+    through the cluster, and any task registered after."""
+
+    def __init__(self, cluster: Cluster):
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._futures: dict[Any, str] = {}
+        self.reason: str | None = None
+
+    @property
+    def is_set(self) -> bool:
+        """Whether the run was interrupted."""
+        return self.reason is not None
+
+    def mark(self, reason: str) -> None:
+        """Note the interrupt without cancelling anything yet (safe in a signal handler: one assignment),
+        so a step that fails from the same Ctrl-C (its process got it too) is recorded INTERRUPTED."""
+        if self.reason is None:
+            self.reason = reason
+
+    def trigger(self, reason: str) -> list[str]:
+        """Interrupt the run: cancel every running task; returns their step names."""
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            running = list(self._futures.items())
+        for future, _ in running:
+            self._cluster.cancel(future, reason=reason)
+        return [name for _, name in running]
+
+    def register(self, future: Any, step: str) -> None:
+        """Track a submitted task (cancelled at once if the run is already interrupted)."""
+        with self._lock:
+            self._futures[future] = step
+            reason = self.reason
+        if reason is not None:
+            self._cluster.cancel(future, reason=reason)
+
+    def unregister(self, future: Any) -> None:
+        """Stop tracking a finished task."""
+        with self._lock:
+            self._futures.pop(future, None)
 
 
 @dataclass(frozen=True)
@@ -83,12 +139,16 @@ class ExecutionSettings:
     force_run_failed: bool
     run_started: float
     on_wait: Callable[[str, LeaseInfo], None]
+    interrupt: Interrupt | None = None
 
 
 def execute_step(step: PlannedStep, dep_paths: Mapping[str, str], deps: list[PlannedStep],
                  settings: ExecutionSettings) -> Outcome:
     """Run `step` to an Outcome; never raises (an unexpected error is a failed Outcome)."""
+    if step.conflict:
+        return Outcome(FAILED_OUTCOME, error=step.conflict)
     try:
+        check_no_symlinks(step.name, settings.prefix, step.output_path)  # again: the plan may be old
         while True:
             lease_or_outcome = _acquire(step, settings)
             if isinstance(lease_or_outcome, Outcome):
@@ -116,6 +176,8 @@ def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
             return finished
         if got is None:
             continue  # lost a race for a free lease just now: look again at once
+        if settings.interrupt is not None and settings.interrupt.is_set:
+            return Outcome(INTERRUPTED_OUTCOME, error=settings.interrupt.reason or "")
         if not waited:
             settings.on_wait(step.name, got)
             waited = True
@@ -144,7 +206,24 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                  settings: ExecutionSettings) -> Outcome:
     out = step.output_path
     try:
-        status = read_status(out)
+        moved_to = None
+        try:
+            status = read_status(out, strict=True)
+        except UnreadableRecordError as e:
+            status = None
+            moved_to = move_aside(out, UNREADABLE, "", step.name, f"unreadable status: {e.why}",
+                                  keep=lambda n: n.startswith(LEASE_PREFIX), target=step.aside_path)
+            logger.warning("step %r: %s; the folder's contents were moved aside to %s", step.name, e, moved_to)
+        if status is None or status.get("name") != step.name:
+            foreign = foreign_entries(out)
+            if foreign and (status is not None or not step.spec.adopt):
+                other = f" (the output of step {status.get('name')!r})" if status is not None else ""
+                error = OutputConflictError(step.name, out, other)
+                return Outcome(FAILED_OUTCOME, error=f"{type(error).__name__}: {error}")
+            if foreign:
+                if not lease.still_held():
+                    raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
+                return _adopt(step, deps, settings, foreign)
         events: list[dict[str, Any]] = list(status.get("events", [])) if status else []
         if status is not None and status.get("key") == step.key:
             finished = _finished_elsewhere(step, settings, status)
@@ -156,25 +235,42 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                                                      "force_run_failed=True to retry")
         _prepare_output(out, status, keep_partial=_resumes(step, status, settings))
         started = time.time()
-        events.append(event(RUNNING, key=step.key))
+        # The deps' paths let `marin gc` keep what an unfinished output depends on (it has no .executor_info).
+        events.append(event(RUNNING, key=step.key, deps=[d.output_path for d in deps]))
         # On disk from now on: a killed attempt reads as interrupted (a retry), not as its previous state.
         write_status(out, step.name, step.key, events)
         context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
         log_path = f"{out}/{LOG_FILE}"
+        if moved_to is not None:
+            storage.append_bytes(log_path, f"[marin] the unreadable .executor_status of {out} and the folder's "
+                                           f"contents were moved aside to {moved_to}\n".encode())
+        interrupt = settings.interrupt
+        future = None
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
             future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
                                              resources=step.spec.resources, log_path=log_path)
+            if interrupt is not None:
+                interrupt.register(future, step.name)
             stop = functools.partial(_stop, settings.cluster, future, lease)
             lease.on_lost.append(stop)
             if lease.lost:  # lost before the callback was in place
                 stop()
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
+            # A Ctrl-C in a terminal also reaches the step's process (KeyboardInterrupt), maybe first.
+            if (interrupt is not None and (interrupt.is_set or isinstance(e, KeyboardInterrupt))
+                    and lease.still_held()):
+                return _interrupted(step, interrupt, events, log_path, started)
             if lease.given_up is None and not lease.still_held():
                 # Stopped (or failed) after a takeover: the new holder owns the records.
                 raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over") from e
             return _fail(step, lease, e, events, log_path, started, settings.lease_timeout)
+        finally:
+            if interrupt is not None and future is not None:
+                interrupt.unregister(future)
+        if interrupt is not None and interrupt.is_set and lease.still_held():  # never SUCCESS once told to stop
+            return _interrupted(step, interrupt, events, log_path, started)
         if lease.given_up is not None:  # ended on its own just as its lease was given up
             return _fail(step, lease, lease.given_up, events, log_path, started, settings.lease_timeout)
         # The one ownership check: a runner that lost the lease must not touch the new holder's records.
@@ -201,6 +297,28 @@ def _stop(cluster: Cluster, future: Any, lease: Lease) -> None:
     reason = (str(lease.given_up) if lease.given_up is not None
               else f"step {lease.step!r} lost its lease on {lease.output_path}; another runner took it over")
     cluster.cancel(future, reason=reason)
+
+
+def _interrupted(step: PlannedStep, interrupt: Interrupt, events: list[dict[str, Any]], log_path: str,
+                 started: float) -> Outcome:
+    """Record a step the runner cancelled because it was told to stop: INTERRUPTED, retried next run."""
+    reason = interrupt.reason or "the step got KeyboardInterrupt (Ctrl-C)"
+    storage.append_bytes(log_path, f"\n[marin] step {step.name!r} interrupted: {reason}\n".encode())
+    events.append(event(INTERRUPTED, error=reason))
+    write_status(step.output_path, step.name, step.key, events)
+    return Outcome(INTERRUPTED_OUTCOME, error=reason, seconds=time.time() - started)
+
+
+def _adopt(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, foreign: list[str]) -> Outcome:
+    """Take the existing folder as the step's SUCCESS output without running `fn` (`adopt=True`):
+    `.executor_info` says `"adopted": true` and lists the folder's files."""
+    out = step.output_path
+    now = time.time()
+    info = {**_info(step, deps, settings.prefix, now, now), "adopted": True, "manifest": manifest(out)}
+    write_records(out, info, None)
+    write_status(out, step.name, step.key, [event(SUCCESS, key=step.key, adopted=True)])
+    logger.info("step %r adopted the existing folder %s (%d entries)", step.name, out, len(foreign))
+    return Outcome(SUCCEEDED, seconds=time.time() - now)
 
 
 def _fail(step: PlannedStep, lease: Lease, error: BaseException, events: list[dict[str, Any]], log_path: str,
@@ -239,24 +357,22 @@ def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: Exec
     if not step.spec.resumable or step.name in settings.forced or status is None or status.get("key") != step.key:
         return False
     state = status.get("state")
-    return state == RUNNING or (state == FAILED and settings.force_run_failed)
+    return state in (RUNNING, INTERRUPTED) or (state == FAILED and settings.force_run_failed)
 
 
 def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bool) -> None:
     """Empty the output directory of a previous attempt, keeping leases and the status history.
 
     A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
-    a sibling `...superseded-<key8>-<time>` directory instead: a runner never deletes a finished
-    output. With `keep_partial` (see `_resumes`) an unfinished attempt's output stays for the step
-    to resume from.
+    a sibling copy named by `aside.aside_name` (`<output>.superseded-<key8>-<time>`) with a record
+    saying why: a runner never deletes a finished output. With `keep_partial` (see `_resumes`) an
+    unfinished attempt's output stays for the step to resume from.
     """
-    names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
     if status is not None and status.get("state") == SUCCESS:
-        archive = f"{out}.superseded-{str(status.get('key'))[:8]}-{int(time.time())}"
-        storage.makedirs(archive)
-        for name in names:
-            storage.move(f"{out}/{name}", f"{archive}/{name}")
+        move_aside(out, SUPERSEDED, str(status.get("key") or ""), str(status.get("name")),
+                   "a new key, or force_run, reuses this output path", keep=lambda n: n.startswith(LEASE_PREFIX))
         return
+    names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
     if keep_partial:
         return
     for name in names:

@@ -7,29 +7,42 @@ waiting for *another process's* lease, which nothing can signal across processes
 When a step fails it is marked FAILED, the steps that depend on it are reported blocked, the
 independent branches run to the end, and `run` then raises `StepFailedError` listing every failure
 with its traceback and log location.
+
+SIGINT or SIGTERM (in the main thread) stops the run: the runner cancels its running steps through
+the cluster, records them INTERRUPTED (retried by the next run), and raises `RunInterruptedError`;
+a second signal exits the process at once.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from fray.cluster import Cluster
+from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
 
 from marin.execution.discover import defer_run
-from marin.execution.errors import StepFailedError
+from marin.execution.errors import RunInterruptedError, StepFailedError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.plan import BLOCKED, CACHED, Plan, PlannedStep, build_plan, resolve_prefix
 from marin.execution.progress import Progress
 from marin.execution.status import DEFAULT_LEASE_TIMEOUT_S, Heartbeat, LeaseInfo
-from marin.execution.step_execution import FAILED_OUTCOME, ExecutionSettings, Outcome, execute_step
+from marin.execution.step_execution import (
+    FAILED_OUTCOME,
+    INTERRUPTED_OUTCOME,
+    ExecutionSettings,
+    Interrupt,
+    Outcome,
+    execute_step,
+)
 from marin.execution.step_spec import StepSpec
 
 
@@ -155,10 +168,12 @@ class _Run:
         cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
                                                           echo=self.runner.progress)
         heartbeat = Heartbeat(self.runner.heartbeat_interval, self.runner.lease_timeout)
+        interrupt = Interrupt(cluster)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
-                                     self.force_run_failed, self.started, self._on_wait)
+                                     self.force_run_failed, self.started, self._on_wait, interrupt)
         in_flight = 0
         drivers = ThreadPoolExecutor(max_workers=self.runner.max_concurrent, thread_name_prefix="marin-driver")
+        restore = _install_signal_handlers(done_events, interrupt)
         try:
             while ready or in_flight:
                 while ready and in_flight < self.runner.max_concurrent:
@@ -172,7 +187,9 @@ class _Run:
                     drivers.submit(self._drive, i, dep_paths, dep_steps, settings, done_events)
                 if not in_flight:
                     continue
-                i, outcome = done_events.get()  # wakes exactly when a step finishes
+                i, outcome = done_events.get()  # wakes exactly when a step finishes (or a signal arrives)
+                if i < 0:
+                    self._stop(interrupt, str(outcome), in_flight, done_events)
                 in_flight -= 1
                 self._finish(i, outcome)
                 if outcome.kind == FAILED_OUTCOME:
@@ -183,10 +200,38 @@ class _Run:
                     if waiting_on[c] == 0:
                         ready.append(c)
         finally:
-            drivers.shutdown(wait=True)
+            # After an interrupt a step that cannot be stopped (a ThreadCluster's) is not waited for.
+            drivers.shutdown(wait=not interrupt.is_set, cancel_futures=interrupt.is_set)
             heartbeat.stop()
+            if not interrupt.is_set:
+                restore()  # after an interrupt the handler stays: a second signal exits at once
             if own_cluster:
-                cluster.shutdown()
+                if interrupt.is_set and isinstance(cluster, LocalCluster):
+                    cluster.shutdown(kill_running=True)
+                elif not interrupt.is_set:
+                    cluster.shutdown()
+
+    def _stop(self, interrupt: Interrupt, signal_name: str, in_flight: int, done_events) -> None:
+        """Cancel the running steps, wait briefly for them to be recorded INTERRUPTED, then raise."""
+        interrupt.trigger(f"the runner got {signal_name}")
+        deadline = time.monotonic() + _STOP_WAIT_S
+        while in_flight:
+            try:
+                i, outcome = done_events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if i < 0:
+                continue
+            in_flight -= 1
+            self._finish(i, outcome)
+        stopped = sorted(self.steps[i].name for i, s in enumerate(self.steps)
+                         if self.result.outcomes.get(s.output_path) == INTERRUPTED_OUTCOME)
+        message = (f"interrupted by {signal_name}: cancelled {len(stopped)} running step(s)"
+                   + (f" ({', '.join(stopped[:10])}{', ...' if len(stopped) > 10 else ''})" if stopped else "")
+                   + ", recorded INTERRUPTED; the next run retries them")
+        if in_flight:
+            message += f"; {in_flight} step(s) could not be stopped in {_STOP_WAIT_S:g}s (press Ctrl-C again to exit)"
+        raise RunInterruptedError(message)
 
     def _drive(self, i: int, dep_paths, dep_steps, settings, done_events) -> None:
         step = self.steps[i]
@@ -199,7 +244,9 @@ class _Run:
     def _finish(self, i: int, outcome: Outcome) -> None:
         step = self.steps[i]
         self.result.outcomes[step.output_path] = outcome.kind
-        if outcome.kind == FAILED_OUTCOME:
+        if outcome.kind == INTERRUPTED_OUTCOME:
+            self.progress.step_done("interrupted", step.name, outcome.seconds, outcome.error)
+        elif outcome.kind == FAILED_OUTCOME:
             self.failures[step.name] = outcome.error
             self.progress.step_done("FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log")
         else:
@@ -210,7 +257,9 @@ class _Run:
     def _block(self, i: int, reason: str, children, waiting_on) -> None:
         """A step the plan found blocked: its earlier failure counts as a failure of this run."""
         step = self.steps[i]
-        if step.status is not None and step.status.get("key") == step.key:  # failed before, not retried
+        if step.conflict:  # its output folder holds files marin did not write: fails before fn runs
+            self.failures[step.name] = step.conflict
+        elif step.status is not None and step.status.get("key") == step.key:  # failed before, not retried
             self.failures[step.name] = f"{reason}; log: {step.output_path}/.executor_log"
         else:
             self.blocked.append(step.name)
@@ -230,3 +279,31 @@ class _Run:
             self.result.outcomes[step.output_path] = BLOCKED
             self.progress.step_done("blocked", step.name, detail="a dependency of it failed")
             stack.extend(children.get(c, ()))
+
+
+_STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
+
+
+def _install_signal_handlers(done_events: queue.SimpleQueue, interrupt: Interrupt):
+    """Route SIGINT/SIGTERM to the scheduler (as an event on its queue); returns a function restoring the
+    previous handlers. Only the main thread can install handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handle(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if interrupt.is_set:
+            os.write(2, f"marin: {name} again: exiting now\n".encode())
+            os._exit(128 + signum)
+        interrupt.mark(f"the runner got {name}")
+        done_events.put((-1, name))  # SimpleQueue.put is safe in a signal handler
+
+    for sig in previous:
+        signal.signal(sig, handle)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+
+    return restore

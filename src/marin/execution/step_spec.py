@@ -32,6 +32,8 @@ class StepSpec:
     `inputs` are the external files `fn` reads (local paths, globs, fsspec URLs,
     `hf://datasets/ORG/NAME@REV`): each file's name, size and digest are part of the key, so
     changed data reruns the step (see `marin.execution.inputs`).
+    `adopt=True` takes an existing non-empty folder at the output path, one marin did not write, as
+    the step's SUCCESS output without running `fn` (not part of the key; see docs/execution.md).
     Steps compare by identity; two specs with the same key are the same work.
     """
 
@@ -44,6 +46,7 @@ class StepSpec:
     resources: ResourceConfig | None = None
     resumable: bool = False
     inputs: Sequence[str] = ()
+    adopt: bool = False  # take an existing non-empty folder at the output path as the SUCCESS output (fn not run)
 
     def __post_init__(self) -> None:
         _check_relative_path(self.name, "name", self.name)

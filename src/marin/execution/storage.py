@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
 
 _LOCAL_PREFIX = "file://"
 _fs_cache: dict[str, tuple[Any, str]] = {}
@@ -107,14 +106,11 @@ def read_bytes(path: str) -> bytes | None:
 
 
 def read_json(path: str) -> Any:
-    """The parsed JSON file at `path`, or None when it is missing or unreadable."""
-    data = read_bytes(path)
-    if data is None:
-        return None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
+    """The parsed JSON record at `path`, or None when it is missing or unreadable: read as every
+    record is, only from a regular file of at most 16 MiB (see `marin.execution.records`)."""
+    from marin.execution.records import read_record_json  # records builds on this module
+
+    return read_record_json(path)
 
 
 def makedirs(path: str) -> None:

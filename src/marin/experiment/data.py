@@ -63,6 +63,7 @@ class TrainedTokenizer:
     name: str
     config: TrainTokenizerConfig
     version: str | None = None
+    adopt: bool = False  # take an existing tokenizer folder at the output path (see StepSpec.adopt)
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
@@ -76,6 +77,7 @@ class TrainedTokenizer:
             },
             version=self.version,
             inputs=self.config.input.inputs(),
+            adopt=self.adopt,
         )
 
 
@@ -93,12 +95,14 @@ def train_tokenizer(
     bad_records: str = "fail",
     version: str | None = None,
     revision: str | None = None,
+    adopt: bool = False,
 ) -> TrainedTokenizer:
     """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
 
     The vocabulary comes out smaller when the text has fewer merges than asked for. Pass the
     handle as `tokenized(tokenizer=...)`; it becomes that step's dependency. `paths=` and
-    `revision=` work as in `tokenized()`.
+    `revision=` work as in `tokenized()`. `adopt=True` takes an existing folder at the
+    step's output path as the tokenizer without training (see StepSpec.adopt).
     """
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
                                    revision)
@@ -106,7 +110,7 @@ def train_tokenizer(
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
         )
-    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version)
+    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version, adopt)
 
 
 TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
@@ -120,6 +124,7 @@ class TokenizedData:
     tokenizer: TokenizerArg
     config: TokenizeConfig
     version: str | None = None
+    adopt: bool = False  # take an existing token cache at the output path (see StepSpec.adopt)
 
     def to_step_spec(self) -> StepSpec:
         deps: tuple[StepSpec, ...] = ()
@@ -147,6 +152,7 @@ class TokenizedData:
             version=self.version,
             resumable=True,  # shards are published atomically; a rerun keeps the finished ones
             inputs=config.input.inputs(),
+            adopt=self.adopt,
         )
 
 
@@ -166,6 +172,7 @@ def tokenized(
     version: str | None = None,
     zephyr: Any = None,
     revision: str | None = None,
+    adopt: bool = False,
 ) -> TokenizedData:
     """Declare a step that tokenizes a source into a token cache. Nothing is read until it runs.
 
@@ -183,6 +190,7 @@ def tokenized(
     bad_records: "fail" (an error naming file:line) or "skip" (skip and count malformed records).
     max_chunk_chars: documents longer than this are encoded in whitespace-cut pieces.
     zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
+    adopt: take an existing token cache at the step's output path without tokenizing (see StepSpec.adopt).
     """
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
                                    revision)
@@ -205,4 +213,4 @@ def tokenized(
         max_chunk_chars=max_chunk_chars,
         zephyr=zephyr,
     )
-    return TokenizedData(name, tokenizer, config, version)
+    return TokenizedData(name, tokenizer, config, version, adopt)

@@ -45,6 +45,7 @@ class Evaluation:
     max_documents: int | None = None
     version: str | None = None
     resources: Any = None
+    adopt: bool = False  # take an existing evaluation folder at the output path (see StepSpec.adopt)
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the model step and every tokenized dataset, hash_attrs the whole config."""
@@ -66,7 +67,8 @@ class Evaluation:
             max_documents=self.max_documents,
         )
         return StepSpec(name=self.name, fn=functools.partial(run_evaluation, config), deps=deps,
-                        hash_attrs=config.to_json(), version=self.version, resources=self.resources)
+                        hash_attrs=config.to_json(), version=self.version, resources=self.resources,
+                        adopt=self.adopt)
 
 
 def evaluate(
@@ -82,7 +84,8 @@ def evaluate(
     `datasets` holds `tokenized()` handles / StepSpecs of token caches (their `eval_split` is
     scored) and `TextDataset`s of raw text. `harness_tasks` names lm-eval-harness tasks, such as our
     own `marin_story_endings` and `marin_text_perplexity`. `prompts` get a greedy continuation and
-    seeded samples (`sampling=SamplingConfig(...)`). Other options: see `Evaluation`.
+    seeded samples (`sampling=SamplingConfig(...)`). Other options: see `Evaluation` (`adopt=True` takes
+    an existing folder at the step's output path as its result; see StepSpec.adopt).
     """
     if not isinstance(model_step, (StepSpec, LazyStep)):
         raise StepDefinitionError(

@@ -65,6 +65,7 @@ class TrainLm:
     resources: Any = None
     version: str | None = None
     init_from: Any = None  # a train handle or StepSpec, or an absolute folder path
+    adopt: bool = False  # take an existing run folder at the output path (see StepSpec.adopt)
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's configuration."""
@@ -92,6 +93,7 @@ class TrainLm:
             version=self.version,
             resources=self.resources,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
+            adopt=self.adopt,
         )
 
     @property
@@ -131,6 +133,7 @@ def train_lm(
     loggers: Sequence[str] = (),
     peak_flops: float | None = None,
     init_from: Any = None,
+    adopt: bool = False,
 ) -> TrainLm:
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
@@ -143,6 +146,7 @@ def train_lm(
     checkpoint folder or a Hugging Face model folder; the model config must match its shapes.
     Everything that can be checked without data is checked here; the token caches are checked
     before the first step.
+    `adopt=True` takes an existing run folder (with `hf/`) at the step's output path without training.
     """
     if not isinstance(model, LlamaConfig):
         raise TrainingConfigError(f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}")
@@ -191,6 +195,7 @@ def train_lm(
         resources=resources,
         version=version,
         init_from=init_from,
+        adopt=adopt,
     )
     if config.batch_size % handle.num_processes:
         raise TrainingConfigError(

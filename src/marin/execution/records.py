@@ -1,0 +1,113 @@
+"""Reading the engine's record files safely: only regular files, and never more than `MAX_RECORD_BYTES`.
+
+Every record reader (status, lease, `.executor_info`, `.artifact.json`, a moved-aside copy's record)
+goes through `read_record`, so a FIFO or a device under a prefix cannot hang `marin status`, a
+huge file cannot exhaust memory, and a symlink cannot make the engine read outside the prefix.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Any
+
+import orjson
+
+from marin.execution import storage
+from marin.execution.errors import UnreadableRecordError
+
+MAX_RECORD_BYTES = 16 << 20
+
+
+def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
+    """The bytes of the record file at `path`, or None when nothing is there.
+
+    Raises UnreadableRecordError (naming the path) when it is not a regular file (a FIFO, a device,
+    a directory, a symlink) or holds more than `limit` bytes.
+    """
+    if storage.is_local(path):
+        return _read_local(path, limit)
+    fs, p = storage.fs_and_path(path)
+    try:
+        info = fs.info(p)
+    except FileNotFoundError:
+        return None
+    if info.get("type") != "file":
+        raise UnreadableRecordError(path, f"it is a {info.get('type')}, not a file")
+    size = info.get("size")
+    if size is not None and int(size) > limit:
+        raise UnreadableRecordError(path, f"it holds {int(size)} bytes, more than a record may ({limit})")
+    try:
+        data = fs.cat_file(p)
+    except FileNotFoundError:
+        return None
+    if len(data) > limit:
+        raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may")
+    return data
+
+
+def _read_local(path: str, limit: int) -> bytes | None:
+    local = path[len("file://") :] if path.startswith("file://") else path
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once (fstat then refuses it).
+        fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnreadableRecordError(path, "it is a symlink; records are never read through links") from None
+        raise UnreadableRecordError(path, f"it cannot be opened ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableRecordError(path, f"it is a {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise UnreadableRecordError(path, f"it holds {st.st_size} bytes, more than a record may ({limit})")
+        data = os.read(fd, min(st.st_size + 1, limit + 1))
+        if len(data) <= st.st_size:  # the usual case: the whole file in one read
+            return data
+        chunks, total = [data], len(data)
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while we read
+                raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
+def read_record_json(path: str, strict: bool = False) -> Any:
+    """The parsed JSON record at `path`, or None when it is missing.
+
+    An unreadable record (see `read_record`) raises UnreadableRecordError when `strict`, and reads as
+    None otherwise; so does, when `strict`, an empty or garbled one.
+    """
+    try:
+        data = read_record(path)
+    except UnreadableRecordError:
+        if strict:
+            raise
+        return None
+    if data is None:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        if strict:
+            what = "it is empty" if not data.strip() else f"it is not valid JSON ({e})"
+            raise UnreadableRecordError(path, what) from None
+        return None
