@@ -19,6 +19,7 @@ import cloudpickle
 from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
+from fray.cluster.ray_auth import use_token_if_available
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
@@ -34,10 +35,11 @@ class _Node:
     labels: dict[str, str]
 
 
-def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
-    """What a Ray worker runs: unpickle the task and call it with stdout/stderr going to `log_path`."""
+def run_on_worker(payload: bytes, name: str, log_path: str | None, echo: bool = False) -> Any:
+    """What a Ray worker runs: unpickle the task and call it with stdout/stderr going to `log_path`
+    (with `echo`, also to the worker's stderr, which Ray forwards to the driver)."""
     task = cloudpickle.loads(payload)
-    with redirect_output(log_path, name):
+    with redirect_output(log_path, name, echo=echo):
         return task()
 
 
@@ -51,6 +53,7 @@ def connect_ray(address: str | None = None, *, namespace: str | None = None, log
 
     if ray.is_initialized():
         return False
+    use_token_if_available()
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or None,
         namespace=namespace,
@@ -73,7 +76,9 @@ class RayCluster(Cluster):
     the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
     could ever hold (a GPU on a CPU-only cluster, a region no node is in) fails at once; pass `check_feasible=False` (or set
     FRAY_RAY_AUTOSCALING=1, as the KubeRay manifest does) for an autoscaling cluster that adds such
-    nodes on demand.
+    nodes on demand. With `echo`, each running task's output lines also reach this process's stderr
+    (through Ray's log forwarding, prefixed with the task's name), as LocalCluster's echo shows them;
+    it takes effect when this cluster is the one that connects this process to Ray.
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class RayCluster(Cluster):
         retry_exceptions: bool = False,
         check_feasible: bool | None = None,
         namespace: str | None = None,
+        echo: bool = False,
     ):
         import ray
 
@@ -93,7 +99,8 @@ class RayCluster(Cluster):
         if check_feasible is None:
             check_feasible = os.environ.get(AUTOSCALING_ENV, "0") not in ("1", "true", "yes")
         self.check_feasible = check_feasible
-        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=False)
+        self.echo = echo
+        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=echo)
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[_Node] = []
         self._nodes_at = 0.0
@@ -130,7 +137,7 @@ class RayCluster(Cluster):
             max_retries=self.max_retries,
             retry_exceptions=self.retry_exceptions,
             **options,
-        ).remote(cloudpickle.dumps(task), name, log_path)
+        ).remote(cloudpickle.dumps(task), name, log_path, self.echo)
         return self._as_future(ref, name)
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
