@@ -20,6 +20,7 @@ from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
 from fray.cluster.ray_auth import use_token_if_available
+from fray.cluster.ray_gang import RayGang, bundle_of, why_gang_never_fits
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
@@ -108,6 +109,11 @@ class RayCluster(Cluster):
         self._lock = threading.Lock()
         self._refs: dict[concurrent.futures.Future, Any] = {}  # unsettled futures and their Ray refs
         self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them (unsettled only)
+        self._gangs: dict[concurrent.futures.Future, RayGang] = {}  # unsettled multi-replica tasks
+
+    def _forget_gang(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._gangs.pop(future, None)
 
     def submit(
         self,
@@ -121,17 +127,24 @@ class RayCluster(Cluster):
         resources = resources or ResourceConfig.with_cpu()
         options = ray_options(resources)
         problem = None
-        if resources.replicas > 1:
-            problem = (
-                f"it asks for replicas={resources.replicas}; RayCluster runs a step as one Ray task, and "
-                "multi-host steps need a launcher of their own (not yet part of fray)"
-            )
-        elif self.check_feasible:
+        if self.check_feasible:
             problem = self._why_never_fits(options, resources)
+            if problem is None and resources.replicas > 1:
+                nodes = [n.resources for n in self._alive_nodes(False)
+                         if selector_matches(options.get("label_selector", {}), n.labels)]
+                problem = why_gang_never_fits(bundle_of(options), nodes, resources.replicas,
+                                              str(resources.gang_placement))
         if problem:
             failed: concurrent.futures.Future = concurrent.futures.Future()
             failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
             return failed
+        if resources.replicas > 1:
+            gang = RayGang(self._ray, task, name=name, resources=resources, options=options, log_path=log_path,
+                           echo=self.echo, own_exception=self._own_exception)
+            with self._lock:
+                self._gangs[gang.future] = gang
+            gang.future.add_done_callback(self._forget_gang)
+            return gang.start()
         ref = self._remote.options(
             name=name,
             max_retries=self.max_retries,
@@ -144,6 +157,11 @@ class RayCluster(Cluster):
         """Cancel the Ray task behind `future` with `ray.cancel(force=True)`: a running one's worker is
         killed, and the future fails with TaskCancelledError naming `reason`. A settled future is left
         alone."""
+        with self._lock:
+            gang = self._gangs.get(future)
+        if gang is not None:
+            gang.cancel(reason)
+            return
         with self._lock:
             ref = self._refs.get(future)
             if ref is None:
