@@ -1,0 +1,87 @@
+"""A training step with replicas=2 runs as a two-process DDP gang: on Ray (one replica per node) and
+on a LocalCluster, matching a single-process run of the same global batch; so does gradient
+accumulation over microbatches."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+import pytest
+
+from fray.cluster import LocalCluster, ResourceConfig
+from marin.training.datasets import DatasetInput
+from marin.training.errors import TrainingConfigError
+from marin.training.launch import run_job
+from marin.training.trainer import TrainJob
+from train_child import tiny_config
+
+pytestmark = pytest.mark.timeout(600)
+
+STEPS = 20
+
+
+def _metrics(out) -> list[dict]:
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_steps: int = 1) -> None:
+    a, b = _metrics(single), _metrics(other)
+    assert len(a) == len(b) == STEPS
+    for ra, rb in zip(a, b):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+    assert {r["world_size"] for r in a} == {1} and {r["world_size"] for r in b} == {world_size}
+    assert {(r["grad_accum_steps"]) for r in b} == {grad_accum_steps}
+
+
+@pytest.fixture(scope="module")
+def single_run(story_cache, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("single") / "run")
+    config = tiny_config(STEPS, checkpoint_every=None)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert summary["world_size"] == 1
+    return out
+
+
+def _gang_task(story_cache: str, out: str, **overrides):
+    config = tiny_config(STEPS, checkpoint_every=None, **overrides)
+    return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
+
+
+def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(ray_nodes, story_cache, single_run, tmp_path):
+    from fray.cluster import RayCluster
+
+    cluster = RayCluster(max_retries=0)
+    out = str(tmp_path / "gang")
+    future = cluster.submit(_gang_task(story_cache, out), name="train-gang",
+                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+    summary = future.result(timeout=540)
+    assert summary["world_size"] == 2
+    _assert_same_run(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
+def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache, single_run, tmp_path):
+    out = str(tmp_path / "accum")
+    config = tiny_config(STEPS, checkpoint_every=None, grad_accum_steps=4)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert (summary["world_size"], summary["grad_accum_steps"]) == (1, 4)
+    _assert_same_run(single_run, out, world_size=1, grad_accum_steps=4)
+    with pytest.raises(TrainingConfigError, match="grad_accum_steps=3 does not split this process's 4 rows"):
+        run_job(TrainJob(tiny_config(2, grad_accum_steps=3), (DatasetInput("stories", story_cache, 1.0),),
+                         str(tmp_path / "bad")), num_processes=1)
+
+
+def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(story_cache, single_run, tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        # batch_size 4 = 2 replicas x 2 microbatches of 1 row
+        future = cluster.submit(_gang_task(story_cache, out, grad_accum_steps=2), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+        assert future.result(timeout=540)["world_size"] == 2
+        _assert_same_run(single_run, out, grad_accum_steps=2)
+    finally:
+        cluster.shutdown()
