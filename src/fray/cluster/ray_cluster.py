@@ -140,7 +140,7 @@ class RayCluster(Cluster):
             return failed
         if resources.replicas > 1:
             gang = RayGang(self._ray, task, name=name, resources=resources, options=options, log_path=log_path,
-                           echo=self.echo, own_exception=self._own_exception)
+                           echo=self.echo, own_exception=self._own_exception, max_retries=self.max_retries)
             with self._lock:
                 self._gangs[gang.future] = gang
             gang.future.add_done_callback(self._forget_gang)

@@ -5,8 +5,10 @@ placement group, runs a probe in bundle 0 that returns that node's address and a
 (rank 0's rendezvous), then starts one task per replica in its bundle with the torchrun variables
 set (fray.cluster.gang.rank_env). The gang's future gets rank 0's value; when any replica fails,
 the others are cancelled and the future gets that replica's error. The placement group is removed
-when the gang ends. Replicas are not retried one by one (a lone restarted rank could never rejoin
-its group); the step is retried as a whole.
+when the attempt ends. Replicas are not retried one by one (a lone restarted rank could never rejoin
+its group): when a replica is lost (its worker or node died: preemption, OOM kill), the whole gang
+starts again in a new placement group, on whatever nodes hold it now, up to `max_retries` times; a
+training step then resumes from its latest checkpoint. An exception the task raised is not retried.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from typing import Any
 
 import cloudpickle
 
-from fray.cluster.errors import TaskCancelledError
+from fray.cluster.errors import TaskCancelledError, TaskLostError
 from fray.cluster.gang import GRACE_S, environ, free_port, rank_env, replica_log, root_cause
-from fray.cluster.logs import redirect_output
+from fray.cluster.logs import is_local, redirect_output
 from fray.cluster.resource_config import ResourceConfig
 
 
@@ -57,15 +59,16 @@ class RayGang:
 
     def __init__(self, ray: Any, task: Callable[[], Any], *, name: str, resources: ResourceConfig,
                  options: dict[str, Any], log_path: str | None, echo: bool,
-                 own_exception: Callable[[BaseException, str], BaseException]):
+                 own_exception: Callable[[BaseException, str], BaseException], max_retries: int = 0):
         self.ray, self.name, self.resources, self.options = ray, name, resources, options
+        self.max_retries = max_retries
+        self.preemptions = 0  # whole-gang restarts after a lost replica
         self.log_path, self.echo, self.own_exception = log_path, echo, own_exception
         self.payload = cloudpickle.dumps(task)
         self.future: concurrent.futures.Future = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._refs: list[Any] = []
         self._cancelled: str | None = None
-        self._pg = None
 
     def start(self) -> concurrent.futures.Future:
         """Start the gang on a thread of its own; returns its future."""
@@ -81,6 +84,31 @@ class RayGang:
             self.ray.cancel(ref, force=True)
 
     def _run(self) -> None:
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    self.future.set_result(self._attempt())
+                    return
+                except TaskLostError as lost:
+                    if attempt == self.max_retries or self._is_cancelled():
+                        raise
+                    self.preemptions += 1
+                    self._note_retry(lost, attempt + 1)
+        except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
+            if self._cancelled is not None and not isinstance(exc, TaskCancelledError):
+                exc = TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed")
+            self.future.set_exception(exc)
+
+    def _note_retry(self, lost: BaseException, attempt: int) -> None:
+        """Say in the step's log why the whole gang starts again."""
+        line = (f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); starting "
+                f"all {self.resources.replicas} replicas again (retry {attempt} of {self.max_retries}) ===\n")
+        if self.log_path and is_local(self.log_path):
+            with open(self.log_path.removeprefix("file://"), "a") as log:
+                log.write(line)
+
+    def _attempt(self) -> Any:
+        """Place the gang, start every replica, and return rank 0's value (or raise the root cause)."""
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -116,11 +144,7 @@ class RayGang:
                     ]
             if self._is_cancelled():
                 raise TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled})")
-            self.future.set_result(self._wait())
-        except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
-            if self._cancelled is not None and not isinstance(exc, TaskCancelledError):
-                exc = TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed")
-            self.future.set_exception(exc)
+            return self._wait()
         finally:
             remove_placement_group(pg)
 
@@ -154,6 +178,13 @@ class RayGang:
             self.ray.get(ref)
         except BaseException as exc:  # noqa: BLE001 - the replica's failure, to report
             rank = self._refs.index(ref)
+            lost = (self.ray.exceptions.WorkerCrashedError, self.ray.exceptions.NodeDiedError,
+                    self.ray.exceptions.ObjectLostError)
+            if isinstance(exc, lost):
+                return rank, TaskLostError(
+                    f"replica rank {rank} of task {self.name!r}: its Ray worker or node died (preempted, killed "
+                    f"or out of memory): {type(exc).__name__}"
+                )
             return rank, self.own_exception(exc, f"{self.name}[{rank}]")
         return None
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import signal
+import time
 
 import pytest
 
@@ -85,3 +88,39 @@ def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_p
         _assert_same_run(single_run, out, grad_accum_steps=2)
     finally:
         cluster.shutdown()
+
+
+def _slow_step(done: int) -> None:
+    time.sleep(0.4)  # room to kill a replica mid-run
+
+
+def _rank1_pid(log: str) -> int | None:
+    try:
+        text = open(log).read()
+    except FileNotFoundError:
+        return None
+    found = re.findall(r"=== fray: task 'train-gang' starting on \S+ pid (\d+)", text)
+    return int(found[-1]) if found else None
+
+
+def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoint(ray_nodes, story_cache,
+                                                                                  single_run, tmp_path):
+    from fray.cluster import RayCluster
+
+    cluster = RayCluster(max_retries=2)
+    out, log = tmp_path / "gang", tmp_path / "log"
+    config = tiny_config(STEPS, checkpoint_every=3)
+    job = TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), str(out), on_step_end=_slow_step)
+    future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(log))
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and not future.done():
+        if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
+            break
+        time.sleep(0.2)
+    assert not future.done(), future.exception()
+    os.kill(_rank1_pid(f"{log}.rank1"), signal.SIGKILL)  # as a preempted node's worker dies
+    summary = future.result(timeout=500)
+    assert summary["resumed_from_step"] >= 6
+    assert open(log).read().count("lost a replica") == 1
+    _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
