@@ -124,3 +124,33 @@ def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoin
     assert summary["resumed_from_step"] >= 6
     assert open(log).read().count("lost a replica") == 1
     _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
+
+
+class _Stop(Exception):
+    """Ends a run on purpose after a checkpoint."""
+
+
+def _stop_after_step_9(done: int) -> None:
+    if done == 9 and os.environ.get("RANK") == "0":
+        raise _Stop("stopped after step 9")
+
+
+def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    config = tiny_config(STEPS, checkpoint_every=3)
+    cluster = LocalCluster(cpu=2)
+    try:
+        job = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
+        future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        with pytest.raises(_Stop):
+            future.result(timeout=540)
+    finally:
+        cluster.shutdown()
+    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
+    rows = _metrics(out)
+    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
+    for ra, rb in zip(_metrics(single_run), rows, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
