@@ -21,7 +21,7 @@ from typing import Any
 import cloudpickle
 
 from fray.cluster.errors import TaskCancelledError, TaskLostError
-from fray.cluster.gang import GRACE_S, environ, free_port, rank_env, replica_log, root_cause
+from fray.cluster.gang import GRACE_S, environ, free_port, is_peer_loss, rank_env, replica_log, root_cause
 from fray.cluster.logs import is_local, redirect_output
 from fray.cluster.resource_config import ResourceConfig
 
@@ -168,6 +168,13 @@ class RayGang:
             for ref in pending:
                 ray.cancel(ref, force=True)
             rank, cause = root_cause(errors)
+            if is_peer_loss(cause):
+                # No replica reported an error of its own in the grace period: one vanished with its
+                # worker or node (which Ray may take longer to declare dead). Retry like a lost replica.
+                raise TaskLostError(
+                    f"replica rank {rank} of task {self.name!r} lost its peers and no replica reported an "
+                    f"error of its own: a replica's worker or node is gone ({str(cause).splitlines()[0][:200]})"
+                ) from None
             cause.add_note(f"replica rank {rank} of {len(self._refs)} failed; the other replicas were stopped")
             raise cause from None
         return ray.get(self._refs[0])

@@ -154,3 +154,60 @@ def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_ca
     assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
     for ra, rb in zip(_metrics(single_run), rows, strict=True):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+
+
+PREEMPTED_DRIVER = """
+import functools, json, sys, time
+sys.path.insert(0, sys.argv[5])
+from train_child import tiny_config
+from fray.cluster import RayCluster, ResourceConfig
+from marin.training.datasets import DatasetInput
+from marin.training.launch import run_job
+from marin.training.trainer import TrainJob
+
+def slow(done):
+    time.sleep(0.4)
+
+address, cache, out, log = sys.argv[1:5]
+cluster = RayCluster(address=address, max_retries=2)
+job = TrainJob(tiny_config(20, checkpoint_every=3), (DatasetInput("stories", cache, 1.0),), out, on_step_end=slow)
+future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                        resources=ResourceConfig.with_cpu(1, replicas=2), log_path=log)
+print(json.dumps(future.result(timeout=600)))
+"""
+
+
+def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
+                                                                                       tmp_path):
+    import subprocess
+    import sys
+
+    import psutil
+    from ray_nodes import LocalRayCluster
+
+    nodes = LocalRayCluster(workers=3, cpus_per_node=1, head_cpus=0).start()  # room for 2 replicas after a loss
+    out, log = tmp_path / "run", tmp_path / "log"
+    try:
+        driver = subprocess.Popen(
+            [sys.executable, "-c", PREEMPTED_DRIVER, nodes.address, story_cache, str(out), str(log),
+             os.path.dirname(__file__)],
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and driver.poll() is None:
+            if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
+                break
+            time.sleep(0.2)
+        assert driver.poll() is None, driver.communicate()
+        replica = psutil.Process(_rank1_pid(f"{log}.rank1"))
+        [raylet] = [p for p in replica.parents() if p.name() == "raylet"]
+        raylet.kill()  # the node is gone, as a preempted VM's would be
+        stdout, stderr = driver.communicate(timeout=500)
+        assert driver.returncode == 0, stderr[-5000:]
+    finally:
+        nodes.stop()
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 2
+    assert open(log).read().count("lost a replica") == 1  # retried once, completed once
+    _assert_same_run(single_run, str(out))
