@@ -9,12 +9,15 @@ when the attempt ends. Replicas are not retried one by one (a lone restarted ran
 its group): when a replica is lost (its worker or node died: preemption, OOM kill), the whole gang
 starts again in a new placement group, on whatever nodes hold it now, up to `max_retries` times; a
 training step then resumes from its latest checkpoint. An exception the task raised is not retried.
+An elastic gang (`ResourceConfig(elastic=True)`) that finds no room for all its replicas within
+ELASTIC_WAIT_S while the live nodes hold fewer starts with as many as they hold (at least one).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +57,13 @@ def run_replica(payload: bytes, name: str, log_path: str | None, env: dict[str, 
         return task()
 
 
+ELASTIC_WAIT_S = 20.0  # how long an elastic gang waits for room for all its replicas before shrinking
+
+
+class _NotPlaced(Exception):
+    """An elastic gang's placement group found no room in time."""
+
+
 class RayGang:
     """One gang of `resources.replicas` Ray tasks; `future` resolves to rank 0's value."""
 
@@ -84,45 +94,62 @@ class RayGang:
             self.ray.cancel(ref, force=True)
 
     def _run(self) -> None:
+        replicas = self.resources.replicas
         try:
-            for attempt in range(self.max_retries + 1):
+            attempt = 0
+            while True:
                 try:
-                    self.future.set_result(self._attempt())
+                    self.future.set_result(self._attempt(replicas))
                     return
+                except _NotPlaced:
+                    replicas = self._replicas_that_fit()  # elastic: a node is gone for good
+                    self._log(f"=== fray: gang {self.name!r} cannot place {self.resources.replicas} replicas now; "
+                              f"elastic: continuing with {replicas} ===\n")
                 except TaskLostError as lost:
                     if attempt == self.max_retries or self._is_cancelled():
                         raise
+                    attempt += 1
                     self.preemptions += 1
-                    self._note_retry(lost, attempt + 1)
+                    self._log(f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); "
+                              f"starting all replicas again (retry {attempt} of {self.max_retries}) ===\n")
         except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
             if self._cancelled is not None and not isinstance(exc, TaskCancelledError):
                 exc = TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed")
             self.future.set_exception(exc)
 
-    def _note_retry(self, lost: BaseException, attempt: int) -> None:
-        """Say in the step's log why the whole gang starts again."""
-        line = (f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); starting "
-                f"all {self.resources.replicas} replicas again (retry {attempt} of {self.max_retries}) ===\n")
+    def _replicas_that_fit(self) -> int:
+        """How many replicas (1 to R) the cluster's live nodes hold now."""
+        need = bundle_of(self.options)
+        nodes = [n["Resources"] for n in self.ray.nodes() if n.get("Alive")]
+        held = sum(min((int(node.get(k, 0) // v + 1e-9) for k, v in need.items() if v), default=0) for node in nodes)
+        return max(1, min(self.resources.replicas, held))
+
+    def _log(self, line: str) -> None:
+        """A line in the step's log (a local one; a remote log is rewritten by each attempt's upload)."""
         if self.log_path and is_local(self.log_path):
             with open(self.log_path.removeprefix("file://"), "a") as log:
                 log.write(line)
 
-    def _attempt(self) -> Any:
-        """Place the gang, start every replica, and return rank 0's value (or raise the root cause)."""
+    def _attempt(self, replicas: int) -> Any:
+        """Place `replicas` replicas, start them, and return rank 0's value (or raise the root cause).
+        An elastic gang that cannot be placed within ELASTIC_WAIT_S raises _NotPlaced."""
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         ray = self.ray
-        replicas = self.resources.replicas
         selector = self.options.get("label_selector")
         pg = placement_group([bundle_of(self.options)] * replicas, strategy=str(self.resources.gang_placement),
                              name=f"fray-gang-{self.name}",
                              bundle_label_selector=[selector] * replicas if selector else None)
         try:
+            waiting_since = time.monotonic()
             while not self._is_cancelled():
                 ready, _ = ray.wait([pg.ready()], timeout=1.0)
                 if ready:
                     break
+                if (self.resources.elastic and replicas > 1 and time.monotonic() - waiting_since > ELASTIC_WAIT_S
+                        and self._replicas_that_fit() < replicas):
+                    raise _NotPlaced()
             if self._is_cancelled():
                 raise TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}) before its gang was placed")
 

@@ -153,7 +153,8 @@ class ResourceConfig:
     retried; False keeps it off nodes labelled preemptible); `regions` the cloud regions it may run
     in (empty: anywhere; see fray.cluster.placement for how clusters apply both); `replicas` how many hosts a multi-host
     step spans (each replica gets the rest of the request; see fray.cluster.gang), `gang_placement` how
-    a RayCluster places them; `env_vars` set in the process that runs the step; `pip_packages` pip requirements
+    a RayCluster places them, `elastic` whether a retried gang may run with fewer replicas when the
+    cluster no longer holds them all; `env_vars` set in the process that runs the step; `pip_packages` pip requirements
     the step needs beyond the base environment (installed by RayCluster, checked by LocalCluster).
     """
 
@@ -167,6 +168,7 @@ class ResourceConfig:
     env_vars: Mapping[str, str] = field(default_factory=dict)
     pip_packages: Sequence[str] = ()
     gang_placement: GangPlacement = GangPlacement.SPREAD
+    elastic: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu, bool) or not isinstance(self.cpu, (int, float)) or not math.isfinite(self.cpu):
@@ -181,6 +183,8 @@ class ResourceConfig:
                 f"device={self.device!r} is not a device; use CpuConfig(), GpuConfig('H100', 8) or "
                 "TpuConfig('v4-8'), or the constructors ResourceConfig.with_gpu / with_tpu"
             )
+        if not isinstance(self.elastic, bool):
+            raise ResourceConfigError(f"elastic={self.elastic!r} must be True or False")
         if not isinstance(self.preemptible, bool):
             raise ResourceConfigError(f"preemptible={self.preemptible!r} must be True or False")
         object.__setattr__(self, "regions", _regions(self.regions))
@@ -231,7 +235,7 @@ class ResourceConfig:
             "replicas": self.replicas,
             "env_vars": dict(sorted(self.env_vars.items())),
             "pip_packages": list(self.pip_packages),
-            **({"gang_placement": str(self.gang_placement)} if self.replicas > 1 else {}),
+            **({"gang_placement": str(self.gang_placement), "elastic": self.elastic} if self.replicas > 1 else {}),
         }
 
     def describe(self) -> str:

@@ -169,28 +169,30 @@ def slow(done):
     time.sleep(0.4)
 
 address, cache, out, log = sys.argv[1:5]
+elastic = sys.argv[6] == "elastic"
 cluster = RayCluster(address=address, max_retries=2)
 job = TrainJob(tiny_config(20, checkpoint_every=3), (DatasetInput("stories", cache, 1.0),), out, on_step_end=slow)
 future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
-                        resources=ResourceConfig.with_cpu(1, replicas=2), log_path=log)
+                        resources=ResourceConfig.with_cpu(1, replicas=2, elastic=elastic), log_path=log)
 print(json.dumps(future.result(timeout=600)))
 """
 
 
-def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
-                                                                                       tmp_path):
+def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elastic: bool) -> tuple[dict, str, str]:
+    """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
+    1's node after the step-6 checkpoint. Returns the step's summary, its output folder and its log."""
     import subprocess
     import sys
 
     import psutil
     from ray_nodes import LocalRayCluster
 
-    nodes = LocalRayCluster(workers=3, cpus_per_node=1, head_cpus=0).start()  # room for 2 replicas after a loss
+    nodes = LocalRayCluster(workers=workers, cpus_per_node=1, head_cpus=0).start()
     out, log = tmp_path / "run", tmp_path / "log"
     try:
         driver = subprocess.Popen(
             [sys.executable, "-c", PREEMPTED_DRIVER, nodes.address, story_cache, str(out), str(log),
-             os.path.dirname(__file__)],
+             os.path.dirname(__file__), "elastic" if elastic else "fixed"],
             env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )
@@ -207,7 +209,23 @@ def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_compl
         assert driver.returncode == 0, stderr[-5000:]
     finally:
         nodes.stop()
-    summary = json.loads(stdout.strip().splitlines()[-1])
+    return json.loads(stdout.strip().splitlines()[-1]), str(out), open(log).read()
+
+
+def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
+                                                                                       tmp_path):
+    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
     assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 2
-    assert open(log).read().count("lost a replica") == 1  # retried once, completed once
-    _assert_same_run(single_run, str(out))
+    assert log.count("lost a replica") == 1  # retried once, completed once
+    _assert_same_run(single_run, out)
+
+
+def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(story_cache, single_run, tmp_path):
+    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
+    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 1
+    assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
+    sizes = [r["world_size"] for r in _metrics(out)]
+    resumed = summary["resumed_from_step"]
+    assert sizes == [2] * resumed + [1] * (STEPS - resumed)
+    for ra, rb in zip(_metrics(single_run), _metrics(out), strict=True):  # the same global batches
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
