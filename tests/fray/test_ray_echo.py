@@ -30,6 +30,7 @@ DRIVER = textwrap.dedent('''
 
     cluster = RayCluster(echo=True)
     print("result", cluster.submit(task, name="echoed", log_path=log).result(), flush=True)
+    sys.stdin.read()  # Ray forwards a worker's lines asynchronously: live until the test has seen them
     cluster.shutdown()
 ''')
 
@@ -38,8 +39,8 @@ def test_a_running_ray_tasks_lines_reach_the_driver_while_it_runs(ray_nodes, tmp
     flag, log = tmp_path / "flag", tmp_path / "task.log"
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(flag), str(log)],
-        env={**os.environ, "RAY_ADDRESS": ray_nodes.address}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
+        env={**os.environ, "RAY_ADDRESS": ray_nodes.address}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
     )
     seen = []
     try:
@@ -47,6 +48,10 @@ def test_a_running_ray_tasks_lines_reach_the_driver_while_it_runs(ray_nodes, tmp
             seen.append(line)
             if "first line from the task" in line:
                 flag.touch()  # the task waits for this: only a line shown while it runs can release it
+            text = "".join(seen)
+            if "saw the flag" in text and "progress: 100%" in text and "result 7" in text or "gave up" in text:
+                break
+        driver.stdin.close()
         driver.wait(timeout=60)
     finally:
         driver.kill()

@@ -66,6 +66,19 @@ def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(ray_nodes, story_c
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
 
 
+def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, single_run, tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        job = TrainJob(tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out)
+        future = cluster.submit(functools.partial(run_job, job, 2), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        assert future.result(timeout=540)["world_size"] == 4
+        _assert_same_run(single_run, out, world_size=4)
+    finally:
+        cluster.shutdown()
+
+
 def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache, single_run, tmp_path):
     out = str(tmp_path / "accum")
     config = tiny_config(STEPS, checkpoint_every=None, grad_accum_steps=4)
@@ -209,7 +222,9 @@ def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elast
         assert driver.returncode == 0, stderr[-5000:]
     finally:
         nodes.stop()
-    return json.loads(stdout.strip().splitlines()[-1]), str(out), open(log).read()
+    # Ray also prints its own notices (a node died) to the driver's stdout: the summary is the JSON line.
+    [summary] = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"')]
+    return summary, str(out), open(log).read()
 
 
 def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
