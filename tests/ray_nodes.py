@@ -65,6 +65,7 @@ class LocalRayCluster:
 
     workers: int = 1
     cpus_per_node: int = 1
+    head_cpus: int | None = None  # the head's CPUs when not cpus_per_node (0: it runs no tasks)
     dashboard: bool = False
     head_resources: dict[str, float] = field(default_factory=dict)
     head_labels: dict[str, str] = field(default_factory=dict)
@@ -95,7 +96,7 @@ class LocalRayCluster:
         self.dashboard_url = f"http://127.0.0.1:{dash_port}"
         head = [
             RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-            f"--num-cpus={self.cpus_per_node}", f"--temp-dir={self.temp_dir}",
+            f"--num-cpus={self.cpus_per_node if self.head_cpus is None else self.head_cpus}", f"--temp-dir={self.temp_dir}",
             f"--include-dashboard={'true' if self.dashboard else 'false'}",
             f"--dashboard-port={dash_port}", "--dashboard-host=127.0.0.1",
             f"--ray-client-server-port={free_port()}", "--disable-usage-stats",

@@ -86,7 +86,7 @@ def test_a_task_larger_than_the_machine_fails_at_once(cluster):
         ResourceConfig.with_cpu(1, ram=cluster.capacity.ram + 1),
         ResourceConfig.with_tpu("v4-8"),
         ResourceConfig(pip_packages=["surely-not-installed-pkg-xyz"]),
-        ResourceConfig(replicas=2),
+        ResourceConfig.with_cpu(cluster.capacity.cpu, replicas=2),  # a gang holds R times its request
     ]
     for resources in too_big:
         future = cluster.submit(_report_pid_and_print, name="huge", resources=resources)

@@ -91,9 +91,14 @@ def test_gpu_request_on_a_cpu_only_cluster_fails_at_once(ray_cluster):
     too_many_cpus = ray_cluster.submit(lambda: 1, name="wide", resources=ResourceConfig.with_cpu(2))
     with pytest.raises(ResourcesUnavailableError, match="CPU=2 and no node has that"):
         too_many_cpus.result(timeout=1)
-    multi_host = ray_cluster.submit(lambda: 1, name="multi", resources=ResourceConfig(replicas=2))
-    with pytest.raises(ResourcesUnavailableError, match="replicas=2"):
-        multi_host.result(timeout=1)
+    # A gang: the two 1-CPU nodes hold two 1-CPU replicas, not three, and not two on one node.
+    three = ray_cluster.submit(lambda: 1, name="multi", resources=ResourceConfig.with_cpu(1, replicas=3))
+    with pytest.raises(ResourcesUnavailableError, match=r"3 replicas of CPU=1 and the whole cluster holds 2 \(per node: 1, 1\)"):
+        three.result(timeout=1)
+    packed = ray_cluster.submit(lambda: 1, name="multi",
+                                resources=ResourceConfig.with_cpu(1, replicas=2, gang_placement="STRICT_PACK"))
+    with pytest.raises(ResourcesUnavailableError, match="on one node \\(gang_placement=STRICT_PACK\\) and the largest node holds 1"):
+        packed.result(timeout=1)
 
 
 def test_ray_options_follow_the_resource_config():

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from marin.submit import JobRequest, SubmitError
+from marin.execution.artifact import git_state
+from marin.submit import JobRequest, SubmitError, git_snapshot, is_local_address, resolve_prefix
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -36,7 +37,10 @@ EXPERIMENT = textwrap.dedent('''
     step = StepSpec(name="hello", fn=hello, resources=ResourceConfig.with_cpu(1))
 
     if __name__ == "__main__":
+        import sys
+
         print("shipped files:", sorted(os.listdir(".")))
+        print("driver python:", sys.executable)
         StepRunner().run([step])
 ''')
 
@@ -56,11 +60,22 @@ def test_request_packages_the_working_directory_without_venv_outputs_or_git(tmp_
         JobRequest(str(outside), str(tmp_path)).entrypoint()
 
 
+def _git(project, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=project, check=True,
+                   capture_output=True)
+
+
 def test_submit_runs_the_experiment_as_a_ray_job_whose_steps_are_ray_tasks(ray_nodes, tmp_path):
     project = tmp_path / "project"
     (project / ".venv").mkdir(parents=True)
     (project / ".venv" / "big.bin").write_bytes(b"0" * 1024)
+    (project / ".gitignore").write_text(".venv\n")
     (project / "experiment.py").write_text(EXPERIMENT)
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "commit", "-qm", "experiment")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    (project / "experiment.py").write_text(EXPERIMENT + "# an uncommitted change\n")
     prefix = tmp_path / "outputs"
     env = {**os.environ, "MARIN_CLUSTER": ""}
     done = subprocess.run(
@@ -69,15 +84,82 @@ def test_submit_runs_the_experiment_as_a_ray_job_whose_steps_are_ray_tasks(ray_n
     )
     assert done.returncode == 0, done.stdout + done.stderr
     job_id = done.stdout.splitlines()[0]
-    assert "shipped files: ['experiment.py']" in done.stdout  # .venv stayed home
+    assert "shipped files: ['.gitignore', 'experiment.py']" in done.stdout  # .venv and .git stayed home
+    assert f"driver python: {sys.executable}" in done.stdout  # the submitter's interpreter, the head being local
     assert f"job {job_id}: SUCCEEDED" in done.stderr
     [out] = prefix.glob("hello-*")
     assert json.loads((out / ".executor_status").read_text())["state"] == "SUCCESS"
     result = json.loads((out / ".artifact.json").read_text())["result"]
     assert result == {"in_ray_worker": True, "cluster": "ray"}
+    # The experiment's git state, though .git was not shipped: in the step's record and the job's metadata.
+    recorded = json.loads((out / ".executor_info").read_text())["git"]["experiment"]
+    assert (recorded["commit"], recorded["dirty"]) == (commit, True)
+    assert "+# an uncommitted change" in recorded["diff"]
+    from ray.job_submission import JobSubmissionClient
+
+    metadata = JobSubmissionClient(ray_nodes.dashboard_url).get_job_info(job_id).metadata
+    assert (metadata["git_commit"], metadata["git_dirty"]) == (commit, "True")
     listed = subprocess.run([*MARIN, "jobs", "list", "--address", ray_nodes.dashboard_url], env=env,
                             capture_output=True, text=True, timeout=60, check=True)
-    assert f"{job_id}\tSUCCEEDED\tpython experiment.py" in listed.stdout
+    assert f"{job_id}\tSUCCEEDED\t{sys.executable} experiment.py" in listed.stdout
     logs = subprocess.run([*MARIN, "jobs", "logs", job_id, "--address", ray_nodes.dashboard_url], env=env,
                           capture_output=True, text=True, timeout=60, check=True)
     assert "shipped files:" in logs.stdout
+
+
+def test_a_node_local_prefix_is_refused_across_machines_and_allowed_with_a_warning_on_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MARIN_PREFIX", raising=False)
+    assert resolve_prefix("gs://bucket/marin", machines=3) == ("gs://bucket/marin", None)
+    for prefix in (None, "outputs", str(tmp_path / "outputs")):
+        with pytest.raises(SubmitError, match=r"on 2 machines.*--prefix gs://BUCKET/marin"):
+            resolve_prefix(prefix, machines=2)
+    chosen, warning = resolve_prefix(None, machines=1)
+    assert chosen == str(tmp_path / "marin-outputs")  # where the submitter looks, not Ray's session folder
+    assert warning.startswith(f"warning: outputs go to {tmp_path / 'marin-outputs'}")
+    assert resolve_prefix("rel", machines=1)[0] == str(tmp_path / "rel")
+
+
+def test_git_snapshot_records_commit_and_uncommitted_diff_and_git_state_reads_it_back(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "exp.py").write_text("x = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "c")
+    assert git_snapshot(str(repo))["dirty"] is False
+    (repo / "exp.py").write_text("x = 2\n")
+    snap = git_snapshot(str(repo))
+    assert snap["dirty"] is True and "+x = 2" in snap["diff"] and len(snap["commit"]) == 40
+    assert git_snapshot(str(tmp_path)) is None  # not a repository
+    request = JobRequest(str(repo / "exp.py"), str(repo), git=snap)
+    assert request.metadata()["git_commit"] == snap["commit"]
+    # On the cluster: the shipped directory has no .git, so the submitted state stands for it.
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    monkeypatch.chdir(shipped)
+    monkeypatch.setenv("MARIN_SUBMIT_GIT", request.runtime_env()["env_vars"]["MARIN_SUBMIT_GIT"])
+    state = git_state(lambda: None)
+    assert state["experiment"]["commit"] == snap["commit"] and state["experiment"]["diff"] == snap["diff"]
+
+
+def test_only_loopback_or_own_addresses_are_local():
+    assert is_local_address("http://127.0.0.1:8265")
+    assert is_local_address("http://localhost:8265")
+    assert not is_local_address("http://203.0.113.7:8265")  # TEST-NET-3: never this machine's
+
+
+def test_jobs_commands_print_one_line_errors_not_tracebacks(ray_nodes, tmp_path):
+    home = tmp_path / "home"  # no ~/.ray/auth_token here, and no RAY_AUTH_MODE
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"HOME": str(home)}
+    cases = [
+        (["jobs", "list", "--address", ray_nodes.dashboard_url], "requires its auth token"),
+        (["jobs", "logs", "raysubmit_nope", "--address", ray_nodes.dashboard_url], "requires its auth token"),
+        (["jobs", "stop", "raysubmit_nope", "--address", "http://127.0.0.1:9"], "nothing answers there"),
+    ]
+    for args, why in cases:
+        done = subprocess.run([*MARIN, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and why in errors[0], done.stderr

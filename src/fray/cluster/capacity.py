@@ -32,8 +32,6 @@ class Capacity:
     def why_never_fits(self, resources: ResourceConfig) -> str | None:
         """The reason `resources` can never run here, or None when it fits an idle machine."""
         device = resources.device
-        if resources.replicas > 1:
-            return f"it asks for replicas={resources.replicas} hosts and a LocalCluster is one machine"
         if isinstance(device, TpuConfig):
             return f"it asks for a TPU ({device.type}) and this machine has none"
         if isinstance(device, GpuConfig) and device.count > self.gpus:

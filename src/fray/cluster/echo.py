@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from typing import TextIO
 
 _WRITE_LOCK = threading.Lock()
 
@@ -17,8 +18,13 @@ _WRITE_LOCK = threading.Lock()
 class LogEcho:
     """Follows the local file `path` from its current end; `pump()` writes what was appended since."""
 
-    def __init__(self, path: str, name: str, *, update_interval_s: float = 1.0):
+    def __init__(self, path: str, name: str, *, update_interval_s: float = 1.0, out: TextIO | None = None,
+                 show_name: bool = True):
+        """`out`: where lines go (default: sys.stderr at each write); `show_name`: prefix them with
+        `[name] ` (a Ray driver prefixes forwarded lines with the task's name itself)."""
         self.name = name
+        self.out = out
+        self.show_name = show_name
         self.update_interval_s = update_interval_s
         self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
         self._file.seek(0, 2)
@@ -51,11 +57,12 @@ class LogEcho:
     def _write(self, lines: list[bytes]) -> None:
         if not lines:
             return
-        prefix = f"[{self.name}] "
+        prefix = f"[{self.name}] " if self.show_name else ""
         text = "".join(prefix + line.decode("utf-8", "replace").rstrip() + "\n" for line in lines)
+        out = self.out or sys.stderr
         with _WRITE_LOCK:
-            sys.stderr.write(text)
-            sys.stderr.flush()
+            out.write(text)
+            out.flush()
 
 
 def _latest(segments: list[bytes]) -> bytes:

@@ -32,6 +32,7 @@ from fray.cluster.errors import (
     TaskLostError,
 )
 from fray.cluster.echo import LogEcho
+from fray.cluster.gang import local_gang
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
 from fray.cluster.worker_pool import Worker, WorkerLostError, WorkerPool
@@ -103,6 +104,8 @@ class LocalCluster(Cluster):
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
         resources = resources or ResourceConfig.with_cpu()
+        if resources.replicas > 1:  # a gang: one launcher of R local processes, holding R times the request
+            task, resources = local_gang(task, resources)
         if resources.regions and not self._warned_regions:
             self._warned_regions = True
             warnings.warn(

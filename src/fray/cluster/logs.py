@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 
@@ -61,12 +62,14 @@ def attempt_header(name: str, *, pid: int | None = None) -> bytes:
 
 
 @contextlib.contextmanager
-def redirect_output(log_path: str | None, name: str) -> Iterator[None]:
+def redirect_output(log_path: str | None, name: str, *, echo: bool = False) -> Iterator[None]:
     """Send this process's stdout and stderr (file descriptors 1 and 2, so child processes and C code
     too) to `log_path` for the duration of the block, then restore them.
 
     Used where a task runs inside a long-lived worker process (a Ray worker) that runs other tasks
-    before and after.
+    before and after. With `echo`, each whole line written to the log is also written to the
+    process's own stderr as it comes (progress bars at most once a second, as LocalCluster's echo
+    shows them); a Ray worker's stderr reaches the driver's terminal.
     """
     if log_path is None:
         yield
@@ -74,8 +77,36 @@ def redirect_output(log_path: str | None, name: str) -> Iterator[None]:
     with local_log_file(log_path) as path:
         with open(path, "ab") as log:
             log.write(attempt_header(name))
-        with capture_fds(path):
+        if not echo:
+            with capture_fds(path):
+                yield
+            return
+        with _echoing(path, name), capture_fds(path):
             yield
+
+
+@contextlib.contextmanager
+def _echoing(path: str, name: str) -> Iterator[None]:
+    """A thread copying the lines appended to `path` to this process's stderr as it is now."""
+    from fray.cluster.echo import LogEcho
+
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    echo = LogEcho(path, name, out=terminal, show_name=False)
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.wait(0.2):
+            echo.pump()
+
+    thread = threading.Thread(target=pump, name=f"fray-echo-{name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        echo.close()
+        terminal.close()
 
 
 def tail(log_path: str | None, lines: int = 40, max_bytes: int = 64 * 1024) -> str:

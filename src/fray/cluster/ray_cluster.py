@@ -19,6 +19,8 @@ import cloudpickle
 from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
+from fray.cluster.ray_auth import use_token_if_available
+from fray.cluster.ray_gang import RayGang, bundle_of, why_gang_never_fits
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
@@ -34,10 +36,11 @@ class _Node:
     labels: dict[str, str]
 
 
-def run_on_worker(payload: bytes, name: str, log_path: str | None) -> Any:
-    """What a Ray worker runs: unpickle the task and call it with stdout/stderr going to `log_path`."""
+def run_on_worker(payload: bytes, name: str, log_path: str | None, echo: bool = False) -> Any:
+    """What a Ray worker runs: unpickle the task and call it with stdout/stderr going to `log_path`
+    (with `echo`, also to the worker's stderr, which Ray forwards to the driver)."""
     task = cloudpickle.loads(payload)
-    with redirect_output(log_path, name):
+    with redirect_output(log_path, name, echo=echo):
         return task()
 
 
@@ -51,6 +54,7 @@ def connect_ray(address: str | None = None, *, namespace: str | None = None, log
 
     if ray.is_initialized():
         return False
+    use_token_if_available()
     ray.init(
         address=address or os.environ.get("RAY_ADDRESS") or None,
         namespace=namespace,
@@ -73,7 +77,9 @@ class RayCluster(Cluster):
     the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
     could ever hold (a GPU on a CPU-only cluster, a region no node is in) fails at once; pass `check_feasible=False` (or set
     FRAY_RAY_AUTOSCALING=1, as the KubeRay manifest does) for an autoscaling cluster that adds such
-    nodes on demand.
+    nodes on demand. With `echo`, each running task's output lines also reach this process's stderr
+    (through Ray's log forwarding, prefixed with the task's name), as LocalCluster's echo shows them;
+    it takes effect when this cluster is the one that connects this process to Ray.
     """
 
     def __init__(
@@ -84,6 +90,7 @@ class RayCluster(Cluster):
         retry_exceptions: bool = False,
         check_feasible: bool | None = None,
         namespace: str | None = None,
+        echo: bool = False,
     ):
         import ray
 
@@ -93,7 +100,8 @@ class RayCluster(Cluster):
         if check_feasible is None:
             check_feasible = os.environ.get(AUTOSCALING_ENV, "0") not in ("1", "true", "yes")
         self.check_feasible = check_feasible
-        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=False)
+        self.echo = echo
+        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=echo)
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[_Node] = []
         self._nodes_at = 0.0
@@ -101,6 +109,11 @@ class RayCluster(Cluster):
         self._lock = threading.Lock()
         self._refs: dict[concurrent.futures.Future, Any] = {}  # unsettled futures and their Ray refs
         self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them (unsettled only)
+        self._gangs: dict[concurrent.futures.Future, RayGang] = {}  # unsettled multi-replica tasks
+
+    def _forget_gang(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._gangs.pop(future, None)
 
     def submit(
         self,
@@ -114,29 +127,41 @@ class RayCluster(Cluster):
         resources = resources or ResourceConfig.with_cpu()
         options = ray_options(resources)
         problem = None
-        if resources.replicas > 1:
-            problem = (
-                f"it asks for replicas={resources.replicas}; RayCluster runs a step as one Ray task, and "
-                "multi-host steps need a launcher of their own (not yet part of fray)"
-            )
-        elif self.check_feasible:
+        if self.check_feasible:
             problem = self._why_never_fits(options, resources)
+            if problem is None and resources.replicas > 1:
+                nodes = [n.resources for n in self._alive_nodes(False)
+                         if selector_matches(options.get("label_selector", {}), n.labels)]
+                problem = why_gang_never_fits(bundle_of(options), nodes, resources.replicas,
+                                              str(resources.gang_placement))
         if problem:
             failed: concurrent.futures.Future = concurrent.futures.Future()
             failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
             return failed
+        if resources.replicas > 1:
+            gang = RayGang(self._ray, task, name=name, resources=resources, options=options, log_path=log_path,
+                           echo=self.echo, own_exception=self._own_exception, max_retries=self.max_retries)
+            with self._lock:
+                self._gangs[gang.future] = gang
+            gang.future.add_done_callback(self._forget_gang)
+            return gang.start()
         ref = self._remote.options(
             name=name,
             max_retries=self.max_retries,
             retry_exceptions=self.retry_exceptions,
             **options,
-        ).remote(cloudpickle.dumps(task), name, log_path)
+        ).remote(cloudpickle.dumps(task), name, log_path, self.echo)
         return self._as_future(ref, name)
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Cancel the Ray task behind `future` with `ray.cancel(force=True)`: a running one's worker is
         killed, and the future fails with TaskCancelledError naming `reason`. A settled future is left
         alone."""
+        with self._lock:
+            gang = self._gangs.get(future)
+        if gang is not None:
+            gang.cancel(reason)
+            return
         with self._lock:
             ref = self._refs.get(future)
             if ref is None:

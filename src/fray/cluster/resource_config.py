@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Union
 
 from fray.cluster.errors import ResourceConfigError
@@ -131,6 +132,17 @@ class TpuConfig:
 DeviceConfig = Union[CpuConfig, GpuConfig, TpuConfig]
 
 
+class GangPlacement(StrEnum):
+    """How the replicas of a multi-host step (`replicas > 1`) are placed on a Ray cluster's nodes
+    (Ray's placement group strategies): SPREAD over nodes where it can, PACK onto few where it can,
+    STRICT_PACK all on one node, STRICT_SPREAD each on its own node."""
+
+    SPREAD = "SPREAD"
+    PACK = "PACK"
+    STRICT_PACK = "STRICT_PACK"
+    STRICT_SPREAD = "STRICT_SPREAD"
+
+
 @dataclass(frozen=True)
 class ResourceConfig:
     """The resources one step asks for.
@@ -140,7 +152,9 @@ class ResourceConfig:
     `preemptible` whether the step may run on workers that can vanish (a preempted attempt is
     retried; False keeps it off nodes labelled preemptible); `regions` the cloud regions it may run
     in (empty: anywhere; see fray.cluster.placement for how clusters apply both); `replicas` how many hosts a multi-host
-    step spans; `env_vars` set in the process that runs the step; `pip_packages` pip requirements
+    step spans (each replica gets the rest of the request; see fray.cluster.gang), `gang_placement` how
+    a RayCluster places them, `elastic` whether a retried gang may run with fewer replicas when the
+    cluster no longer holds them all; `env_vars` set in the process that runs the step; `pip_packages` pip requirements
     the step needs beyond the base environment (installed by RayCluster, checked by LocalCluster).
     """
 
@@ -153,6 +167,8 @@ class ResourceConfig:
     replicas: int = 1
     env_vars: Mapping[str, str] = field(default_factory=dict)
     pip_packages: Sequence[str] = ()
+    gang_placement: GangPlacement = GangPlacement.SPREAD
+    elastic: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu, bool) or not isinstance(self.cpu, (int, float)) or not math.isfinite(self.cpu):
@@ -167,11 +183,19 @@ class ResourceConfig:
                 f"device={self.device!r} is not a device; use CpuConfig(), GpuConfig('H100', 8) or "
                 "TpuConfig('v4-8'), or the constructors ResourceConfig.with_gpu / with_tpu"
             )
+        if not isinstance(self.elastic, bool):
+            raise ResourceConfigError(f"elastic={self.elastic!r} must be True or False")
         if not isinstance(self.preemptible, bool):
             raise ResourceConfigError(f"preemptible={self.preemptible!r} must be True or False")
         object.__setattr__(self, "regions", _regions(self.regions))
         if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
             raise ResourceConfigError(f"replicas={self.replicas!r} must be a whole number >= 1, e.g. replicas=2")
+        try:
+            object.__setattr__(self, "gang_placement", GangPlacement(self.gang_placement))
+        except ValueError:
+            raise ResourceConfigError(
+                f"gang_placement={self.gang_placement!r} is not one of {', '.join(GangPlacement)}"
+            ) from None
         object.__setattr__(self, "env_vars", _env_vars(self.env_vars))
         object.__setattr__(self, "pip_packages", _requirements(self.pip_packages))
 
@@ -211,6 +235,7 @@ class ResourceConfig:
             "replicas": self.replicas,
             "env_vars": dict(sorted(self.env_vars.items())),
             "pip_packages": list(self.pip_packages),
+            **({"gang_placement": str(self.gang_placement), "elastic": self.elastic} if self.replicas > 1 else {}),
         }
 
     def describe(self) -> str:

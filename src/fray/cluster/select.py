@@ -30,7 +30,7 @@ def cluster_from_spec(spec: str, *, max_workers: int = 32, echo: bool = False) -
     if kind == "ray":
         from fray.cluster.ray_cluster import RayCluster
 
-        return RayCluster(address=address or None)
+        return RayCluster(address=address or None, echo=echo)
     raise FrayError(f"{ENV_VAR}={spec!r} names no cluster; use {CHOICES}")
 
 

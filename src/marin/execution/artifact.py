@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import getpass
 import hashlib
+import json
 import os
 import platform
 import re
@@ -190,7 +191,27 @@ def _git_of(directory: str) -> dict[str, Any]:
     with _git_lock:
         if directory not in _git_cache:
             _git_cache[directory] = _read_git(directory)
-        return dict(_git_cache[directory])
+        state = dict(_git_cache[directory])
+    if state["commit"] is None:
+        state = _submitted_git(directory) or state
+    return state
+
+
+# `marin submit` ships the working directory without .git and puts its git state (commit, dirty,
+# diff) here as JSON; it stands for the state of any shipped directory (not installed code) that is
+# in no repository on the cluster.
+SUBMITTED_GIT_ENV = "MARIN_SUBMIT_GIT"
+
+
+def _submitted_git(directory: str) -> dict[str, Any] | None:
+    raw = os.environ.get(SUBMITTED_GIT_ENV)
+    if not raw or _is_installed_code(os.path.join(os.path.abspath(directory), "")):
+        return None
+    try:
+        state = json.loads(raw)
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) and "commit" in state else None
 
 
 # A dirty experiment's `git diff HEAD` is recorded up to this many bytes (its full size beside it).

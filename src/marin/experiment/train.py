@@ -134,13 +134,17 @@ def train_lm(
     peak_flops: float | None = None,
     init_from: Any = None,
     adopt: bool = False,
+    grad_accum_steps: int = 1,
 ) -> TrainLm:
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
     `datasets` maps each tokenized handle to its mixture weight (> 0). `steps_per_eval` and
     `checkpoint_every` count steps (None: at the end only); `keep_last_k` checkpoints are kept.
     Several processes (DDP) run when `resources` asks for several GPUs or `num_processes` > 1 (on
-    CPU that uses gloo). `loggers` may name "tensorboard" and "wandb". `init_from` starts from
+    CPU that uses gloo), and across hosts when `resources` has `replicas=R` (a gang of R processes,
+    see docs/clusters.md). `grad_accum_steps` splits each process's share of the batch into
+    microbatches, so `batch_size` is the global batch at any world size. `loggers` may name
+    "tensorboard" and "wandb". `init_from` starts from
     existing weights (loaded before step 0; a resume still starts from the run's own checkpoint):
     another train step's handle or StepSpec (a dependency), or the path of a train step's output, a
     checkpoint folder or a Hugging Face model folder; the model config must match its shapes.
@@ -185,6 +189,7 @@ def train_lm(
             cpu_threads=cpu_threads,
             loggers=tuple(loggers),
             peak_flops=peak_flops,
+            grad_accum_steps=grad_accum_steps,
         )
     except TrainingConfigError as exc:
         raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
@@ -197,10 +202,11 @@ def train_lm(
         init_from=init_from,
         adopt=adopt,
     )
-    if config.batch_size % handle.num_processes:
+    world = handle.num_processes * getattr(resources, "replicas", 1)
+    if config.batch_size % (world * config.grad_accum_steps):
         raise TrainingConfigError(
-            f"train_lm {name!r}: batch_size={batch_size} does not split over {handle.num_processes} processes; "
-            "use a multiple of the process count"
+            f"train_lm {name!r}: batch_size={batch_size} does not split over {world} processes x "
+            f"grad_accum_steps={config.grad_accum_steps}; use a multiple of their product"
         )
     return handle
 

@@ -3,7 +3,9 @@
 With several, each worker is `python -m marin.training.launch JOB_FILE` with RANK, LOCAL_RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; the job travels as a pickle in a local temporary folder.
 If any worker fails, the others are terminated and the failure is raised with its exit code.
-Rank 0 writes the summary the caller returns. A worker dies with the process that launched it
+This host's first process writes the summary the caller returns. Inside a replica of a gang
+(fray.cluster.gang, which sets RANK, WORLD_SIZE and MASTER_* for the replica), the processes join the
+gang's group, as torchrun's do on each node: global rank = replica rank x processes + local rank. A worker dies with the process that launched it
 even when that process gets no chance to clean up (SIGKILL, or a cluster worker's `os._exit`).
 """
 
@@ -49,16 +51,23 @@ def run_job(job: TrainJob, num_processes: int = 1) -> dict:
 
 
 def _start_and_wait(job_file: str, num_processes: int) -> None:
-    port = _free_port()
+    # Inside a gang replica (fray.cluster.gang set RANK/WORLD_SIZE/MASTER_*), this host's processes
+    # join the gang's group, as torchrun's do on each of several nodes: global rank = replica rank x
+    # processes per replica + local rank.
+    node_rank, nodes = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if nodes > 1:
+        address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    else:
+        node_rank, address, port = 0, "127.0.0.1", _free_port()
     workers = []
     for rank in range(num_processes):
         env = dict(
             os.environ,
-            RANK=str(rank),
+            RANK=str(node_rank * num_processes + rank),
             LOCAL_RANK=str(rank),
-            WORLD_SIZE=str(num_processes),
+            WORLD_SIZE=str(nodes * num_processes),
             LOCAL_WORLD_SIZE=str(num_processes),
-            MASTER_ADDR="127.0.0.1",
+            MASTER_ADDR=address,
             MASTER_PORT=str(port),
             **{_LAUNCHER_PID: str(os.getpid())},
         )
@@ -120,7 +129,7 @@ def _worker(job_file: str) -> None:
     with open(job_file, "rb") as f:
         job: TrainJob = pickle.load(f)
     summary = train(job)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:  # this host's first process: its launcher returns it
         path = os.path.join(os.path.dirname(job_file), _SUMMARY_FILE)
         with open(path + ".tmp", "w") as f:
             json.dump(summary, f)

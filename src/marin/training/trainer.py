@@ -44,7 +44,8 @@ from marin.training.optim import AdamConfig, set_learning_rate
 # Fields that change how a run executes but not what it computes: a checkpoint written under one
 # value resumes under another (e.g. on a different number of processes), and they stay out of a
 # train step's cache key.
-EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch")
+EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch",
+                    "grad_accum_steps")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class TrainConfig:
     """Everything that defines a training run except where its data and output live.
 
     `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end).
+    `grad_accum_steps` splits each process's share of the batch into that many microbatches whose
+    gradients add up before the optimizer step: the global batch stays `batch_size` whatever the world
+    size, and memory holds one microbatch.
     `num_processes` is the number of data-parallel processes (None: one per requested GPU, else 1;
     on CPU >1 uses gloo, which is how DDP is tested without GPUs). `device` is "auto", "cpu" or
     "cuda". `cpu_threads` pins torch's intra-op threads; float reductions depend on it, so pin it
@@ -75,9 +79,10 @@ class TrainConfig:
     loggers: tuple[str, ...] = ()
     peak_flops: float | None = None
     prefetch: int = 4
+    grad_accum_steps: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch"):
+        for name in ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TrainingConfigError(f"{name} must be a positive int, got {value!r}")
@@ -308,10 +313,7 @@ class _Trainer:
                 lr = config.optimizer.lr_at(step, config.num_train_steps)
                 set_learning_rate(self.optimizer, lr)
                 batch = prefetcher.next()
-                with self.autocast:
-                    logits = train_model(batch.inputs)
-                    loss = F.cross_entropy(logits.flatten(0, 1).float(), batch.targets.flatten())
-                loss.backward()
+                loss = self._forward_backward(train_model, batch.inputs, batch.targets)
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -333,6 +335,8 @@ class _Trainer:
                     "mfu": tokens_per_step / elapsed * flops_per_token / peak,
                     "step_seconds": elapsed,
                     "data_wait_s": prefetcher.last_wait_seconds,
+                    "world_size": self.env.world_size,
+                    "grad_accum_steps": config.grad_accum_steps,
                 }
                 last_step = done == config.num_train_steps
                 if (config.steps_per_eval and done % config.steps_per_eval == 0) or last_step:
@@ -355,6 +359,28 @@ class _Trainer:
         if start == config.num_train_steps and self.env.is_main:  # finished before; only the export was left
             last = (self.metrics.read() or [last])[-1]
         return self._finish(last, train_seconds, data_wait, start)
+
+    def _forward_backward(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Accumulate the gradient of the mean loss over `grad_accum_steps` equal microbatches (DDP
+        reduces gradients only on the last); returns that mean loss."""
+        steps = self.config.grad_accum_steps
+        if inputs.shape[0] % steps:
+            raise TrainingConfigError(
+                f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
+                f"(batch_size={self.config.batch_size} over world size {self.env.world_size}); make batch_size a "
+                "multiple of world size x grad_accum_steps"
+            )
+        total = torch.zeros((), device=inputs.device)
+        for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps))):
+            last = i == steps - 1
+            sync = model.no_sync() if not last and isinstance(model, nn.parallel.DistributedDataParallel) else contextlib.nullcontext()
+            with sync:
+                with self.autocast:
+                    logits = model(x)
+                    loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()) / steps
+                loss.backward()
+            total += loss.detach()
+        return total
 
     @torch.no_grad()
     def _evaluate(self) -> dict:
@@ -413,6 +439,8 @@ class _Trainer:
             "data_wait_seconds_this_run": data_wait,
             "data_wait_fraction": data_wait / train_seconds if train_seconds else 0.0,
             "init_from": self.init_record,
+            "world_size": self.env.world_size,
+            "grad_accum_steps": self.config.grad_accum_steps,
         }
         if self.env.is_main:
             first = self.datasets[0]

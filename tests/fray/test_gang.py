@@ -1,0 +1,93 @@
+"""Multi-host steps: ResourceConfig(replicas=R) runs as R processes forming one torch.distributed group."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from fray.cluster import LocalCluster, ResourceConfig
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _all_reduce_ranks(fail_rank: int | None = None) -> dict:
+    """Join the gang's group (gloo), all-reduce rank+1 and gather each rank's node; rank `fail_rank` raises."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        print(f"replica {rank} of {world} joined", flush=True)
+        if rank == fail_rank:
+            raise ValueError(f"rank {rank} fails on purpose")
+        total = torch.tensor([rank + 1.0])
+        dist.all_reduce(total)
+        node = os.environ.get("FRAY_TEST_NODE") or _ray_node()
+        nodes = [None] * world
+        dist.all_gather_object(nodes, node)
+        return {"rank": rank, "world": world, "sum": total.item(), "nodes": nodes,
+                "master": os.environ["MASTER_ADDR"], "port": int(os.environ["MASTER_PORT"])}
+    finally:
+        dist.destroy_process_group()
+
+
+def _ray_node() -> str:
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else f"pid-host-{os.uname().nodename}"
+    except ImportError:
+        return os.uname().nodename
+
+
+def test_local_gang_of_two_forms_one_group_and_returns_rank_zeros_value(tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        log = tmp_path / "gang.log"
+        future = cluster.submit(_all_reduce_ranks, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2),
+                                log_path=str(log))
+        result = future.result(timeout=240)
+        assert (result["rank"], result["world"], result["sum"]) == (0, 2, 3.0)
+        assert result["master"] == "127.0.0.1" and result["port"] > 0
+        text = log.read_text()
+        assert "replica 0 of 2 joined" in text and "replica 1 of 2 joined" in text
+    finally:
+        cluster.shutdown()
+
+
+def test_local_gang_fails_with_the_failing_replicas_own_error_and_stops_the_others(tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        future = cluster.submit(functools.partial(_all_reduce_ranks, fail_rank=1), name="gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        with pytest.raises(ValueError, match="rank 1 fails on purpose"):
+            future.result(timeout=240)
+        # The gang released its two cores: a plain task runs after it.
+        assert cluster.submit(functools.partial(int, "7"), name="after").result(timeout=120) == 7
+    finally:
+        cluster.shutdown()
+
+
+def test_ray_gang_spreads_two_replicas_over_two_nodes_in_one_group(ray_cluster, tmp_path):
+    log = tmp_path / "gang.log"
+    future = ray_cluster.submit(_all_reduce_ranks, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2),
+                                log_path=str(log))
+    result = future.result(timeout=240)
+    assert (result["rank"], result["world"], result["sum"]) == (0, 2, 3.0)
+    assert len(set(result["nodes"])) == 2  # SPREAD: one replica on each node
+    assert "replica 0 of 2 joined" in log.read_text()
+    assert "replica 1 of 2 joined" in (tmp_path / "gang.log.rank1").read_text()
+
+
+def test_ray_gang_fails_with_a_replicas_error_and_frees_its_placement_group(ray_cluster):
+    future = ray_cluster.submit(functools.partial(_all_reduce_ranks, fail_rank=1), name="gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+    with pytest.raises(ValueError, match="rank 1 fails on purpose") as raised:
+        future.result(timeout=240)
+    assert any("replica rank 1 of 2 failed" in note for note in raised.value.__notes__)
+    # Both nodes' CPUs are free again: another gang of two is placed and runs.
+    again = ray_cluster.submit(_all_reduce_ranks, name="again", resources=ResourceConfig.with_cpu(1, replicas=2))
+    assert again.result(timeout=240)["sum"] == 3.0

@@ -1,0 +1,246 @@
+"""A training step with replicas=2 runs as a two-process DDP gang: on Ray (one replica per node) and
+on a LocalCluster, matching a single-process run of the same global batch; so does gradient
+accumulation over microbatches."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+from fray.cluster import LocalCluster, ResourceConfig
+from marin.training.datasets import DatasetInput
+from marin.training.errors import TrainingConfigError
+from marin.training.launch import run_job
+from marin.training.trainer import TrainJob
+from train_child import tiny_config
+
+pytestmark = pytest.mark.timeout(600)
+
+STEPS = 20
+
+
+def _metrics(out) -> list[dict]:
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_steps: int = 1) -> None:
+    a, b = _metrics(single), _metrics(other)
+    assert len(a) == len(b) == STEPS
+    for ra, rb in zip(a, b):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+    assert {r["world_size"] for r in a} == {1} and {r["world_size"] for r in b} == {world_size}
+    assert {(r["grad_accum_steps"]) for r in b} == {grad_accum_steps}
+
+
+@pytest.fixture(scope="module")
+def single_run(story_cache, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("single") / "run")
+    config = tiny_config(STEPS, checkpoint_every=None)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert summary["world_size"] == 1
+    return out
+
+
+def _gang_task(story_cache: str, out: str, **overrides):
+    config = tiny_config(STEPS, checkpoint_every=None, **overrides)
+    return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
+
+
+def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(ray_nodes, story_cache, single_run, tmp_path):
+    from fray.cluster import RayCluster
+
+    cluster = RayCluster(max_retries=0)
+    out = str(tmp_path / "gang")
+    future = cluster.submit(_gang_task(story_cache, out), name="train-gang",
+                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+    summary = future.result(timeout=540)
+    assert summary["world_size"] == 2
+    _assert_same_run(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
+def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, single_run, tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        job = TrainJob(tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out)
+        future = cluster.submit(functools.partial(run_job, job, 2), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        assert future.result(timeout=540)["world_size"] == 4
+        _assert_same_run(single_run, out, world_size=4)
+    finally:
+        cluster.shutdown()
+
+
+def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache, single_run, tmp_path):
+    out = str(tmp_path / "accum")
+    config = tiny_config(STEPS, checkpoint_every=None, grad_accum_steps=4)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert (summary["world_size"], summary["grad_accum_steps"]) == (1, 4)
+    _assert_same_run(single_run, out, world_size=1, grad_accum_steps=4)
+    with pytest.raises(TrainingConfigError, match="grad_accum_steps=3 does not split this process's 4 rows"):
+        run_job(TrainJob(tiny_config(2, grad_accum_steps=3), (DatasetInput("stories", story_cache, 1.0),),
+                         str(tmp_path / "bad")), num_processes=1)
+
+
+def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(story_cache, single_run, tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        # batch_size 4 = 2 replicas x 2 microbatches of 1 row
+        future = cluster.submit(_gang_task(story_cache, out, grad_accum_steps=2), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+        assert future.result(timeout=540)["world_size"] == 2
+        _assert_same_run(single_run, out, grad_accum_steps=2)
+    finally:
+        cluster.shutdown()
+
+
+def _slow_step(done: int) -> None:
+    time.sleep(0.4)  # room to kill a replica mid-run
+
+
+def _rank1_pid(log: str) -> int | None:
+    try:
+        text = open(log).read()
+    except FileNotFoundError:
+        return None
+    found = re.findall(r"=== fray: task 'train-gang' starting on \S+ pid (\d+)", text)
+    return int(found[-1]) if found else None
+
+
+def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoint(ray_nodes, story_cache,
+                                                                                  single_run, tmp_path):
+    from fray.cluster import RayCluster
+
+    cluster = RayCluster(max_retries=2)
+    out, log = tmp_path / "gang", tmp_path / "log"
+    config = tiny_config(STEPS, checkpoint_every=3)
+    job = TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), str(out), on_step_end=_slow_step)
+    future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(log))
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and not future.done():
+        if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
+            break
+        time.sleep(0.2)
+    assert not future.done(), future.exception()
+    os.kill(_rank1_pid(f"{log}.rank1"), signal.SIGKILL)  # as a preempted node's worker dies
+    summary = future.result(timeout=500)
+    assert summary["resumed_from_step"] >= 6
+    assert open(log).read().count("lost a replica") == 1
+    _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
+
+
+class _Stop(Exception):
+    """Ends a run on purpose after a checkpoint."""
+
+
+def _stop_after_step_9(done: int) -> None:
+    if done == 9 and os.environ.get("RANK") == "0":
+        raise _Stop("stopped after step 9")
+
+
+def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    config = tiny_config(STEPS, checkpoint_every=3)
+    cluster = LocalCluster(cpu=2)
+    try:
+        job = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
+        future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        with pytest.raises(_Stop):
+            future.result(timeout=540)
+    finally:
+        cluster.shutdown()
+    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
+    rows = _metrics(out)
+    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
+    for ra, rb in zip(_metrics(single_run), rows, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+
+
+PREEMPTED_DRIVER = """
+import functools, json, sys, time
+sys.path.insert(0, sys.argv[5])
+from train_child import tiny_config
+from fray.cluster import RayCluster, ResourceConfig
+from marin.training.datasets import DatasetInput
+from marin.training.launch import run_job
+from marin.training.trainer import TrainJob
+
+def slow(done):
+    time.sleep(0.4)
+
+address, cache, out, log = sys.argv[1:5]
+elastic = sys.argv[6] == "elastic"
+cluster = RayCluster(address=address, max_retries=2)
+job = TrainJob(tiny_config(20, checkpoint_every=3), (DatasetInput("stories", cache, 1.0),), out, on_step_end=slow)
+future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
+                        resources=ResourceConfig.with_cpu(1, replicas=2, elastic=elastic), log_path=log)
+print(json.dumps(future.result(timeout=600)))
+"""
+
+
+def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elastic: bool) -> tuple[dict, str, str]:
+    """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
+    1's node after the step-6 checkpoint. Returns the step's summary, its output folder and its log."""
+    import subprocess
+    import sys
+
+    import psutil
+    from ray_nodes import LocalRayCluster
+
+    nodes = LocalRayCluster(workers=workers, cpus_per_node=1, head_cpus=0).start()
+    out, log = tmp_path / "run", tmp_path / "log"
+    try:
+        driver = subprocess.Popen(
+            [sys.executable, "-c", PREEMPTED_DRIVER, nodes.address, story_cache, str(out), str(log),
+             os.path.dirname(__file__), "elastic" if elastic else "fixed"],
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and driver.poll() is None:
+            if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
+                break
+            time.sleep(0.2)
+        assert driver.poll() is None, driver.communicate()
+        replica = psutil.Process(_rank1_pid(f"{log}.rank1"))
+        [raylet] = [p for p in replica.parents() if p.name() == "raylet"]
+        raylet.kill()  # the node is gone, as a preempted VM's would be
+        stdout, stderr = driver.communicate(timeout=500)
+        assert driver.returncode == 0, stderr[-5000:]
+    finally:
+        nodes.stop()
+    # Ray also prints its own notices (a node died) to the driver's stdout: the summary is the JSON line.
+    [summary] = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"')]
+    return summary, str(out), open(log).read()
+
+
+def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
+                                                                                       tmp_path):
+    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
+    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 2
+    assert log.count("lost a replica") == 1  # retried once, completed once
+    _assert_same_run(single_run, out)
+
+
+def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(story_cache, single_run, tmp_path):
+    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
+    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 1
+    assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
+    sizes = [r["world_size"] for r in _metrics(out)]
+    resumed = summary["resumed_from_step"]
+    assert sizes == [2] * resumed + [1] * (STEPS - resumed)
+    for ra, rb in zip(_metrics(single_run), _metrics(out), strict=True):  # the same global batches
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]

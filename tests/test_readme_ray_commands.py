@@ -1,0 +1,113 @@
+"""The README's Ray commands, run verbatim from a fresh copy of the project in a fresh environment.
+
+The environment has no RAY_* variables and a PATH without the virtualenv (so the head's `python` is
+not the venv's, as when a user types `.venv/bin/ray start`), and a home whose ~/.ray/auth_token
+exists, as it does after any local `ray.init()`: then `ray start --head` turns token authentication
+on, which the README never mentions. The head uses Ray's default ports (6379, 8265); the test skips
+when something else holds them. Every Ray process the commands start lives under this test's own
+TMPDIR and is killed by pid at the end (never `ray stop`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from ray_nodes import LocalRayCluster
+
+pytestmark = pytest.mark.timeout(1500)
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## From a laptop to a Ray cluster"
+
+
+def readme_ray_commands() -> list[str]:
+    """The lines of the bash block in the README's Ray section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(SECTION):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def _port_busy(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _fresh_copy(dest: Path) -> None:
+    """The project's files as a clone would have them (tracked and not ignored), and its .venv."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    (dest / ".venv").symlink_to(ROOT / ".venv")
+
+
+def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
+    start, run_on_ray, submit = readme_ray_commands()
+    assert start.startswith(".venv/bin/ray start --head") and "MARIN_CLUSTER=ray" in run_on_ray
+    assert submit.startswith(".venv/bin/marin submit")
+    if _port_busy(6379) or _port_busy(8265):
+        pytest.skip("Ray's default ports 6379/8265, which the README's commands use, are taken on this machine")
+    project = tmp_path / "marin"
+    project.mkdir()
+    _fresh_copy(project)
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    token = subprocess.run(
+        [sys.executable, "-c", "from ray._private.authentication.authentication_token_generator import "
+         "generate_new_authentication_token as g; print(g())"], capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    (home / ".ray" / "auth_token").write_text(token)
+    ray_tmp = tempfile.mkdtemp(prefix="rdme-", dir="/tmp")  # short: Ray's socket paths are length-limited
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": ray_tmp, "LANG": "C.UTF-8",
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    assert not any(k.startswith("RAY_") for k in env)
+    head = LocalRayCluster(temp_dir=ray_tmp)  # only to find and kill what the commands started
+
+    def sh(line: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    try:
+        started = sh(start, 180)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "Token authentication is enabled" in started.stderr + started.stdout
+
+        ran = sh(run_on_ray, 900)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-5000:]
+        assert "InvalidAuthToken" not in ran.stderr
+        # The training step ran as a Ray task, its progress bar shown here as it ran.
+        progress = [line for line in ran.stderr.splitlines()
+                    if "(checkpoints/marin-nano-tinystories pid=" in line and "train:" in line]
+        assert progress, ran.stderr[-5000:]
+        outputs = project / "marin-outputs"
+        [model] = outputs.glob("checkpoints/marin-nano-tinystories-*")
+        assert (model / "hf" / "config.json").exists()
+
+        submitted = sh(submit, 300)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        job_id = submitted.stdout.splitlines()[0]
+        # No --prefix: the outputs go where the submitter's own runs put them, said so on stderr.
+        assert f"warning: outputs go to {outputs}" in submitted.stderr
+        follow = sh(f".venv/bin/marin jobs logs {job_id} --follow --address http://127.0.0.1:8265", 900)
+        assert follow.returncode == 0, follow.stderr
+        # The job's interpreter is the venv's (the head's PATH has none), so its packages import.
+        entry = re.search(rf"Running entrypoint for job {job_id}: (\S+) experiments/tutorials/demo.py", follow.stdout)
+        assert entry and Path(entry.group(1)).samefile(project / ".venv" / "bin" / "python"), follow.stdout[-3000:]
+        assert "ModuleNotFoundError" not in follow.stdout
+        listed = sh(".venv/bin/marin jobs list --address http://127.0.0.1:8265", 120)
+        assert f"{job_id}\tSUCCEEDED" in listed.stdout, listed.stdout + listed.stderr + follow.stdout[-3000:]
+        # Every step was already done by the run above: the job found them in the same prefix.
+        assert f"4 steps under {outputs}: 4 cached" in follow.stdout, follow.stdout[-3000:]
+    finally:
+        head.stop()
