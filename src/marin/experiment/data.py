@@ -40,11 +40,89 @@ def _normalize_location(spec: str) -> str:
     return spec
 
 
+STEP_INPUT_PREFIX = "step:"
+STEP_DATA_PATTERNS = ("**/*.jsonl", "**/*.jsonl.gz", "**/*.jsonl.zst", "**/*.parquet")
+
+
+def _is_step(value: Any) -> bool:
+    return isinstance(value, (StepSpec, LazyStep)) and not isinstance(value, str)
+
+
+def _step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
+    """Turn steps and handles in `source=` / `paths=` into `step:NAME` placeholders plus dependencies.
+
+    A placeholder is replaced at run time by the data files of that dependency's output
+    (`resolve_step_inputs`); anything that is neither a path string nor a step is an error here.
+    """
+    steps: list = []
+
+    def placeholder(value: Any, where: str) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        if _is_step(value):
+            steps.append(value)
+            return STEP_INPUT_PREFIX + lower(value).name
+        raise StepDefinitionError(
+            f"step {name!r}: {where} must be a path string, a StepSpec or a step handle (tokenized(), "
+            f"curation helpers, ...), got {type(value).__name__} {value!r:.80}"
+        )
+
+    if _is_step(source):
+        if paths is not None:
+            raise StepDefinitionError(f"step {name!r}: give exactly one of source= or paths=")
+        return None, (placeholder(source, "source"),), tuple(steps)
+    if source is not None and not isinstance(source, str):
+        placeholder(source, "source")
+    if paths is not None and not isinstance(paths, str):
+        if _is_step(paths):
+            paths = [paths]
+        paths = tuple(placeholder(p, f"paths[{i}]") for i, p in enumerate(paths))
+    return source, paths, tuple(steps)
+
+
+def step_output_files(step_name: str) -> list[str]:
+    """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
+    from marin.execution.context import current
+    from zephyr.errors import PlanError
+    from zephyr.fileio import list_files
+
+    root = current().path_of(step_name)
+    files: set[str] = set()
+    for pattern in STEP_DATA_PATTERNS:
+        try:
+            files.update(list_files([f"{root}/{pattern}"]))
+        except PlanError:  # this pattern matches nothing
+            pass
+    if not files:
+        raise MarinError(f"input step {step_name!r} wrote no .jsonl(.gz|.zst) or .parquet files under {root}")
+    return sorted(files)
+
+
+def resolve_step_inputs(config: SourceConfig) -> SourceConfig:
+    """Replace `step:NAME` placeholders by the data files that dependency wrote (run time only)."""
+    if not config.paths or not any(p.startswith(STEP_INPUT_PREFIX) for p in config.paths):
+        return config
+    resolved: list[str] = []
+    for p in config.paths:
+        if p.startswith(STEP_INPUT_PREFIX):
+            resolved.extend(step_output_files(p[len(STEP_INPUT_PREFIX):]))
+        else:
+            resolved.append(p)
+    return dataclasses.replace(config, paths=tuple(resolved))
+
+
+def run_with_step_inputs(run, config, output_path: str):
+    """Call `run(config, output_path)` with the step placeholders of `config.input` resolved."""
+    return run(dataclasses.replace(config, input=resolve_step_inputs(config.input)), output_path)
+
+
 def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records) -> SourceConfig:
     if not isinstance(name, str) or not name:
         raise StepDefinitionError(f"data step name must be a non-empty string, got {name!r}")
     if paths is not None and not isinstance(paths, str):
-        paths = tuple(_normalize_location(str(p)) for p in paths)
+        paths = tuple(p if p.startswith(STEP_INPUT_PREFIX) else _normalize_location(p) for p in paths)
     if isinstance(source, str) and source != EMBEDDED_SOURCE:
         source = _normalize_location(source)
     config = SourceConfig(source, paths, text_key, split, hf_config, sample_count, bad_records)
@@ -62,11 +140,13 @@ class TrainedTokenizer:
     name: str
     config: TrainTokenizerConfig
     version: str | None = None
+    inputs: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
             name=self.name,
-            fn=partial(run_train_tokenizer, self.config),
+            fn=partial(run_with_step_inputs, run_train_tokenizer, self.config),
+            deps=tuple(lower(i) for i in self.inputs),
             hash_attrs={
                 "kind": "byte_level_bpe",
                 "vocab_size": self.config.vocab_size,
@@ -81,8 +161,8 @@ def train_tokenizer(
     name: str,
     *,
     vocab_size: int,
-    source: str | None = None,
-    paths: Sequence[str] | None = None,
+    source: Any = None,
+    paths: Sequence[Any] | None = None,
     sample_count: int | None = None,
     text_key: str = "text",
     split: str = "train",
@@ -94,14 +174,17 @@ def train_tokenizer(
     """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
 
     The vocabulary comes out smaller when the text has fewer merges than asked for. Pass the
-    handle as `tokenized(tokenizer=...)`; it becomes that step's dependency.
+    handle as `tokenized(tokenizer=...)`; it becomes that step's dependency. `source=` or items of
+    `paths=` may be steps or handles (e.g. curation steps): each becomes a dependency whose output
+    files are read.
     """
+    source, paths, inputs = _step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
     if not isinstance(vocab_size, int) or vocab_size < 259:
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
         )
-    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version)
+    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version, inputs)
 
 
 TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
@@ -115,9 +198,11 @@ class TokenizedData:
     tokenizer: TokenizerArg
     config: TokenizeConfig
     version: str | None = None
+    inputs: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         deps: tuple[StepSpec, ...] = ()
+        input_deps = tuple(lower(i) for i in self.inputs)
         config = self.config
         if isinstance(self.tokenizer, str):
             tokenizer_key: dict[str, Any] = {"spec": self.tokenizer}
@@ -128,8 +213,8 @@ class TokenizedData:
             tokenizer_key = {"step": dep.name}  # the dependency's own cache key enters this step's key
         return StepSpec(
             name=self.name,
-            fn=partial(run_tokenize, config),
-            deps=deps,
+            fn=partial(run_with_step_inputs, run_tokenize, config),
+            deps=deps + tuple(d for d in input_deps if d not in deps),
             hash_attrs={
                 "format_version": FORMAT_VERSION,
                 "tokenizer": tokenizer_key,
@@ -148,8 +233,8 @@ def tokenized(
     name: str,
     *,
     tokenizer: TokenizerArg,
-    source: str | None = None,
-    paths: Sequence[str] | None = None,
+    source: Any = None,
+    paths: Sequence[Any] | None = None,
     sample_count: int | None = None,
     text_key: str = "text",
     split: str = "train",
@@ -165,6 +250,8 @@ def tokenized(
     source: a Hugging Face dataset id (streamed; `split` and `hf_config` pick the split and config),
         a local HF dataset folder, or "marin://tinystories-synth" (the embedded story corpus).
     paths: instead of `source`, local or fsspec files / globs: .jsonl/.json (.gz, .zst), .parquet, .txt.
+        `source=` or any item of `paths=` may also be a StepSpec or a step handle (a curation step, ...):
+        it becomes a dependency, and its output's .jsonl(.gz|.zst) / .parquet files are read.
     tokenizer: a hub id or tokenizer folder, or a `train_tokenizer()` handle / StepSpec (a dependency).
     sample_count: exactly the first N documents (train + validation) in the source's order.
     validation_fraction: the share of documents (chosen by a hash of their text) put in "validation".
@@ -172,6 +259,7 @@ def tokenized(
     max_chunk_chars: documents longer than this are encoded in whitespace-cut pieces.
     zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
     """
+    source, paths, inputs = _step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
     if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
             or not 0.0 <= validation_fraction < 1.0:
@@ -192,4 +280,4 @@ def tokenized(
         max_chunk_chars=max_chunk_chars,
         zephyr=zephyr,
     )
-    return TokenizedData(name, tokenizer, config, version)
+    return TokenizedData(name, tokenizer, config, version, inputs)
