@@ -1,8 +1,8 @@
 """MinHash signatures and LSH bands over word n-gram shingles (numpy, deterministic across processes).
 
-A document's shingles are its lower-cased word n-grams, hashed with xxh64 (seeded, so every process
-and machine computes the same values). Permutation i maps a hash h to `(a_i * h + b_i) mod p`,
-p = 2^61 - 1, with (a_i, b_i) drawn from a fixed seed; the signature keeps each minimum.
+A document's shingles are its lower-cased word n-grams, hashed from xxh32 word hashes (fixed, so
+every process and machine computes the same values); each permutation is a seeded multiply-shift
+hash of the shingle hashes, and the signature keeps each minimum.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from functools import cached_property
 
 import numpy as np
 
-MERSENNE = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
 _TOKEN = re.compile(r"\w+")
 
@@ -56,29 +55,40 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class MinHasher:
-    """Signatures of `num_perm` permutations over word `ngram` shingles; `seed` fixes the permutations."""
+    """Signatures of `num_perm` permutations over word `ngram` shingles; `seed` fixes the permutations.
+
+    Words are hashed with xxh32; a shingle's 64-bit hash combines its words' hashes with fixed odd
+    multipliers (so repeated shingles need no set); permutation i is multiply-shift hashing,
+    `(a_i * h + b_i) >> 32` in 64-bit arithmetic, with odd a_i.
+    """
 
     num_perm: int = 128
     ngram: int = 5
     seed: int = 1
 
     @cached_property
-    def _params(self) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.RandomState(self.seed)
-        a = rng.randint(1, int(MERSENNE), size=self.num_perm, dtype=np.uint64)
-        b = rng.randint(0, int(MERSENNE), size=self.num_perm, dtype=np.uint64)
-        return a, b
+    def _params(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(self.seed)
+        a = rng.integers(0, 2**63, size=self.num_perm, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        b = rng.integers(0, 2**63, size=self.num_perm, dtype=np.uint64)
+        mult = rng.integers(0, 2**63, size=self.ngram, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+        return a, b, mult
 
     def signature(self, text: str) -> np.ndarray:
         """The uint32 signature of a text (all MAX_HASH for a text without words)."""
-        import xxhash
+        from xxhash import xxh32_intdigest
 
-        grams = shingles(text, self.ngram)
-        if not grams:
+        words = _TOKEN.findall(text.lower())
+        if not words:
             return np.full(self.num_perm, MAX_HASH, dtype=np.uint32)
-        h = np.fromiter((xxhash.xxh32_intdigest(g.encode()) for g in grams), dtype=np.uint64, count=len(grams))
-        a, b = self._params
-        perm = (np.outer(h, a) + b) % MERSENNE & MAX_HASH
+        a, b, mult = self._params
+        w = np.fromiter((xxh32_intdigest(x.encode()) for x in words), dtype=np.uint64, count=len(words))
+        n = min(self.ngram, len(words))
+        count = len(words) - n + 1
+        grams = np.zeros(count, dtype=np.uint64)
+        for k in range(n):
+            grams += w[k:k + count] * mult[k]
+        perm = (grams[:, None] * a + b) >> np.uint64(32)
         return perm.min(axis=0).astype(np.uint32)
 
 

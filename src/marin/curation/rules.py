@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass
 from typing import Protocol
 
 WORD_RE = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]+")
-PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~’‘“”…–—•·«»")
+PUNCTUATION_CHARS = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~’‘“”…–—•·«»"
+PUNCTUATION = frozenset(PUNCTUATION_CHARS)
+_LETTER = re.compile(r"[^\W\d_]")
 STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 TERMINAL_PUNCTUATION = (".", "!", "?", '"', "'", "”", "’", "…")
 
@@ -49,7 +51,7 @@ class GopherQuality:
     def apply(self, text: str) -> tuple[str | None, str | None]:
         words = words_of(text)
         n = len(words)
-        content = [w for w in words if any(c not in PUNCTUATION for c in w)]
+        content = [w for w in words if w.strip(PUNCTUATION_CHARS)]
         if len(content) < self.min_doc_words:
             return None, "gopher_quality.min_doc_words"
         if len(content) > self.max_doc_words:
@@ -68,9 +70,10 @@ class GopherQuality:
             return None, "gopher_quality.bullet_lines"
         if sum(s.rstrip().endswith(("...", "…")) for s in lines) / len(lines) > self.max_ellipsis_lines_ratio:
             return None, "gopher_quality.ellipsis_lines"
-        if sum(any(c.isalpha() for c in w) for w in words) / n < self.min_alpha_words_ratio:
+        letter = _LETTER.search
+        if sum(1 for w in words if letter(w)) / n < self.min_alpha_words_ratio:
             return None, "gopher_quality.alpha_words"
-        if sum(w in STOP_WORDS for w in words) < self.min_stop_words:
+        if len(STOP_WORDS.intersection(words)) < self.min_stop_words:  # distinct stop words, as Gopher counts them
             return None, "gopher_quality.stop_words"
         return text, None
 
@@ -144,7 +147,7 @@ class GopherRepetition:
                 return None, "gopher_repetition.dup_line_frac"
             if chars / len(text) > self.dup_line_char_frac:
                 return None, "gopher_repetition.dup_line_char_frac"
-        words = [w for w in words_of(text) if any(c not in PUNCTUATION for c in w)]
+        words = [w for w in words_of(text) if w.strip(PUNCTUATION_CHARS)]
         total = sum(map(len, words))
         if not total:
             return text, None

@@ -10,8 +10,10 @@ FILLER = "river bridge village harbor museum garden market engine tower library 
 
 
 def prose(n_words: int, stop_word_every: int = 5) -> str:
-    """`n_words` words, a stop word ("the") every `stop_word_every`, all alphabetic, average length ~5."""
-    words = ["the" if i % stop_word_every == 0 else FILLER[i % len(FILLER)] for i in range(n_words)]
+    """`n_words` words, a stop word ("the", "and") every `stop_word_every`, all alphabetic, average length ~5."""
+    stop = ("the", "and")
+    words = [stop[(i // stop_word_every) % 2] if i % stop_word_every == 0 else FILLER[i % len(FILLER)]
+             for i in range(n_words)]
     return " ".join(words) + "."
 
 
@@ -72,7 +74,7 @@ def test_gopher_stop_words_edge():
     rule = GopherQuality()
     no_stop = [FILLER[i % len(FILLER)] for i in range(60)]
     assert rule.apply(" ".join(["the", "of"] + no_stop))[1] is None
-    assert rule.apply(" ".join(["the"] + no_stop))[1] == "gopher_quality.stop_words"
+    assert rule.apply(" ".join(["the"] * 5 + no_stop))[1] == "gopher_quality.stop_words"  # distinct ones count
 
 
 # -- Gopher repetition ------------------------------------------------------------------------------
