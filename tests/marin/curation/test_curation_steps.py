@@ -145,3 +145,15 @@ def test_mix_takes_each_inputs_share_deterministically(tmp_path):
 def test_bad_declarations_name_the_argument(call, message):
     with pytest.raises(StepDefinitionError, match=message):
         call()
+
+
+def test_the_custom_filter_in_the_docs_runs_as_a_step(tmp_path):
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "curation.md").read_text()
+    code = doc.split("## Writing your own filter")[1].split("```python\n")[1].split("```")[0]
+    src = tmp_path / "docs.jsonl"
+    src.write_text(json.dumps({"id": 1, "text": "short"}) + "\n" + json.dumps({"id": 2, "text": "x" * 30_000}) + "\n")
+    namespace: dict = {}
+    exec(code.replace("/data/clean/*.jsonl.zst", str(src)), namespace)
+    path, stats = run(tmp_path, namespace["step"])
+    assert [r["id"] for r in read_dir(path)] == [1]
+    assert stats["drops"] == {"max_length.too_long": 1}
