@@ -79,7 +79,7 @@ DATATROVE = textwrap.dedent("""
 
 def run_side(python: str, code: str, task: str, data: str, out: str, env: dict) -> float:
     done = subprocess.run([python, "-c", code, task, data, out], capture_output=True, text=True,
-                          env=os.environ | ONE_CORE | env)
+                          env=os.environ | ONE_CORE | env, check=False)
     if done.returncode:
         raise SystemExit(f"{python} {task} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]

@@ -16,6 +16,8 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from experiments.llama import llama_nano
+from experiments.marin_tokenizer import marin_tokenizer
 from fray.cluster import ResourceConfig
 from marin.data.corpus.web import truth
 from marin.execution.artifact import read_artifact
@@ -26,9 +28,6 @@ from marin.experiment.data import tokenized
 from marin.experiment.evaluate import evaluate
 from marin.experiment.train import train_lm
 from marin.training.optim import AdamConfig
-
-from experiments.llama import llama_nano
-from experiments.marin_tokenizer import marin_tokenizer
 
 PAGES = int(os.environ.get("CURATE_PAGES", "3000"))
 TRAIN_STEPS = int(os.environ.get("CURATE_TRAIN_STEPS", "60"))

@@ -20,12 +20,12 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from zephyr import Dataset, ShardInfo
-from zephyr.fileio import join, remove_tree
 
 from marin.curation.documents import CurationStats, InputShard, read_records, report_bad, resolve_inputs
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
+from zephyr import Dataset, ShardInfo
+from zephyr.fileio import join
 
 SHARD_BITS = 32
 _PUNCT = re.compile(r"[^\w\s]+")
@@ -161,6 +161,25 @@ class _Signatures:
         return sigs[int(np.searchsorted(lines, line))]
 
 
+def remove_file(path: str) -> None:
+    import fsspec
+
+    fs, local = fsspec.core.url_to_fs(path)
+    if fs.exists(local):
+        fs.rm(local)
+
+
+def remove_empty_dir(path: str) -> None:
+    import contextlib
+
+    import fsspec
+
+    fs, local = fsspec.core.url_to_fs(path)
+    with contextlib.suppress(OSError, FileNotFoundError):
+        if fs.exists(local) and not fs.ls(local):
+            fs.rmdir(local)
+
+
 def components(edges) -> dict[int, int]:
     """Union-find over the edges: each non-root position -> the earliest position of its component."""
     parent: dict[int, int] = {}
@@ -228,7 +247,9 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
         sigs = _Signatures(work)
         edges = {(a, b) for a, b in sorted(edges)
                  if estimated_jaccard(sigs.get(a), sigs.get(b)) >= config.threshold}
-        remove_tree(work)  # only the signature files this step wrote in pass 1
+        for index in range(len(shards)):  # only the signature files this step wrote in pass 1
+            remove_file(join(work, f"signatures-{index:05d}.npz"))
+        remove_empty_dir(work)
     drops = components(edges)
     results = run_shards(partial(rewrite_shard, config, drops, output_path), shards, config.zephyr)
     extra = {"candidate_pairs": candidates, "merged_pairs": len(edges), "clusters": len(set(drops.values()))}

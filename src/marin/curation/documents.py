@@ -15,11 +15,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
-from zephyr.readers import Position, ShardStats, infer_format, read_file
-from zephyr.writers import WriteSpec, write_shard
-
 from marin.data.file_documents import report_bad
 from marin.execution.errors import MarinError
+from zephyr.readers import Position, ShardStats, infer_format, read_file
+from zephyr.writers import WriteSpec, write_shard
 
 STEP_PREFIX = "step:"
 WEB_SYNTH = "marin://web-synth"

@@ -21,9 +21,9 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
     A payload that is not valid text in its declared charset (or UTF-8) is a bad record at path:record.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
-    from zephyr.fileio import open_read
 
     from marin.curation.documents import report_bad
+    from zephyr.fileio import open_read
 
     with open_read(path) as stream:
         for n, record in enumerate(ArchiveIterator(stream, record_types=WarcRecordType.response, parse_http=True), 1):

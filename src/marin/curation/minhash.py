@@ -46,8 +46,8 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     best, best_err = (1, num_perm), math.inf
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):
-            fp = area(lambda s: 1 - (1 - s ** r) ** b, 0.0, threshold)
-            fn = area(lambda s: (1 - s ** r) ** b, threshold, 1.0)
+            fp = area(lambda s, r=r, b=b: 1 - (1 - s ** r) ** b, 0.0, threshold)
+            fn = area(lambda s, r=r, b=b: (1 - s ** r) ** b, threshold, 1.0)
             if fp + fn < best_err:
                 best, best_err = (b, r), fp + fn
     return best

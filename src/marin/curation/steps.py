@@ -11,9 +11,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from zephyr import Dataset, ShardInfo
-from zephyr.config import ZephyrConfig
-
 from marin.curation.documents import (
     CurationStats,
     InputShard,
@@ -23,6 +20,8 @@ from marin.curation.documents import (
     write_output,
     write_stats,
 )
+from zephyr import Dataset, ShardInfo
+from zephyr.config import ZephyrConfig
 
 logger = logging.getLogger("marin.curation")
 

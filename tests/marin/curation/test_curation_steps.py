@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from marin.curation.rules import GopherQuality
+from marin.data.corpus.web import truth
 from marin.execution.errors import StepDefinitionError
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepFailedError, StepRunner
@@ -20,8 +22,6 @@ from marin.experiment.curation import (
     filter_quality,
     mix,
 )
-from marin.curation.rules import GopherQuality
-from marin.data.corpus.web import truth
 from zephyr import ZephyrConfig
 
 SYNC = ZephyrConfig(backend="sync", quiet=True)
@@ -153,7 +153,7 @@ def test_the_custom_filter_in_the_docs_runs_as_a_step(tmp_path):
     src = tmp_path / "docs.jsonl"
     src.write_text(json.dumps({"id": 1, "text": "short"}) + "\n" + json.dumps({"id": 2, "text": "x" * 30_000}) + "\n")
     namespace: dict = {}
-    exec(code.replace("/data/clean/*.jsonl.zst", str(src)), namespace)
+    exec(code.replace("/data/clean/*.jsonl.zst", str(src)), namespace)  # noqa: S102 -- the docs example, run as written
     path, stats = run(tmp_path, namespace["step"])
     assert [r["id"] for r in read_dir(path)] == [1]
     assert stats["drops"] == {"max_length.too_long": 1}

@@ -4,6 +4,7 @@ the shuffle's shard count, spilling, or the backend (sync, processes, a real Ray
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -23,8 +24,8 @@ CORPUS = [html_to_text(page(i)["html"]) for i in range(150)]
 def write_split(folder: Path, docs: list[str], cuts: list[int]) -> str:
     """The documents in files cut at `cuts` (sorted names keep the order)."""
     folder.mkdir(parents=True, exist_ok=True)
-    bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(docs))), len(docs)]
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(docs)}), len(docs)]
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
         with (folder / f"docs-{k:03d}.jsonl").open("w") as f:
             for i in range(a, b):
                 f.write(json.dumps({"id": i, "text": docs[i]}) + "\n")
@@ -43,6 +44,7 @@ def dedup(method: str, pattern: str, out: Path, num_shards: int, backend: str, *
     config = DedupConfig(method, (pattern,), num_shards=num_shards, **kw,
                          zephyr=ZephyrConfig(backend=backend, num_workers=2, quiet=True, memory_budget_bytes=64 * 1024))
     run_dedup_step(config, str(out))
+    assert not (out / "_work").exists()  # the signature files of pass 1 are gone
     return read_output(out)
 
 

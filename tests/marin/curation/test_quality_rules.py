@@ -6,7 +6,7 @@ import pytest
 
 from marin.curation.rules import C4, FineWeb, GopherQuality, GopherRepetition, apply_rules, make_rules
 
-FILLER = "river bridge village harbor museum garden market engine tower library valley forest".split()
+FILLER = ["river", "bridge", "village", "harbor", "museum", "garden", "market", "engine", "tower", "library", "valley", "forest"]
 
 
 def prose(n_words: int, stop_word_every: int = 5) -> str:

@@ -17,7 +17,7 @@ from marin.experiment.data import tokenized, train_tokenizer
 from zephyr import ZephyrConfig
 
 SYNC = ZephyrConfig(backend="sync", quiet=True)
-WORDS = "the river and the bridge of the old village were painted with care by the baker".split()
+WORDS = ["the", "river", "and", "the", "bridge", "of", "the", "old", "village", "were", "painted", "with", "care", "by", "the", "baker"]
 
 
 def write_docs(folder: Path, n: int, repeat_every: int = 0) -> Path:
@@ -67,9 +67,9 @@ def test_changing_the_upstream_step_changes_the_key_of_tokenized(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(source=3), "source must be a path string, a StepSpec or a step handle"),
-    (dict(paths=["ok.jsonl", 4.5]), r"paths\[1\] must be a path string"),
-    (dict(paths=[None]), r"paths\[0\] must be a path string"),
+    ({"source": 3}, "source must be a path string, a StepSpec or a step handle"),
+    ({"paths": ["ok.jsonl", 4.5]}, r"paths\[1\] must be a path string"),
+    ({"paths": [None]}, r"paths\[0\] must be a path string"),
 ])
 def test_anything_else_is_an_error_at_declaration_naming_the_argument(kwargs, message):
     with pytest.raises(StepDefinitionError, match=message):

@@ -22,21 +22,12 @@ SOURCE_NAME = "marin://web-synth"
 DEFAULT_PAGES = 10_000
 NEAR_DUP_JACCARDS = (0.97, 0.93, 0.9, 0.85, 0.6, 0.4)
 
-ADJ = ("quiet old bright green northern local small large ancient modern careful rapid rural urban wooden "
-       "famous hidden early late heavy gentle narrow broad coastal public private annual bitter steady "
-       "silver golden frozen humid sandy rocky fertile remote busy empty crowded tidy ruined narrow").split()
-NOUN = ("river bridge village council harbor museum garden market engine tower library valley forest "
-        "farmer teacher doctor student captain painter baker sailor miner pilot mayor writer nurse "
-        "railway castle festival orchard mill quarry canal island meadow factory school hospital "
-        "lantern compass ledger blanket basket window ladder kettle hammer carpet mirror candle "
-        "storm winter harvest season journey letter report budget recipe map ferry tunnel station").split()
-VERB = ("visited repaired described opened closed painted measured crossed studied protected built "
-        "explored recorded restored carried watched cleaned planted moved sold bought shared found "
-        "praised questioned followed guided supported inspected counted welcomed replaced").split()
-ADV = "slowly quickly carefully often rarely quietly proudly gladly finally again".split()
-PREP = "near behind beside across along under above through around beyond".split()
-PLACE = ("Ashford Brightwater Calder Dunmore Elmstead Fairhaven Glenrock Holloway Ivybridge Kestrel "
-         "Larchmont Millbrook Northcote Oakridge Pinewood Queensbury Redcliff Stonebridge Thornbury Westfield").split()
+ADJ = ["quiet", "old", "bright", "green", "northern", "local", "small", "large", "ancient", "modern", "careful", "rapid", "rural", "urban", "wooden", "famous", "hidden", "early", "late", "heavy", "gentle", "narrow", "broad", "coastal", "public", "private", "annual", "bitter", "steady", "silver", "golden", "frozen", "humid", "sandy", "rocky", "fertile", "remote", "busy", "empty", "crowded", "tidy", "ruined", "narrow"]
+NOUN = ["river", "bridge", "village", "council", "harbor", "museum", "garden", "market", "engine", "tower", "library", "valley", "forest", "farmer", "teacher", "doctor", "student", "captain", "painter", "baker", "sailor", "miner", "pilot", "mayor", "writer", "nurse", "railway", "castle", "festival", "orchard", "mill", "quarry", "canal", "island", "meadow", "factory", "school", "hospital", "lantern", "compass", "ledger", "blanket", "basket", "window", "ladder", "kettle", "hammer", "carpet", "mirror", "candle", "storm", "winter", "harvest", "season", "journey", "letter", "report", "budget", "recipe", "map", "ferry", "tunnel", "station"]
+VERB = ["visited", "repaired", "described", "opened", "closed", "painted", "measured", "crossed", "studied", "protected", "built", "explored", "recorded", "restored", "carried", "watched", "cleaned", "planted", "moved", "sold", "bought", "shared", "found", "praised", "questioned", "followed", "guided", "supported", "inspected", "counted", "welcomed", "replaced"]
+ADV = ["slowly", "quickly", "carefully", "often", "rarely", "quietly", "proudly", "gladly", "finally", "again"]
+PREP = ["near", "behind", "beside", "across", "along", "under", "above", "through", "around", "beyond"]
+PLACE = ["Ashford", "Brightwater", "Calder", "Dunmore", "Elmstead", "Fairhaven", "Glenrock", "Holloway", "Ivybridge", "Kestrel", "Larchmont", "Millbrook", "Northcote", "Oakridge", "Pinewood", "Queensbury", "Redcliff", "Stonebridge", "Thornbury", "Westfield"]
 
 FOREIGN = {
     "de": ("Der {a} {n} war sehr {a} und die Leute in der Stadt haben es gesehen.",
