@@ -17,10 +17,10 @@ from urllib.parse import parse_qs, urlparse
 
 from marin.data.file_documents import report_bad
 from marin.execution.errors import MarinError
+from marin.experiment.step_inputs import STEP_INPUT_PREFIX as STEP_PREFIX
 from zephyr.readers import Position, ShardStats, infer_format, read_file
 from zephyr.writers import WriteSpec, write_shard
 
-STEP_PREFIX = "step:"
 WEB_SYNTH = "marin://web-synth"
 WEB_SYNTH_SHARD = 1_000
 MAX_EXAMPLES = 3
@@ -76,7 +76,7 @@ def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
                        for a in range(0, pages, WEB_SYNTH_SHARD)]
             continue
         if spec.startswith(STEP_PREFIX):
-            from marin.experiment.data import step_output_files
+            from marin.experiment.step_inputs import step_output_files
 
             files = step_output_files(spec[len(STEP_PREFIX):])
         else:

@@ -24,6 +24,7 @@ from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_toke
 from marin.execution.errors import MarinError, StepDefinitionError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.step_inputs import STEP_INPUT_PREFIX, run_with_step_inputs, split_step_inputs
 
 __all__ = ["EMBEDDED_SOURCE", "TokenizedData", "TrainedTokenizer", "tokenized", "train_tokenizer"]
 
@@ -38,84 +39,6 @@ def _normalize_location(spec: str) -> str:
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         return os.path.abspath(os.path.expanduser(spec))
     return spec
-
-
-STEP_INPUT_PREFIX = "step:"
-STEP_DATA_PATTERNS = ("**/*.jsonl", "**/*.jsonl.gz", "**/*.jsonl.zst", "**/*.parquet")
-
-
-def _is_step(value: Any) -> bool:
-    return isinstance(value, (StepSpec, LazyStep)) and not isinstance(value, str)
-
-
-def _step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
-    """Turn steps and handles in `source=` / `paths=` into `step:NAME` placeholders plus dependencies.
-
-    A placeholder is replaced at run time by the data files of that dependency's output
-    (`resolve_step_inputs`); anything that is neither a path string nor a step is an error here.
-    """
-    steps: list = []
-
-    def placeholder(value: Any, where: str) -> str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        if _is_step(value):
-            steps.append(value)
-            return STEP_INPUT_PREFIX + lower(value).name
-        raise StepDefinitionError(
-            f"step {name!r}: {where} must be a path string, a StepSpec or a step handle (tokenized(), "
-            f"curation helpers, ...), got {type(value).__name__} {value!r:.80}"
-        )
-
-    if _is_step(source):
-        if paths is not None:
-            raise StepDefinitionError(f"step {name!r}: give exactly one of source= or paths=")
-        return None, (placeholder(source, "source"),), tuple(steps)
-    if source is not None and not isinstance(source, str):
-        placeholder(source, "source")
-    if paths is not None and not isinstance(paths, str):
-        if _is_step(paths):
-            paths = [paths]
-        paths = tuple(placeholder(p, f"paths[{i}]") for i, p in enumerate(paths))
-    return source, paths, tuple(steps)
-
-
-def step_output_files(step_name: str) -> list[str]:
-    """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
-    from marin.execution.context import current
-    from zephyr.errors import PlanError
-    from zephyr.fileio import list_files
-
-    root = current().path_of(step_name)
-    files: set[str] = set()
-    for pattern in STEP_DATA_PATTERNS:
-        try:
-            files.update(list_files([f"{root}/{pattern}"]))
-        except PlanError:  # this pattern matches nothing
-            pass
-    if not files:
-        raise MarinError(f"input step {step_name!r} wrote no .jsonl(.gz|.zst) or .parquet files under {root}")
-    return sorted(files)
-
-
-def resolve_step_inputs(config: SourceConfig) -> SourceConfig:
-    """Replace `step:NAME` placeholders by the data files that dependency wrote (run time only)."""
-    if not config.paths or not any(p.startswith(STEP_INPUT_PREFIX) for p in config.paths):
-        return config
-    resolved: list[str] = []
-    for p in config.paths:
-        if p.startswith(STEP_INPUT_PREFIX):
-            resolved.extend(step_output_files(p[len(STEP_INPUT_PREFIX):]))
-        else:
-            resolved.append(p)
-    return dataclasses.replace(config, paths=tuple(resolved))
-
-
-def run_with_step_inputs(run, config, output_path: str):
-    """Call `run(config, output_path)` with the step placeholders of `config.input` resolved."""
-    return run(dataclasses.replace(config, input=resolve_step_inputs(config.input)), output_path)
 
 
 def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records) -> SourceConfig:
@@ -140,13 +63,13 @@ class TrainedTokenizer:
     name: str
     config: TrainTokenizerConfig
     version: str | None = None
-    inputs: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
+    source_steps: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
             name=self.name,
             fn=partial(run_with_step_inputs, run_train_tokenizer, self.config),
-            deps=tuple(lower(i) for i in self.inputs),
+            deps=tuple(lower(s) for s in self.source_steps),
             hash_attrs={
                 "kind": "byte_level_bpe",
                 "vocab_size": self.config.vocab_size,
@@ -178,13 +101,14 @@ def train_tokenizer(
     `paths=` may be steps or handles (e.g. curation steps): each becomes a dependency whose output
     files are read.
     """
-    source, paths, inputs = _step_inputs(name, source, paths)
+    source, paths, source_steps = split_step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
     if not isinstance(vocab_size, int) or vocab_size < 259:
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
         )
-    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version, inputs)
+    config = TrainTokenizerConfig(source_config, vocab_size, min_frequency)
+    return TrainedTokenizer(name, config, version, source_steps)
 
 
 TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
@@ -198,11 +122,11 @@ class TokenizedData:
     tokenizer: TokenizerArg
     config: TokenizeConfig
     version: str | None = None
-    inputs: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
+    source_steps: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         deps: tuple[StepSpec, ...] = ()
-        input_deps = tuple(lower(i) for i in self.inputs)
+        input_deps = tuple(lower(s) for s in self.source_steps)
         config = self.config
         if isinstance(self.tokenizer, str):
             tokenizer_key: dict[str, Any] = {"spec": self.tokenizer}
@@ -259,7 +183,7 @@ def tokenized(
     max_chunk_chars: documents longer than this are encoded in whitespace-cut pieces.
     zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
     """
-    source, paths, inputs = _step_inputs(name, source, paths)
+    source, paths, source_steps = split_step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records)
     if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
             or not 0.0 <= validation_fraction < 1.0:
@@ -280,4 +204,4 @@ def tokenized(
         max_chunk_chars=max_chunk_chars,
         zephyr=zephyr,
     )
-    return TokenizedData(name, tokenizer, config, version, inputs)
+    return TokenizedData(name, tokenizer, config, version, source_steps)
