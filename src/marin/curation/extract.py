@@ -18,7 +18,8 @@ def html_to_text(html: str) -> str:
 def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[str, int, dict]]:
     """(path, record number, {"id", "url", "html"}) for each HTTP response of a WARC file.
 
-    A payload that is not valid text in its declared charset (or UTF-8) is a bad record at path:record.
+    A payload that is not valid text in its declared charset (or UTF-8) is a bad record at path:record;
+    so is a malformed record header, after which the rest of the file cannot be read.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -26,8 +27,18 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
     from zephyr.fileio import open_read
 
     with open_read(path) as stream:
-        for n, record in enumerate(ArchiveIterator(stream, record_types=WarcRecordType.response, parse_http=True), 1):
-            body = record.reader.read()
+        records = ArchiveIterator(stream, record_types=WarcRecordType.response, parse_http=True)
+        n = 0
+        while True:
+            n += 1
+            try:
+                record = next(records)
+                body = record.reader.read()
+            except StopIteration:
+                return
+            except OSError as e:  # a broken header: the records after it cannot be found
+                report_bad(bad_records, stats, path, n, f"malformed WARC record ({e}); the rest of the file is skipped")
+                return
             charset = "utf-8"
             if record.http_headers is not None:
                 ctype = record.http_headers.get("Content-Type", "") or ""

@@ -157,3 +157,14 @@ def test_the_custom_filter_in_the_docs_runs_as_a_step(tmp_path):
     path, stats = run(tmp_path, namespace["step"])
     assert [r["id"] for r in read_dir(path)] == [1]
     assert stats["drops"] == {"max_length.too_long": 1}
+
+
+def test_a_malformed_warc_record_is_a_bad_record_at_its_place(tmp_path):
+    good = f"<html><body><main><p>{ARTICLE}</p></main></body></html>".encode()
+    warc = tmp_path / "broken.warc"
+    warc.write_bytes(warc_record(1, good) + b"GARBAGE, NOT A WARC HEADER\r\n\r\n" + warc_record(3, good))
+    path, stats = run(tmp_path, extract_text("c/broken", str(warc), format="warc", bad_records="skip", zephyr=SYNC))
+    assert len(read_dir(path)) == 1
+    assert stats["bad_records"] == 1 and "broken.warc:2: malformed WARC record" in stats["bad_record_examples"][0]
+    with pytest.raises(StepFailedError, match=r"broken.warc:2"):
+        run(tmp_path / "strict", extract_text("c/broken", str(warc), format="warc", zephyr=SYNC))
