@@ -73,8 +73,12 @@ def main() -> None:
         data = Path(work, "data")
         data.mkdir()
         copies = write_corpus(data, args.documents, args.files)
-        proc = subprocess.Popen([sys.executable, "-c", DEDUP, str(data / "*.jsonl"), str(Path(work, "out")),
-                                 str(args.workers)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", DEDUP, str(data / "*.jsonl"), str(Path(work, "out")), str(args.workers)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         ps, peak = psutil.Process(proc.pid), 0
         while proc.poll() is None:
             peak = max(peak, tree_rss(ps))

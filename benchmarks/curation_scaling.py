@@ -35,8 +35,13 @@ CHAIN = textwrap.dedent("""
 
 def run(pages: int, workers: int) -> float:
     with tempfile.TemporaryDirectory(prefix="marin-curation-scaling-") as prefix:
-        done = subprocess.run([sys.executable, "-c", CHAIN, str(pages), str(workers), prefix],
-                              capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"}, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", CHAIN, str(pages), str(workers), prefix],
+            capture_output=True,
+            text=True,
+            env=os.environ | {"OMP_NUM_THREADS": "1"},
+            check=False,
+        )
         if done.returncode:
             raise SystemExit(done.stderr[-4000:])
         return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]

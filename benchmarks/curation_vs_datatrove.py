@@ -30,7 +30,12 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-ONE_CORE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+ONE_CORE = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "RAYON_NUM_THREADS": "1",
+}
 
 OURS = textwrap.dedent("""
     import json, sys, time
@@ -78,8 +83,13 @@ DATATROVE = textwrap.dedent("""
 
 
 def run_side(python: str, code: str, task: str, data: str, out: str, env: dict) -> float:
-    done = subprocess.run([python, "-c", code, task, data, out], capture_output=True, text=True,
-                          env=os.environ | ONE_CORE | env, check=False)
+    done = subprocess.run(
+        [python, "-c", code, task, data, out],
+        capture_output=True,
+        text=True,
+        env=os.environ | ONE_CORE | env,
+        check=False,
+    )
     if done.returncode:
         raise SystemExit(f"{python} {task} failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
@@ -100,7 +110,9 @@ def ids_of(folder: Path) -> set[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--documents", type=int, default=200_000)
     parser.add_argument("--datatrove-python", default="/tmp/dt/bin/python")
     parser.add_argument("--only", choices=["gopher", "minhash"], default=None)
@@ -126,8 +138,9 @@ def main() -> None:
             continue
         ours_out, dt_out = work / f"ours-{task}", work / f"dt-{task}"
         ours = run_side(sys.executable, OURS, task, data_file, str(ours_out), {})
-        theirs = run_side(args.datatrove_python, DATATROVE, task, str(data_dir), str(dt_out),
-                          {"PYTHONPATH": repo_src})
+        theirs = run_side(
+            args.datatrove_python, DATATROVE, task, str(data_dir), str(dt_out), {"PYTHONPATH": repo_src}
+        )
         ours_kept, dt_kept = ids_of(ours_out), ids_of(dt_out / "kept")
         entry = {
             "ours_docs_per_s": round(args.documents / ours, 1),
@@ -145,13 +158,19 @@ def main() -> None:
             entry["agreement_goal_met"] = entry["agreement"] >= 0.99
             entry["disagreements"] = len(differ)
             entry["disagreement_examples"] = [
-                {"id": d, "ours": rule.apply(texts[d])[1] or "keep", "datatrove": "keep" if d in dt_kept else "drop"}
+                {
+                    "id": d,
+                    "ours": rule.apply(texts[d])[1] or "keep",
+                    "datatrove": "keep" if d in dt_kept else "drop",
+                }
                 for d in differ[:10]
             ]
         else:
             ours_removed, dt_removed = set(texts) - ours_kept, set(texts) - dt_kept
             union = ours_removed | dt_removed
-            entry["removed_overlap_jaccard"] = round(len(ours_removed & dt_removed) / len(union), 4) if union else 1.0
+            entry["removed_overlap_jaccard"] = (
+                round(len(ours_removed & dt_removed) / len(union), 4) if union else 1.0
+            )
         result[task] = entry
     result["loadavg"] = os.getloadavg()
     print(json.dumps(result, indent=2))

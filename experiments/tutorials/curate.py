@@ -35,12 +35,14 @@ THRESHOLD = 0.8
 
 pages_text = extract_text("curated/web-synth/text", f"marin://web-synth?pages={PAGES}")
 english = filter_language("curated/web-synth/english", pages_text, languages=("en",), min_score=0.65)
-quality = filter_quality("curated/web-synth/quality", english,
-                         rules=("gopher_quality", "gopher_repetition", "c4", "fineweb"))
+quality = filter_quality(
+    "curated/web-synth/quality", english, rules=("gopher_quality", "gopher_repetition", "c4", "fineweb")
+)
 deduped = dedup_fuzzy("curated/web-synth/dedup", quality, threshold=THRESHOLD)
 
-curated_tokens = tokenized("tokenized/web-synth-curated", source=deduped, tokenizer=marin_tokenizer,
-                           validation_fraction=0.1)
+curated_tokens = tokenized(
+    "tokenized/web-synth-curated", source=deduped, tokenizer=marin_tokenizer, validation_fraction=0.1
+)
 
 model = train_lm(
     name="checkpoints/marin-nano-web-synth",
@@ -67,7 +69,9 @@ def read_ids(folder: str) -> set[str]:
     return ids
 
 
-def report(stage: str, before: set[str], after: set[str], expected: set[str], stats: dict, kinds: dict) -> dict:
+def report(
+    stage: str, before: set[str], after: set[str], expected: set[str], stats: dict, kinds: dict
+) -> dict:
     """Removed vs expected-to-remove among the documents that reached this stage."""
     removed = before - after
     target = expected & before
@@ -81,9 +85,11 @@ def report(stage: str, before: set[str], after: set[str], expected: set[str], st
         "others_by_kind": dict(Counter(kinds[i] for i in removed - target)),
         "drops": stats["drops"],
     }
-    print(f"{stage:<9} in {row['in']:>5}  removed {row['removed']:>5}  expected {row['expected']:>5}  "
-          f"caught {row['caught']:>5}  others {row['others_by_kind']}  top reasons "
-          f"{dict(Counter(stats['drops']).most_common(3))}")
+    print(
+        f"{stage:<9} in {row['in']:>5}  removed {row['removed']:>5}  expected {row['expected']:>5}  "
+        f"caught {row['caught']:>5}  others {row['others_by_kind']}  top reasons "
+        f"{dict(Counter(stats['drops']).most_common(3))}"
+    )
     return row
 
 
@@ -99,10 +105,15 @@ def main() -> list[dict]:
     foreign = {t.id for t in truths if t.kind == "foreign"}
     spam = {t.id for t in truths if t.kind == "spam"}
     # a duplicate is expected to go when its original is still there to keep (or is itself kept upstream)
-    dups = {t.id for t in truths if t.kind in ("exact_dup", "near_dup") and t.jaccard >= THRESHOLD
-            and t.dup_of in kept[2]}
-    print(f"\nweb-synth: {PAGES} pages; ground truth: {len(foreign)} foreign, {len(spam)} spam, "
-          f"{sum(t.kind in ('exact_dup', 'near_dup') for t in truths)} duplicates")
+    dups = {
+        t.id
+        for t in truths
+        if t.kind in ("exact_dup", "near_dup") and t.jaccard >= THRESHOLD and t.dup_of in kept[2]
+    }
+    print(
+        f"\nweb-synth: {PAGES} pages; ground truth: {len(foreign)} foreign, {len(spam)} spam, "
+        f"{sum(t.kind in ('exact_dup', 'near_dup') for t in truths)} duplicates"
+    )
     rows = [
         report("extract", everything, kept[0], set(), stats[0], kinds),
         report("language", kept[0], kept[1], foreign, stats[1], kinds),
@@ -111,8 +122,10 @@ def main() -> list[dict]:
     ]
     train = read_artifact(run.output_path(lower(model)))["result"]
     scores = read_artifact(run.output_path(lower(evaluation)))["result"]
-    print(f"\ntrained on {len(kept[3])} curated pages: final loss {train['final_loss']:.3f} nats/token; "
-          f"evaluation {scores['headline']['metric']} = {scores['headline']['value']:.3f}")
+    print(
+        f"\ntrained on {len(kept[3])} curated pages: final loss {train['final_loss']:.3f} nats/token; "
+        f"evaluation {scores['headline']['metric']} = {scores['headline']['value']:.3f}"
+    )
     return rows
 
 

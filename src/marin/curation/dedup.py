@@ -65,12 +65,23 @@ class DedupConfig:
         return recall_first_params(self.threshold, self.num_perm)
 
     def describe(self) -> dict:
-        out = {"kind": f"dedup_{self.method}", "inputs": list(self.inputs), "key": self.key,
-               "bad_records": self.bad_records}
+        out = {
+            "kind": f"dedup_{self.method}",
+            "inputs": list(self.inputs),
+            "key": self.key,
+            "bad_records": self.bad_records,
+        }
         if self.method == "fuzzy":
             bands, rows = self.band_rows()
-            out |= {"threshold": self.threshold, "num_perm": self.num_perm, "ngram": self.ngram,
-                    "bands": bands, "rows": rows, "seed": self.seed, "hash": "xxh32-shingle/xxh64-band"}
+            out |= {
+                "threshold": self.threshold,
+                "num_perm": self.num_perm,
+                "ngram": self.ngram,
+                "bands": bands,
+                "rows": rows,
+                "seed": self.seed,
+                "hash": "xxh32-shingle/xxh64-band",
+            }
         return out
 
 
@@ -81,7 +92,7 @@ def recall_first_params(threshold: float, num_perm: int) -> tuple[int, int]:
     """
     for rows in range(num_perm, 0, -1):
         bands = num_perm // rows
-        if 1 - (1 - threshold ** rows) ** bands >= 0.995:
+        if 1 - (1 - threshold**rows) ** bands >= 0.995:
             return bands, rows
     return lsh_params(threshold, num_perm)
 
@@ -200,8 +211,9 @@ def components(edges) -> dict[int, int]:
 
 
 # -- pass 3: rewrite ---------------------------------------------------------------------------------
-def rewrite_shard(config: DedupConfig, drops: dict[int, int], output_path: str, index: int, count: int,
-                  shard: InputShard) -> CurationStats:
+def rewrite_shard(
+    config: DedupConfig, drops: dict[int, int], output_path: str, index: int, count: int, shard: InputShard
+) -> CurationStats:
     from marin.curation.documents import write_output
 
     stats = CurationStats()
@@ -216,8 +228,14 @@ def rewrite_shard(config: DedupConfig, drops: dict[int, int], output_path: str, 
             stats.read(text)
             keeper = drops.get(position(index, line))
             if keeper is not None:
-                stats.dropped(reason, where, line, record, text,
-                              duplicate_of=f"shard {keeper >> SHARD_BITS} record {keeper & 0xFFFFFFFF}")
+                stats.dropped(
+                    reason,
+                    where,
+                    line,
+                    record,
+                    text,
+                    duplicate_of=f"shard {keeper >> SHARD_BITS} record {keeper & 0xFFFFFFFF}",
+                )
                 continue
             stats.wrote(text)
             yield record
@@ -245,8 +263,11 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
     candidates = len(edges)
     if config.method == "fuzzy":
         sigs = _Signatures(work)
-        edges = {(a, b) for a, b in sorted(edges)
-                 if estimated_jaccard(sigs.get(a), sigs.get(b)) >= config.threshold}
+        edges = {
+            (a, b)
+            for a, b in sorted(edges)
+            if estimated_jaccard(sigs.get(a), sigs.get(b)) >= config.threshold
+        }
         for index in range(len(shards)):  # only the signature files this step wrote in pass 1
             remove_file(join(work, f"signatures-{index:05d}.npz"))
         remove_empty_dir(work)
@@ -254,4 +275,3 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
     results = run_shards(partial(rewrite_shard, config, drops, output_path), shards, config.zephyr)
     extra = {"candidate_pairs": candidates, "merged_pairs": len(edges), "clusters": len(set(drops.values()))}
     return finish(f"dedup_{config.method}", config.describe(), results, output_path, extra)
-

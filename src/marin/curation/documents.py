@@ -53,7 +53,9 @@ def parse_web_synth(spec: str) -> tuple[int, int]:
     try:
         return int(query.get("pages", [DEFAULT_PAGES])[0]), int(query.get("seed", [0])[0])
     except ValueError:
-        raise CurationError(f"{spec!r}: pages and seed must be integers, e.g. {WEB_SYNTH}?pages=2000&seed=0") from None
+        raise CurationError(
+            f"{spec!r}: pages and seed must be integers, e.g. {WEB_SYNTH}?pages=2000&seed=0"
+        ) from None
 
 
 def check_input(spec: str, where: str) -> None:
@@ -72,13 +74,15 @@ def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
     for spec in specs:
         if spec.startswith(WEB_SYNTH):
             pages, seed = parse_web_synth(spec)
-            shards += [InputShard("web-synth", spec, a, min(a + WEB_SYNTH_SHARD, pages), seed)
-                       for a in range(0, pages, WEB_SYNTH_SHARD)]
+            shards += [
+                InputShard("web-synth", spec, a, min(a + WEB_SYNTH_SHARD, pages), seed)
+                for a in range(0, pages, WEB_SYNTH_SHARD)
+            ]
             continue
         if spec.startswith(STEP_PREFIX):
             from marin.experiment.step_inputs import step_output_files
 
-            files = step_output_files(spec[len(STEP_PREFIX):])
+            files = step_output_files(spec[len(STEP_PREFIX) :])
         else:
             files = list_files([spec])
         for f in files:
@@ -105,7 +109,13 @@ def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iter
     pos = Position()
     for record in read_file(shard.path, infer_format(shard.path), bad_records, pos, stats):
         if not isinstance(record, dict):
-            report_bad(bad_records, stats, shard.path, pos.line, f"a record is a JSON object, got {type(record).__name__}")
+            report_bad(
+                bad_records,
+                stats,
+                shard.path,
+                pos.line,
+                f"a record is a JSON object, got {type(record).__name__}",
+            )
             continue
         yield shard.path, pos.line, record
 
@@ -134,7 +144,9 @@ class CurationStats:
         self.drops[reason] += 1
         examples = self.examples.setdefault(reason, [])
         if len(examples) < MAX_EXAMPLES:
-            examples.append({"id": record.get("id"), "where": f"{where}:{line}", "text": text[:EXAMPLE_CHARS]} | extra)
+            examples.append(
+                {"id": record.get("id"), "where": f"{where}:{line}", "text": text[:EXAMPLE_CHARS]} | extra
+            )
 
     def merge(self, other: CurationStats) -> None:
         self.documents_in += other.documents_in

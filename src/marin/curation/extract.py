@@ -12,7 +12,9 @@ def html_to_text(html: str) -> str:
     """The main content of a page as plain text: menus, footers and other boilerplate removed."""
     from resiliparse.extract.html2text import extract_plain_text
 
-    return extract_plain_text(html, main_content=True, alt_texts=False, links=False, list_bullets=False).strip()
+    return extract_plain_text(
+        html, main_content=True, alt_texts=False, links=False, list_bullets=False
+    ).strip()
 
 
 def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[str, int, dict]]:
@@ -37,7 +39,13 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
             except StopIteration:
                 return
             except OSError as e:  # a broken header: the records after it cannot be found
-                report_bad(bad_records, stats, path, n, f"malformed WARC record ({e}); the rest of the file is skipped")
+                report_bad(
+                    bad_records,
+                    stats,
+                    path,
+                    n,
+                    f"malformed WARC record ({e}); the rest of the file is skipped",
+                )
                 return
             charset = "utf-8"
             if record.http_headers is not None:
@@ -47,9 +55,15 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
             try:
                 html = body.decode(charset)
             except (UnicodeDecodeError, LookupError) as e:
-                report_bad(bad_records, stats, path, n, f"payload is not {charset} text ({e.__class__.__name__})")
+                report_bad(
+                    bad_records, stats, path, n, f"payload is not {charset} text ({e.__class__.__name__})"
+                )
                 continue
-            yield path, n, {"id": record.record_id, "url": record.headers.get("WARC-Target-URI"), "html": html}
+            yield (
+                path,
+                n,
+                {"id": record.record_id, "url": record.headers.get("WARC-Target-URI"), "html": html},
+            )
 
 
 @dataclass(frozen=True)
@@ -64,9 +78,13 @@ class ExtractText:
     def describe(self) -> dict:
         import resiliparse
 
-        return {"extractor": "resiliparse.extract_plain_text(main_content=True)", "format": self.format,
-                "extractor_version": getattr(resiliparse, "__version__", "unknown"),
-                "html_key": self.html_key, "text_key": self.text_key}
+        return {
+            "extractor": "resiliparse.extract_plain_text(main_content=True)",
+            "format": self.format,
+            "extractor_version": getattr(resiliparse, "__version__", "unknown"),
+            "html_key": self.html_key,
+            "text_key": self.text_key,
+        }
 
     def input_text(self, record: dict):
         return record.get(self.html_key)

@@ -37,8 +37,13 @@ class FilterLanguage:
     def describe(self) -> dict:
         import py3langid
 
-        return {"identifier": "py3langid", "identifier_version": getattr(py3langid, "__version__", "unknown"),
-                "languages": list(self.languages), "min_score": self.min_score, "text_key": self.text_key}
+        return {
+            "identifier": "py3langid",
+            "identifier_version": getattr(py3langid, "__version__", "unknown"),
+            "languages": list(self.languages),
+            "min_score": self.min_score,
+            "text_key": self.text_key,
+        }
 
     def input_text(self, record: dict):
         return record.get(self.text_key)
@@ -80,7 +85,7 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     from marin.curation.minhash import _TOKEN
 
     words = _TOKEN.findall(text.lower())
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,12 @@ class DecontaminateSpec:
     name: str = "decontaminate"
 
     def describe(self) -> dict:
-        return {"ngram": self.ngram, "against": list(self.against), "against_key": self.against_key,
-                "text_key": self.text_key}
+        return {
+            "ngram": self.ngram,
+            "against": list(self.against),
+            "against_key": self.against_key,
+            "text_key": self.text_key,
+        }
 
     def prepare(self) -> Decontaminate:
         from marin.curation.documents import read_records, resolve_inputs

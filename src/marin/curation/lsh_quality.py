@@ -38,11 +38,19 @@ def exact_pairs(sets: list[set], t: float) -> dict[tuple[int, int], float]:
 
 def brute_force_pairs(sets: list[set], t: float) -> dict[tuple[int, int], float]:
     """The same as `exact_pairs` by comparing every pair (quadratic: small inputs only)."""
-    return {(i, j): sim for i, j in combinations(range(len(sets)), 2) if (sim := jaccard(sets[i], sets[j])) >= t}
+    return {
+        (i, j): sim for i, j in combinations(range(len(sets)), 2) if (sim := jaccard(sets[i], sets[j])) >= t
+    }
 
 
-def minhash_merges(texts: list[str], threshold: float = 0.8, num_perm: int = 128, ngram: int = 5,
-                   bands: int | None = None, seed: int = 1) -> tuple[set[tuple[int, int]], dict[int, int]]:
+def minhash_merges(
+    texts: list[str],
+    threshold: float = 0.8,
+    num_perm: int = 128,
+    ngram: int = 5,
+    bands: int | None = None,
+    seed: int = 1,
+) -> tuple[set[tuple[int, int]], dict[int, int]]:
     """(verified merged pairs, {dropped document: its component's earliest}) as dedup_fuzzy computes them."""
     hasher = MinHasher(num_perm, ngram, seed)
     b, r = (bands, num_perm // bands) if bands else recall_first_params(threshold, num_perm)
@@ -56,8 +64,14 @@ def minhash_merges(texts: list[str], threshold: float = 0.8, num_perm: int = 128
     return merged, components(merged)
 
 
-def lsh_quality(texts: list[str], threshold: float = 0.8, num_perm: int = 128, ngram: int = 5,
-                recall_at: float = 0.9, bands: int | None = None) -> dict:
+def lsh_quality(
+    texts: list[str],
+    threshold: float = 0.8,
+    num_perm: int = 128,
+    ngram: int = 5,
+    recall_at: float = 0.9,
+    bands: int | None = None,
+) -> dict:
     """Recall on pairs with true Jaccard >= `recall_at` (both ends in one component) and precision of the
     merged pairs (true Jaccard >= threshold)."""
     sets = [shingles(t, ngram) for t in texts]

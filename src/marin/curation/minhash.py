@@ -23,7 +23,7 @@ def shingles(text: str, n: int) -> set[str]:
     words = _TOKEN.findall(text.lower())
     if len(words) < n:
         return {" ".join(words)} if words else set()
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 def jaccard(a: set, b: set) -> float:
@@ -39,6 +39,7 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     The same integral datasketch uses: the area under the S-curve below the threshold plus the area
     above it that the curve misses, each integrated numerically.
     """
+
     def area(f, lo, hi, steps=200):
         step = (hi - lo) / steps
         return sum(f(lo + (i + 0.5) * step) for i in range(steps)) * step
@@ -46,8 +47,8 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     best, best_err = (1, num_perm), math.inf
     for b in range(1, num_perm + 1):
         for r in range(1, num_perm // b + 1):
-            fp = area(lambda s, r=r, b=b: 1 - (1 - s ** r) ** b, 0.0, threshold)
-            fn = area(lambda s, r=r, b=b: (1 - s ** r) ** b, threshold, 1.0)
+            fp = area(lambda s, r=r, b=b: 1 - (1 - s**r) ** b, 0.0, threshold)
+            fn = area(lambda s, r=r, b=b: (1 - s**r) ** b, threshold, 1.0)
             if fp + fn < best_err:
                 best, best_err = (b, r), fp + fn
     return best
@@ -87,7 +88,7 @@ class MinHasher:
         count = len(words) - n + 1
         grams = np.zeros(count, dtype=np.uint64)
         for k in range(n):
-            grams += w[k:k + count] * mult[k]
+            grams += w[k : k + count] * mult[k]
         perm = (grams[:, None] * a + b) >> np.uint64(32)
         return perm.min(axis=0).astype(np.uint32)
 
@@ -96,7 +97,9 @@ def band_keys(signature: np.ndarray, bands: int, rows: int) -> list[int]:
     """One 64-bit key per band: xxh64 of the band's rows, seeded with the band index."""
     import xxhash
 
-    return [xxhash.xxh64_intdigest(signature[i * rows:(i + 1) * rows].tobytes(), seed=i) for i in range(bands)]
+    return [
+        xxhash.xxh64_intdigest(signature[i * rows : (i + 1) * rows].tobytes(), seed=i) for i in range(bands)
+    ]
 
 
 def estimated_jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -31,8 +31,14 @@ class MixConfig:
     zephyr: Any = None
 
     def describe(self) -> dict:
-        return {"kind": "mix", "inputs": [[i, w] for i, w in self.inputs], "total_documents": self.total_documents,
-                "seed": self.seed, "text_key": self.text_key, "bad_records": self.bad_records}
+        return {
+            "kind": "mix",
+            "inputs": [[i, w] for i, w in self.inputs],
+            "total_documents": self.total_documents,
+            "seed": self.seed,
+            "text_key": self.text_key,
+            "bad_records": self.bad_records,
+        }
 
     def shares(self) -> list[int]:
         weight = sum(w for _, w in self.inputs)
@@ -54,14 +60,17 @@ def smallest(config: MixConfig, limits: dict[int, int], index: int, count: int, 
     """The `limits[index]` documents of a shard with the smallest rank: [(rank, position)]."""
     stats = CurationStats()
     keep = limits[index]
-    ranked = ((_rank(config.seed, r[config.text_key]), position(index, line))
-              for _w, line, r in read_records(shard, config.bad_records, stats.bad)
-              if isinstance(r.get(config.text_key), str))
+    ranked = (
+        (_rank(config.seed, r[config.text_key]), position(index, line))
+        for _w, line, r in read_records(shard, config.bad_records, stats.bad)
+        if isinstance(r.get(config.text_key), str)
+    )
     return heapq.nsmallest(keep, ranked)
 
 
-def keep_selected(config: MixConfig, selected: frozenset, output_path: str, index: int, count: int,
-                  shard: InputShard) -> CurationStats:
+def keep_selected(
+    config: MixConfig, selected: frozenset, output_path: str, index: int, count: int, shard: InputShard
+) -> CurationStats:
     stats = CurationStats()
 
     def kept():
@@ -98,6 +107,13 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
         selected.update(p for _, p in chosen)
         if len(chosen) < shares[i]:
             shortfall[spec] = shares[i] - len(chosen)
-    results = run_shards(partial(keep_selected, config, frozenset(selected), output_path), shards, config.zephyr)
-    return finish("mix", config.describe(), results, output_path,
-                  {"shares": dict(zip([s for s, _ in config.inputs], shares)), "shortfall": shortfall})
+    results = run_shards(
+        partial(keep_selected, config, frozenset(selected), output_path), shards, config.zephyr
+    )
+    return finish(
+        "mix",
+        config.describe(),
+        results,
+        output_path,
+        {"shares": dict(zip([s for s, _ in config.inputs], shares)), "shortfall": shortfall},
+    )

@@ -73,7 +73,9 @@ class GopherQuality:
         letter = _LETTER.search
         if sum(1 for w in words if letter(w)) / n < self.min_alpha_words_ratio:
             return None, "gopher_quality.alpha_words"
-        if len(STOP_WORDS.intersection(words)) < self.min_stop_words:  # distinct stop words, as Gopher counts them
+        if (
+            len(STOP_WORDS.intersection(words)) < self.min_stop_words
+        ):  # distinct stop words, as Gopher counts them
             return None, "gopher_quality.stop_words"
         return text, None
 
@@ -92,7 +94,7 @@ def _duplicates(elements: list[str]) -> tuple[int, int]:
 
 
 def _ngrams(words: list[str], n: int) -> list[str]:
-    return [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 def _top_ngram_chars(words: list[str], n: int) -> int:
@@ -109,7 +111,7 @@ def _dup_ngram_chars(words: list[str], n: int) -> int:
     covered = [False] * len(words)
     i = 0
     while i <= len(words) - n:
-        gram = tuple(words[i:i + n])
+        gram = tuple(words[i : i + n])
         if gram in seen:
             for j in range(i, i + n):
                 covered[j] = True
@@ -129,7 +131,14 @@ class GopherRepetition:
     dup_line_char_frac: float = 0.2
     dup_para_char_frac: float = 0.2
     top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
-    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    dup_n_grams: tuple[tuple[int, float], ...] = (
+        (5, 0.15),
+        (6, 0.14),
+        (7, 0.13),
+        (8, 0.12),
+        (9, 0.11),
+        (10, 0.10),
+    )
     name: str = "gopher_repetition"
 
     def apply(self, text: str) -> tuple[str | None, str | None]:
@@ -160,7 +169,14 @@ class GopherRepetition:
         return text, None
 
 
-POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
 
 
 @dataclass(frozen=True)
@@ -230,8 +246,12 @@ class FineWeb:
         return text, None
 
 
-RULES: dict[str, type] = {"gopher_quality": GopherQuality, "gopher_repetition": GopherRepetition, "c4": C4,
-                          "fineweb": FineWeb}
+RULES: dict[str, type] = {
+    "gopher_quality": GopherQuality,
+    "gopher_repetition": GopherRepetition,
+    "c4": C4,
+    "fineweb": FineWeb,
+}
 
 
 def make_rules(rules: tuple) -> tuple:
@@ -240,12 +260,16 @@ def make_rules(rules: tuple) -> tuple:
     for r in rules:
         if isinstance(r, str):
             if r not in RULES:
-                raise ValueError(f"unknown quality rule {r!r}; choose from {sorted(RULES)} or pass a rule config")
+                raise ValueError(
+                    f"unknown quality rule {r!r}; choose from {sorted(RULES)} or pass a rule config"
+                )
             out.append(RULES[r]())
         elif hasattr(r, "apply") and hasattr(r, "name"):
             out.append(r)
         else:
-            raise ValueError(f"a quality rule is a name or a rule config (GopherQuality(...), ...), got {r!r}")
+            raise ValueError(
+                f"a quality rule is a name or a rule config (GopherQuality(...), ...), got {r!r}"
+            )
     return tuple(out)
 
 

@@ -37,8 +37,12 @@ class DocumentStepConfig:
     zephyr: Any = None  # execution only: not in the key
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "inputs": list(self.inputs), "bad_records": self.bad_records,
-                "transform": self.transform.describe()}
+        return {
+            "kind": self.kind,
+            "inputs": list(self.inputs),
+            "bad_records": self.bad_records,
+            "transform": self.transform.describe(),
+        }
 
 
 def zephyr_config(config: Any, tasks: int) -> ZephyrConfig:
@@ -51,9 +55,11 @@ def zephyr_config(config: Any, tasks: int) -> ZephyrConfig:
 def run_shards(shard_fn, shards: list, zconfig: Any) -> list:
     """`shard_fn(index, count, shard)` for every shard, on zephyr; results in shard order."""
     tasks = [(i, len(shards), s) for i, s in enumerate(shards)]
-    return (Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
-            .map_shard(partial(_run_tasks, shard_fn))
-            .collect(config=zephyr_config(zconfig, len(tasks))))
+    return (
+        Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
+        .map_shard(partial(_run_tasks, shard_fn))
+        .collect(config=zephyr_config(zconfig, len(tasks)))
+    )
 
 
 def _run_tasks(shard_fn, tasks, info: ShardInfo):
@@ -61,8 +67,9 @@ def _run_tasks(shard_fn, tasks, info: ShardInfo):
         yield shard_fn(index, count, shard)
 
 
-def process_shard(transform, bad_records: str, output_path: str, index: int, count: int,
-                  shard: InputShard) -> CurationStats:
+def process_shard(
+    transform, bad_records: str, output_path: str, index: int, count: int, shard: InputShard
+) -> CurationStats:
     """Apply `transform` to each document of one shard and write the survivors as output shard `index`."""
     stats = CurationStats()
 
@@ -70,7 +77,13 @@ def process_shard(transform, bad_records: str, output_path: str, index: int, cou
         for where, line, record in read_records(shard, bad_records, stats.bad):
             text = transform.input_text(record)
             if not isinstance(text, str):
-                report_bad(bad_records, stats.bad, where, line, f"the record has no string field for {transform.name}")
+                report_bad(
+                    bad_records,
+                    stats.bad,
+                    where,
+                    line,
+                    f"the record has no string field for {transform.name}",
+                )
                 continue
             stats.read(text)
             out, reason = transform(record, text)
@@ -85,14 +98,18 @@ def process_shard(transform, bad_records: str, output_path: str, index: int, cou
     return stats
 
 
-def finish(step: str, config: dict, results: list[CurationStats], output_path: str, extra: dict | None = None) -> dict:
+def finish(
+    step: str, config: dict, results: list[CurationStats], output_path: str, extra: dict | None = None
+) -> dict:
     """Merge the shards' stats, write stats.json, return the summary."""
     total = CurationStats()
     for r in results:
         total.merge(r)
     stats = total.to_json(step, config) | (extra or {})
     write_stats(output_path, stats)
-    logger.info("%s: %d -> %d documents, drops %s", step, total.documents_in, total.documents_out, dict(total.drops))
+    logger.info(
+        "%s: %d -> %d documents, drops %s", step, total.documents_in, total.documents_out, dict(total.drops)
+    )
     return {k: stats[k] for k in ("documents_in", "documents_out", "drops", "bad_records")}
 
 
@@ -102,5 +119,7 @@ def run_document_step(config: DocumentStepConfig, output_path: str) -> dict:
     transform = config.transform
     if hasattr(transform, "prepare"):
         transform = transform.prepare()  # e.g. decontamination reads its evaluation sets here, once
-    results = run_shards(partial(process_shard, transform, config.bad_records, output_path), shards, config.zephyr)
+    results = run_shards(
+        partial(process_shard, transform, config.bad_records, output_path), shards, config.zephyr
+    )
     return finish(config.kind, config.describe(), results, output_path)

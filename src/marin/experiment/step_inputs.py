@@ -82,7 +82,7 @@ def resolve_step_inputs(config: SourceConfig) -> SourceConfig:
     resolved: list[str] = []
     for p in config.paths:
         if p.startswith(STEP_INPUT_PREFIX):
-            resolved.extend(step_output_files(p[len(STEP_INPUT_PREFIX):]))
+            resolved.extend(step_output_files(p[len(STEP_INPUT_PREFIX) :]))
         else:
             resolved.append(p)
     return dataclasses.replace(config, paths=tuple(resolved))

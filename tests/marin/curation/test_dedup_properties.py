@@ -41,8 +41,13 @@ def read_output(folder: Path) -> list[int]:
 
 
 def dedup(method: str, pattern: str, out: Path, num_shards: int, backend: str, **kw) -> list[int]:
-    config = DedupConfig(method, (pattern,), num_shards=num_shards, **kw,
-                         zephyr=ZephyrConfig(backend=backend, num_workers=2, quiet=True, memory_budget_bytes=64 * 1024))
+    config = DedupConfig(
+        method,
+        (pattern,),
+        num_shards=num_shards,
+        **kw,
+        zephyr=ZephyrConfig(backend=backend, num_workers=2, quiet=True, memory_budget_bytes=64 * 1024),
+    )
     run_dedup_step(config, str(out))
     assert not (out / "_work").exists()  # the signature files of pass 1 are gone
     return read_output(out)
@@ -58,10 +63,15 @@ def expected_exact(docs: list[str]) -> list[int]:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(picks=st.lists(st.integers(0, len(CORPUS) - 1), min_size=1, max_size=80),
-       cuts=st.lists(st.integers(1, 79), max_size=5), num_shards=st.integers(1, 6),
-       method=st.sampled_from(["exact", "fuzzy"]))
-def test_dedup_is_independent_of_file_split_and_shard_count(tmp_path_factory, picks, cuts, num_shards, method):
+@given(
+    picks=st.lists(st.integers(0, len(CORPUS) - 1), min_size=1, max_size=80),
+    cuts=st.lists(st.integers(1, 79), max_size=5),
+    num_shards=st.integers(1, 6),
+    method=st.sampled_from(["exact", "fuzzy"]),
+)
+def test_dedup_is_independent_of_file_split_and_shard_count(
+    tmp_path_factory, picks, cuts, num_shards, method
+):
     docs = [CORPUS[p] for p in picks]
     base = tmp_path_factory.mktemp("d")
     one_file = dedup(method, write_split(base / "one", docs, []), base / "out-one", 1, "sync")

@@ -6,14 +6,29 @@ import pytest
 
 from marin.curation.rules import C4, FineWeb, GopherQuality, GopherRepetition, apply_rules, make_rules
 
-FILLER = ["river", "bridge", "village", "harbor", "museum", "garden", "market", "engine", "tower", "library", "valley", "forest"]
+FILLER = [
+    "river",
+    "bridge",
+    "village",
+    "harbor",
+    "museum",
+    "garden",
+    "market",
+    "engine",
+    "tower",
+    "library",
+    "valley",
+    "forest",
+]
 
 
 def prose(n_words: int, stop_word_every: int = 5) -> str:
     """`n_words` words, a stop word ("the", "and") every `stop_word_every`, all alphabetic, average length ~5."""
     stop = ("the", "and")
-    words = [stop[(i // stop_word_every) % 2] if i % stop_word_every == 0 else FILLER[i % len(FILLER)]
-             for i in range(n_words)]
+    words = [
+        stop[(i // stop_word_every) % 2] if i % stop_word_every == 0 else FILLER[i % len(FILLER)]
+        for i in range(n_words)
+    ]
     return " ".join(words) + "."
 
 
@@ -51,7 +66,10 @@ def test_gopher_ellipsis_lines_edge():
     lines = [prose(20)[:-1] + (" ..." if i < 3 else ".") for i in range(10)]
     assert rule.apply("\n".join(lines))[1] is None  # 3 of 10 lines: 0.3
     lines[3] = lines[3][:-1] + " ..."
-    assert rule.apply("\n".join(lines))[1] in ("gopher_quality.ellipsis_lines", "gopher_quality.ellipsis_ratio")
+    assert rule.apply("\n".join(lines))[1] in (
+        "gopher_quality.ellipsis_lines",
+        "gopher_quality.ellipsis_ratio",
+    )
 
 
 def test_gopher_bullet_lines_edge():
@@ -74,7 +92,9 @@ def test_gopher_stop_words_edge():
     rule = GopherQuality()
     no_stop = [FILLER[i % len(FILLER)] for i in range(60)]
     assert rule.apply(" ".join(["the", "of"] + no_stop))[1] is None
-    assert rule.apply(" ".join(["the"] * 5 + no_stop))[1] == "gopher_quality.stop_words"  # distinct ones count
+    assert (
+        rule.apply(" ".join(["the"] * 5 + no_stop))[1] == "gopher_quality.stop_words"
+    )  # distinct ones count
 
 
 # -- Gopher repetition ------------------------------------------------------------------------------
@@ -125,15 +145,19 @@ def test_c4_keeps_five_sentences_and_drops_four():
 
 
 def test_c4_removes_bad_lines_before_counting():
-    text = "\n".join([SENTENCE] * 5 + ["Menu Home About", "Enable javascript to continue.",
-                                      "This site uses cookies.", "Too short."])
+    text = "\n".join(
+        [SENTENCE] * 5
+        + ["Menu Home About", "Enable javascript to continue.", "This site uses cookies.", "Too short."]
+    )
     out, reason = C4().apply(text)
     assert reason is None and out == "\n".join([SENTENCE] * 5)
     assert C4().apply("\n".join([SENTENCE] * 4 + ["Enable javascript to see this."]))[1] == "c4.min_sentences"
 
 
-@pytest.mark.parametrize("bad, reason", [("Lorem ipsum dolor sit amet.", "c4.lorem_ipsum"),
-                                         ("The code is { x }.", "c4.curly_bracket")])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [("Lorem ipsum dolor sit amet.", "c4.lorem_ipsum"), ("The code is { x }.", "c4.curly_bracket")],
+)
 def test_c4_document_level_drops(bad, reason):
     assert C4().apply("\n".join([SENTENCE] * 6 + [bad]))[1] == reason
 
@@ -161,9 +185,14 @@ def test_fineweb_line_punctuation_edge():
 def test_fineweb_short_lines_edge():
     rule = FineWeb(char_duplicates_ratio=1.0, new_line_ratio=10)
     assert rule.apply("\n".join(["short 1.", "short 2.", long_line(0)]))[1] is None  # 2/3 = 0.666 < 0.67
-    assert rule.apply("\n".join([f"short {i}." for i in range(67)] + [long_line(i) for i in range(33)]))[1] \
+    assert (
+        rule.apply("\n".join([f"short {i}." for i in range(67)] + [long_line(i) for i in range(33)]))[1]
         == "fineweb.short_line_ratio"
-    assert rule.apply("\n".join([f"short {i}." for i in range(66)] + [long_line(i) for i in range(34)]))[1] is None
+    )
+    assert (
+        rule.apply("\n".join([f"short {i}." for i in range(66)] + [long_line(i) for i in range(34)]))[1]
+        is None
+    )
 
 
 def test_fineweb_duplicate_characters_edge():

@@ -17,7 +17,24 @@ from marin.experiment.data import tokenized, train_tokenizer
 from zephyr import ZephyrConfig
 
 SYNC = ZephyrConfig(backend="sync", quiet=True)
-WORDS = ["the", "river", "and", "the", "bridge", "of", "the", "old", "village", "were", "painted", "with", "care", "by", "the", "baker"]
+WORDS = [
+    "the",
+    "river",
+    "and",
+    "the",
+    "bridge",
+    "of",
+    "the",
+    "old",
+    "village",
+    "were",
+    "painted",
+    "with",
+    "care",
+    "by",
+    "the",
+    "baker",
+]
 
 
 def write_docs(folder: Path, n: int, repeat_every: int = 0) -> Path:
@@ -26,15 +43,28 @@ def write_docs(folder: Path, n: int, repeat_every: int = 0) -> Path:
     with path.open("w") as f:
         for i in range(n):
             k = i % repeat_every if repeat_every else i
-            f.write(json.dumps({"id": i, "text": f"document {k}: " + " ".join(WORDS[(k + j) % len(WORDS)] for j in range(40))}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "text": f"document {k}: " + " ".join(WORDS[(k + j) % len(WORDS)] for j in range(40)),
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
 def test_a_curation_handle_as_source_is_a_dependency_of_tokenized(tmp_path):
     path = write_docs(tmp_path / "raw", 60, repeat_every=20)
     clean = dedup_exact("curated/dedup", str(path), zephyr=SYNC)
-    data = tokenized("tokenized/clean", source=clean, tokenizer=train_tokenizer(
-        "tokenizers/clean", vocab_size=300, source=clean), zephyr=SYNC, validation_fraction=0.0)
+    data = tokenized(
+        "tokenized/clean",
+        source=clean,
+        tokenizer=train_tokenizer("tokenizers/clean", vocab_size=300, source=clean),
+        zephyr=SYNC,
+        validation_fraction=0.0,
+    )
     spec = lower(data)
     assert lower(clean) in spec.deps
     assert spec.hash_attrs["input"]["paths"] == ["step:curated/dedup"]
@@ -50,8 +80,13 @@ def test_a_stepspec_inside_paths_mixes_with_path_strings(tmp_path):
         write_docs(Path(output_path), 7)
 
     producer = StepSpec(name="made/docs", fn=produce)
-    data = tokenized("tokenized/both", paths=[producer, str(extra)], tokenizer=train_tokenizer(
-        "tokenizers/both", vocab_size=300, paths=[producer]), zephyr=SYNC, validation_fraction=0.0)
+    data = tokenized(
+        "tokenized/both",
+        paths=[producer, str(extra)],
+        tokenizer=train_tokenizer("tokenizers/both", vocab_size=300, paths=[producer]),
+        zephyr=SYNC,
+        validation_fraction=0.0,
+    )
     spec = lower(data)
     assert producer in spec.deps
     result = StepRunner(prefix=str(tmp_path / "prefix"), progress=False).run([spec])
@@ -66,11 +101,14 @@ def test_changing_the_upstream_step_changes_the_key_of_tokenized(tmp_path):
     assert runner.plan([a]).of(a).output_path != runner.plan([b]).of(b).output_path
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"source": 3}, "source must be a path string, a StepSpec or a step handle"),
-    ({"paths": ["ok.jsonl", 4.5]}, r"paths\[1\] must be a path string"),
-    ({"paths": [None]}, r"paths\[0\] must be a path string"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"source": 3}, "source must be a path string, a StepSpec or a step handle"),
+        ({"paths": ["ok.jsonl", 4.5]}, r"paths\[1\] must be a path string"),
+        ({"paths": [None]}, r"paths\[0\] must be a path string"),
+    ],
+)
 def test_anything_else_is_an_error_at_declaration_naming_the_argument(kwargs, message):
     with pytest.raises(StepDefinitionError, match=message):
         tokenized("tokenized/bad", tokenizer="gpt2", **kwargs)
