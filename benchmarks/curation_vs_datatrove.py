@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 ONE_CORE = {
@@ -124,11 +125,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="marin-curation-vs-dt-"))
     data_dir = work / "data"
     data_dir.mkdir()
-    texts = {}
+    texts, kinds = {}, {}
     with (data_dir / "docs.jsonl").open("w") as f:
         for i in range(args.documents):
-            text = main_text(i)[0]
+            text, truth = main_text(i)
             texts[f"d{i}"] = text
+            kinds[f"d{i}"] = truth.kind if truth.jaccard is None else f"{truth.kind}@{truth.jaccard:.1f}"
             f.write(json.dumps({"id": f"d{i}", "text": text}) + "\n")
     data_file = str(data_dir / "docs.jsonl")
     repo_src = str(Path(__file__).resolve().parents[1] / "src")
@@ -171,6 +173,9 @@ def main() -> None:
             entry["removed_overlap_jaccard"] = (
                 round(len(ours_removed & dt_removed) / len(union), 4) if union else 1.0
             )
+            # what each removed that the other kept, by the generator's ground truth (kind@planted Jaccard)
+            entry["only_ours_removed"] = dict(Counter(kinds[d] for d in ours_removed - dt_removed))
+            entry["only_datatrove_removed"] = dict(Counter(kinds[d] for d in dt_removed - ours_removed))
         result[task] = entry
     result["loadavg"] = os.getloadavg()
     print(json.dumps(result, indent=2))
