@@ -132,8 +132,10 @@ def fuzzy_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
             lines.append(line)
             sigs.append(sig)
             pos = position(index, line)
-            for b, key in enumerate(band_keys(sig, bands, rows)):
-                yield (b, key, pos)
+            for key in band_keys(sig, bands, rows):
+                # band keys are xxh64 seeded with the band index, so one int names (band, rows);
+                # a chance collision across bands only adds a candidate, which verification checks
+                yield (key, pos)
         with atomic_write(join(work, f"signatures-{index:05d}.npz")) as f:
             matrix = np.stack(sigs) if sigs else np.zeros((0, config.num_perm), np.uint32)
             np.savez(f, lines=np.asarray(lines, dtype=np.int64), sigs=matrix)
@@ -146,12 +148,8 @@ def group_edges(key, records) -> tuple[tuple[int, int], ...]:
     return tuple((positions[0], p) for p in positions[1:])
 
 
-def _exact_key(r):
+def _first(r):
     return r[0]
-
-
-def _band_key(r):
-    return (r[0], r[1])
 
 
 class _Signatures:
@@ -253,11 +251,10 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
     tasks = [(i, len(shards), s) for i, s in enumerate(shards)]
     work = join(output_path, "_work")
     emit = exact_keys if config.method == "exact" else fuzzy_keys
-    key = _exact_key if config.method == "exact" else _band_key
     groups = (
         Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
         .map_shard(partial(emit, config, work))
-        .group_by(key, group_edges, num_shards=config.num_shards)
+        .group_by(_first, group_edges, num_shards=config.num_shards)
         .filter(bool)
         .collect(config=zconfig)
     )
