@@ -24,6 +24,12 @@ from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_toke
 from marin.execution.errors import MarinError, StepDefinitionError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.step_inputs import (
+    STEP_INPUT_PREFIX,
+    declared_inputs,
+    run_with_step_inputs,
+    split_step_inputs,
+)
 
 __all__ = ["EMBEDDED_SOURCE", "TokenizedData", "TrainedTokenizer", "tokenized", "train_tokenizer"]
 
@@ -45,7 +51,7 @@ def _source_config(name: str, source, paths, text_key, split, hf_config, sample_
     if not isinstance(name, str) or not name:
         raise StepDefinitionError(f"data step name must be a non-empty string, got {name!r}")
     if paths is not None and not isinstance(paths, str):
-        paths = tuple(_normalize_location(str(p)) for p in paths)
+        paths = tuple(p if p.startswith(STEP_INPUT_PREFIX) else _normalize_location(p) for p in paths)
     if isinstance(source, str) and source != EMBEDDED_SOURCE:
         source = _normalize_location(source)
     config = SourceConfig(source, paths, text_key, split, hf_config, sample_count, bad_records, revision)
@@ -64,11 +70,13 @@ class TrainedTokenizer:
     config: TrainTokenizerConfig
     version: str | None = None
     adopt: bool = False  # take an existing tokenizer folder at the output path (see StepSpec.adopt)
+    source_steps: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
             name=self.name,
-            fn=partial(run_train_tokenizer, self.config),
+            fn=partial(run_with_step_inputs, run_train_tokenizer, self.config),
+            deps=tuple(lower(s) for s in self.source_steps),
             hash_attrs={
                 "kind": "byte_level_bpe",
                 "vocab_size": self.config.vocab_size,
@@ -76,7 +84,7 @@ class TrainedTokenizer:
                 "input": self.config.input.describe(),
             },
             version=self.version,
-            inputs=self.config.input.inputs(),
+            inputs=declared_inputs(self.config.input),
             adopt=self.adopt,
         )
 
@@ -85,8 +93,8 @@ def train_tokenizer(
     name: str,
     *,
     vocab_size: int,
-    source: str | None = None,
-    paths: Sequence[str] | None = None,
+    source: Any = None,
+    paths: Sequence[Any] | None = None,
     sample_count: int | None = None,
     text_key: str = "text",
     split: str = "train",
@@ -101,16 +109,20 @@ def train_tokenizer(
 
     The vocabulary comes out smaller when the text has fewer merges than asked for. Pass the
     handle as `tokenized(tokenizer=...)`; it becomes that step's dependency. `paths=` and
-    `revision=` work as in `tokenized()`. `adopt=True` takes an existing folder at the
-    step's output path as the tokenizer without training (see StepSpec.adopt).
+    `revision=` work as in `tokenized()`; `source=` or items of `paths=` may be steps or handles
+    (e.g. curation steps): each becomes a dependency whose output files are read. `adopt=True`
+    takes an existing folder at the step's output path as the tokenizer without training (see
+    StepSpec.adopt).
     """
+    source, paths, source_steps = split_step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
                                    revision)
     if not isinstance(vocab_size, int) or vocab_size < 259:
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
         )
-    return TrainedTokenizer(name, TrainTokenizerConfig(source_config, vocab_size, min_frequency), version, adopt)
+    config = TrainTokenizerConfig(source_config, vocab_size, min_frequency)
+    return TrainedTokenizer(name, config, version, adopt, source_steps)
 
 
 TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
@@ -125,9 +137,11 @@ class TokenizedData:
     config: TokenizeConfig
     version: str | None = None
     adopt: bool = False  # take an existing token cache at the output path (see StepSpec.adopt)
+    source_steps: tuple = ()  # steps / handles named by step: placeholders in config.input.paths
 
     def to_step_spec(self) -> StepSpec:
         deps: tuple[StepSpec, ...] = ()
+        input_deps = tuple(lower(s) for s in self.source_steps)
         config = self.config
         if isinstance(self.tokenizer, str):
             tokenizer_key: dict[str, Any] = {"spec": self.tokenizer}
@@ -138,8 +152,8 @@ class TokenizedData:
             tokenizer_key = {"step": dep.name}  # the dependency's own cache key enters this step's key
         return StepSpec(
             name=self.name,
-            fn=partial(run_tokenize, config),
-            deps=deps,
+            fn=partial(run_with_step_inputs, run_tokenize, config),
+            deps=deps + tuple(d for d in input_deps if d not in deps),
             hash_attrs={
                 "format_version": FORMAT_VERSION,
                 "tokenizer": tokenizer_key,
@@ -151,7 +165,7 @@ class TokenizedData:
             },
             version=self.version,
             resumable=True,  # shards are published atomically; a rerun keeps the finished ones
-            inputs=config.input.inputs(),
+            inputs=declared_inputs(config.input),
             adopt=self.adopt,
         )
 
@@ -160,8 +174,8 @@ def tokenized(
     name: str,
     *,
     tokenizer: TokenizerArg,
-    source: str | None = None,
-    paths: Sequence[str] | None = None,
+    source: Any = None,
+    paths: Sequence[Any] | None = None,
     sample_count: int | None = None,
     text_key: str = "text",
     split: str = "train",
@@ -182,6 +196,8 @@ def tokenized(
         They are the step's declared inputs: each file's name, size and digest are part of the key, so
         appending to, adding or removing a file reruns the step (a local dataset folder given as
         `source=` is declared the same way).
+        `source=` or any item of `paths=` may also be a StepSpec or a step handle (a curation step, ...):
+        it becomes a dependency, and its output's .jsonl(.gz|.zst) / .parquet files are read.
     revision: pins a hub dataset `source=` to a commit, tag or branch; it is part of the key. An
         unpinned hub source is marked `unpinned: ORG/NAME` in the plan (its changes cannot be seen).
     tokenizer: a hub id or tokenizer folder, or a `train_tokenizer()` handle / StepSpec (a dependency).
@@ -192,6 +208,7 @@ def tokenized(
     zephyr: a `zephyr.ZephyrConfig` for backend / workers (default: ZephyrConfig.from_env()).
     adopt: take an existing token cache at the step's output path without tokenizing (see StepSpec.adopt).
     """
+    source, paths, source_steps = split_step_inputs(name, source, paths)
     source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
                                    revision)
     if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
@@ -213,4 +230,4 @@ def tokenized(
         max_chunk_chars=max_chunk_chars,
         zephyr=zephyr,
     )
-    return TokenizedData(name, tokenizer, config, version, adopt)
+    return TokenizedData(name, tokenizer, config, version, adopt, source_steps)

@@ -1,0 +1,195 @@
+"""Curation inputs and outputs: which shards a step reads, how records are read, written and counted.
+
+An input is a path or glob (.jsonl/.json/.parquet, .gz/.zst; .warc/.warc.gz for extraction), the
+embedded corpus `marin://web-synth` (optionally `?pages=N&seed=S`), or `step:NAME`, a dependency
+whose output files are read. Every document has a position `(shard, record)` in the canonical order
+(inputs in the order given, files sorted, records in file order); dedup keeps the earliest.
+Each input shard becomes one output shard `part-NNNNN-of-NNNNN.jsonl.zst`, so a step's output
+order is its input order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlparse
+
+from marin.data.file_documents import report_bad
+from marin.execution.errors import MarinError
+from marin.experiment.step_inputs import STEP_INPUT_PREFIX as STEP_PREFIX
+from zephyr.readers import Position, ShardStats, infer_format, read_file
+from zephyr.writers import WriteSpec, write_shard
+
+WEB_SYNTH = "marin://web-synth"
+WEB_SYNTH_SHARD = 1_000
+MAX_EXAMPLES = 3
+EXAMPLE_CHARS = 300
+
+
+class CurationError(MarinError):
+    """A curation step is declared wrongly or its input cannot be read."""
+
+
+@dataclass(frozen=True)
+class InputShard:
+    """One unit of reading: a file (`kind` "file" or "warc") or a range of web-synth pages."""
+
+    kind: str
+    path: str
+    start: int = 0
+    stop: int = 0
+    seed: int = 0
+
+    def describe(self) -> str:
+        return f"{self.path}[{self.start}:{self.stop}]" if self.kind == "web-synth" else self.path
+
+
+def parse_web_synth(spec: str) -> tuple[int, int]:
+    """(pages, seed) of a `marin://web-synth?pages=N&seed=S` name."""
+    from marin.data.corpus.web import DEFAULT_PAGES
+
+    query = parse_qs(urlparse(spec).query)
+    try:
+        return int(query.get("pages", [DEFAULT_PAGES])[0]), int(query.get("seed", [0])[0])
+    except ValueError:
+        raise CurationError(
+            f"{spec!r}: pages and seed must be integers, e.g. {WEB_SYNTH}?pages=2000&seed=0"
+        ) from None
+
+
+def check_input(spec: str, where: str) -> None:
+    """Validate an input name at declaration (touches no file)."""
+    if spec.startswith("marin://"):
+        if not spec.startswith(WEB_SYNTH):
+            raise CurationError(f"{where}: unknown embedded corpus {spec!r}; the web corpus is {WEB_SYNTH!r}")
+        parse_web_synth(spec)
+
+
+def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
+    """The ordered shards of the inputs (run time only: lists files, reads the step context)."""
+    from zephyr.fileio import list_files
+
+    shards: list[InputShard] = []
+    for spec in specs:
+        if spec.startswith(WEB_SYNTH):
+            pages, seed = parse_web_synth(spec)
+            shards += [
+                InputShard("web-synth", spec, a, min(a + WEB_SYNTH_SHARD, pages), seed)
+                for a in range(0, pages, WEB_SYNTH_SHARD)
+            ]
+            continue
+        if spec.startswith(STEP_PREFIX):
+            from marin.experiment.step_inputs import step_output_files
+
+            files = step_output_files(spec[len(STEP_PREFIX) :])
+        else:
+            files = list_files([spec])
+        for f in files:
+            kind = "warc" if ".warc" in f.rsplit("/", 1)[-1] else "file"
+            if kind == "file":
+                infer_format(f)
+            shards.append(InputShard(kind, f))
+    return shards
+
+
+def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iterator[tuple[str, int, dict]]:
+    """(where, record number, record) for each record of a shard, in order."""
+    if shard.kind == "web-synth":
+        from marin.data.corpus.web import pages
+
+        for i, page in enumerate(pages(shard.start, shard.stop, shard.seed)):
+            yield shard.path, shard.start + i + 1, page
+        return
+    if shard.kind == "warc":
+        from marin.curation.extract import read_warc
+
+        yield from read_warc(shard.path, bad_records, stats)
+        return
+    pos = Position()
+    for record in read_file(shard.path, infer_format(shard.path), bad_records, pos, stats):
+        if not isinstance(record, dict):
+            report_bad(
+                bad_records,
+                stats,
+                shard.path,
+                pos.line,
+                f"a record is a JSON object, got {type(record).__name__}",
+            )
+            continue
+        yield shard.path, pos.line, record
+
+
+@dataclass
+class CurationStats:
+    """What one shard (or, merged, a whole step) read, wrote and dropped, and why."""
+
+    documents_in: int = 0
+    documents_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    drops: Counter = field(default_factory=Counter)
+    examples: dict = field(default_factory=dict)
+    bad: ShardStats = field(default_factory=ShardStats)
+
+    def read(self, text: str) -> None:
+        self.documents_in += 1
+        self.bytes_in += len(text.encode("utf-8", "surrogatepass"))
+
+    def wrote(self, text: str) -> None:
+        self.documents_out += 1
+        self.bytes_out += len(text.encode("utf-8", "surrogatepass"))
+
+    def dropped(self, reason: str, where: str, line: int, record: dict, text: str, **extra) -> None:
+        self.drops[reason] += 1
+        examples = self.examples.setdefault(reason, [])
+        if len(examples) < MAX_EXAMPLES:
+            examples.append(
+                {"id": record.get("id"), "where": f"{where}:{line}", "text": text[:EXAMPLE_CHARS]} | extra
+            )
+
+    def merge(self, other: CurationStats) -> None:
+        self.documents_in += other.documents_in
+        self.documents_out += other.documents_out
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+        self.drops.update(other.drops)
+        for reason, examples in other.examples.items():
+            mine = self.examples.setdefault(reason, [])
+            mine.extend(examples[: MAX_EXAMPLES - len(mine)])
+        self.bad.bad_records += other.bad.bad_records
+        self.bad.bad_examples.extend(other.bad.bad_examples[: 10 - len(self.bad.bad_examples)])
+
+    def to_json(self, step: str, config: dict) -> dict:
+        return {
+            "step": step,
+            "config": config,
+            "documents_in": self.documents_in,
+            "documents_out": self.documents_out,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "drops": dict(sorted(self.drops.items())),
+            "dropped_examples": {k: self.examples[k] for k in sorted(self.examples)},
+            "bad_records": self.bad.bad_records,
+            "bad_record_examples": list(self.bad.bad_examples),
+        }
+
+
+def output_spec(output_dir: str) -> WriteSpec:
+    return WriteSpec("jsonl", output_dir, "zstd")
+
+
+def write_output(output_dir: str, index: int, count: int, records: Iterator[dict]) -> int:
+    """Write one output shard atomically; returns how many records it holds."""
+    spec = output_spec(output_dir)
+    return write_shard(spec, spec.path_for(index, count), records)
+
+
+def write_stats(output_dir: str, stats: dict) -> None:
+    """Write `stats.json` next to the shards (atomically)."""
+    import json
+
+    from zephyr.fileio import atomic_write, join
+
+    with atomic_write(join(output_dir, "stats.json")) as f:
+        f.write(json.dumps(stats, indent=2, sort_keys=False).encode())

@@ -1,0 +1,125 @@
+"""The bodies of curation steps: `run_*(config, output_path)`, called by the StepRunner via partial.
+
+Every step reads its input shards with zephyr (one task per shard, on the configured backend),
+writes one `part-NNNNN-of-NNNNN.jsonl.zst` per input shard and a `stats.json` (see docs/curation.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from marin.curation.documents import (
+    CurationStats,
+    InputShard,
+    read_records,
+    report_bad,
+    resolve_inputs,
+    write_output,
+    write_stats,
+)
+from zephyr import Dataset, ShardInfo
+from zephyr.config import ZephyrConfig
+
+logger = logging.getLogger("marin.curation")
+
+
+@dataclass(frozen=True)
+class DocumentStepConfig:
+    """A per-document step: its inputs, the transform applied to each document, and how records are read."""
+
+    kind: str
+    inputs: tuple[str, ...]
+    transform: Any
+    bad_records: str = "fail"
+    zephyr: Any = None  # execution only: not in the key
+
+    def describe(self) -> dict:
+        return {
+            "kind": self.kind,
+            "inputs": list(self.inputs),
+            "bad_records": self.bad_records,
+            "transform": self.transform.describe(),
+        }
+
+
+def zephyr_config(config: Any, tasks: int) -> ZephyrConfig:
+    zconfig = config or ZephyrConfig.from_env()
+    if tasks <= 1 and zconfig.backend == "processes":
+        zconfig = zconfig.with_overrides(backend="sync")  # one shard: a worker process would only add startup
+    return zconfig
+
+
+def run_shards(shard_fn, shards: list, zconfig: Any) -> list:
+    """`shard_fn(index, count, shard)` for every shard, on zephyr; results in shard order."""
+    tasks = [(i, len(shards), s) for i, s in enumerate(shards)]
+    return (
+        Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
+        .map_shard(partial(_run_tasks, shard_fn))
+        .collect(config=zephyr_config(zconfig, len(tasks)))
+    )
+
+
+def _run_tasks(shard_fn, tasks, info: ShardInfo):
+    for index, count, shard in tasks:
+        yield shard_fn(index, count, shard)
+
+
+def process_shard(
+    transform, bad_records: str, output_path: str, index: int, count: int, shard: InputShard
+) -> CurationStats:
+    """Apply `transform` to each document of one shard and write the survivors as output shard `index`."""
+    stats = CurationStats()
+
+    def kept():
+        for where, line, record in read_records(shard, bad_records, stats.bad):
+            text = transform.input_text(record)
+            if not isinstance(text, str):
+                report_bad(
+                    bad_records,
+                    stats.bad,
+                    where,
+                    line,
+                    f"the record has no string field for {transform.name}",
+                )
+                continue
+            stats.read(text)
+            out, reason = transform(record, text)
+            if out is None:
+                stats.dropped(reason, where, line, record, text)
+                continue
+            written = out.get(getattr(transform, "text_key", "text"))
+            stats.wrote(written if isinstance(written, str) else "")
+            yield out
+
+    write_output(output_path, index, count, kept())
+    return stats
+
+
+def finish(
+    step: str, config: dict, results: list[CurationStats], output_path: str, extra: dict | None = None
+) -> dict:
+    """Merge the shards' stats, write stats.json, return the summary."""
+    total = CurationStats()
+    for r in results:
+        total.merge(r)
+    stats = total.to_json(step, config) | (extra or {})
+    write_stats(output_path, stats)
+    logger.info(
+        "%s: %d -> %d documents, drops %s", step, total.documents_in, total.documents_out, dict(total.drops)
+    )
+    return {k: stats[k] for k in ("documents_in", "documents_out", "drops", "bad_records")}
+
+
+def run_document_step(config: DocumentStepConfig, output_path: str) -> dict:
+    """Run a per-document step (extract, language, quality, decontaminate) over every input shard."""
+    shards = resolve_inputs(config.inputs)
+    transform = config.transform
+    if hasattr(transform, "prepare"):
+        transform = transform.prepare()  # e.g. decontamination reads its evaluation sets here, once
+    results = run_shards(
+        partial(process_shard, transform, config.bad_records, output_path), shards, config.zephyr
+    )
+    return finish(config.kind, config.describe(), results, output_path)
