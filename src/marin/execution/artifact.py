@@ -103,7 +103,15 @@ def run_provenance() -> dict[str, Any]:
     """The experiment file (path and sha256, None when there is none) and this process's command line."""
     path = experiment_file()
     experiment = None if path is None else {"file": path, "sha256": _file_sha256(path)}
-    return {"experiment": experiment, "command_line": {"argv": list(sys.argv), "cwd": os.getcwd()}}
+    return {"experiment": experiment, "command_line": {"argv": list(sys.argv), "cwd": _cwd()}}
+
+
+def _cwd() -> str | None:
+    """The working directory, or None when it was deleted (a Ray job's unpacked working dir can be)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
 
 
 @functools.cache
@@ -134,10 +142,10 @@ def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
     target = fn.func if isinstance(fn, functools.partial) else fn
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     source = getattr(module, "__file__", None)
-    directory = os.path.dirname(os.path.abspath(source)) if source else os.getcwd()
+    directory = os.path.dirname(os.path.abspath(source)) if source else (_cwd() or ".")
     experiment = experiment_directory()
     state = _git_of(experiment)
-    if state.get("dirty"):
+    if state.get("dirty") and "diff" not in state:  # a submitted job's state carries its own diff
         state.update(_git_diff_of(experiment))
     return {**_git_of(directory), "experiment": {"directory": experiment, **state}}
 
@@ -168,7 +176,7 @@ def experiment_file() -> str | None:
 def experiment_directory() -> str:
     """The directory of `experiment_file()`, else the current directory."""
     path = experiment_file()
-    return os.path.dirname(path) if path else os.getcwd()
+    return os.path.dirname(path) if path else (_cwd() or ".")
 
 
 def _is_installed_code(path: str) -> bool:
