@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from ray_nodes import LocalRayCluster
+
+from tests.shell_env import fresh_project_copy
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -41,26 +42,20 @@ def _port_busy(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _fresh_copy(dest: Path) -> None:
-    """The project's files as a clone would have them (tracked and not ignored), and its .venv."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    (dest / ".venv").symlink_to(ROOT / ".venv")
-
-
 def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
     start, run_on_ray, submit = readme_ray_commands()
+    assert [start, run_on_ray, submit] == [
+        ".venv/bin/ray start --head --port=6379 --dashboard-host=127.0.0.1",
+        "MARIN_CLUSTER=ray RAY_ADDRESS=127.0.0.1:6379 .venv/bin/python experiments/tutorials/demo.py",
+        ".venv/bin/marin submit --address http://127.0.0.1:8265 experiments/tutorials/demo.py",
+    ]
     assert start.startswith(".venv/bin/ray start --head") and "MARIN_CLUSTER=ray" in run_on_ray
     assert submit.startswith(".venv/bin/marin submit")
     if _port_busy(6379) or _port_busy(8265):
         pytest.skip("Ray's default ports 6379/8265, which the README's commands use, are taken on this machine")
     project = tmp_path / "marin"
     project.mkdir()
-    _fresh_copy(project)
+    fresh_project_copy(project)
     home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
     token = subprocess.run(
@@ -93,6 +88,12 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         outputs = project / "marin-outputs"
         [model] = outputs.glob("checkpoints/marin-nano-tinystories-*")
         assert (model / "hf" / "config.json").exists()
+        # docs/clusters.md's other way to run it on the cluster: every step is found cached there.
+        alternative = ".venv/bin/marin run experiments/tutorials/demo.py --cluster ray:127.0.0.1:6379"
+        assert f"# or: {alternative}" in (ROOT / "docs" / "clusters.md").read_text()
+        again = sh(alternative, 600)
+        assert again.returncode == 0 and f"4 steps under {outputs}: 4 cached" in again.stdout + again.stderr, (
+            again.stdout[-3000:] + again.stderr[-3000:])
 
         submitted = sh(submit, 300)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
@@ -107,6 +108,8 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         assert "ModuleNotFoundError" not in follow.stdout
         listed = sh(".venv/bin/marin jobs list --address http://127.0.0.1:8265", 120)
         assert f"{job_id}\tSUCCEEDED" in listed.stdout, listed.stdout + listed.stderr + follow.stdout[-3000:]
+        stopped = sh(f".venv/bin/marin jobs stop {job_id} --address http://127.0.0.1:8265", 120)
+        assert f"job {job_id}: already finished" in stopped.stdout, stopped.stdout + stopped.stderr
         # Every step was already done by the run above: the job found them in the same prefix.
         assert f"4 steps under {outputs}: 4 cached" in follow.stdout, follow.stdout[-3000:]
     finally:

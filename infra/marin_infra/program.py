@@ -11,7 +11,7 @@ from marin_infra.cluster import gke
 from marin_infra.identity import identities
 from marin_infra.ray_cluster import ray_on_gke, raycluster_spec
 from marin_infra.registry import image_repository, image_url
-from marin_infra.storage import prefix_bucket, superseded_gc
+from marin_infra.storage import marin_gc, prefix_bucket
 from marin_infra.ui import marina
 
 APIS = (
@@ -41,8 +41,8 @@ def provision(config: pulumi.Config) -> dict[str, pulumi.Input[str]]:
     cluster = gke(settings, accounts.worker, opts)
     worker_pods = ray_on_gke(settings, cluster.cluster, cluster.pools, accounts.worker.email, image)
     prefix = bucket.name.apply(lambda name: f"gs://{name}")
-    if settings.superseded_gc_schedule:
-        superseded_gc(settings.superseded_gc_schedule, prefix, image, worker_pods)
+    if settings.gc_schedule:
+        marin_gc(settings.gc_schedule, settings.gc_keep_latest, prefix, image, worker_pods)
     service = marina(settings, accounts.ui, prefix, image, opts)
     ray = raycluster_spec(settings, image)
     return {

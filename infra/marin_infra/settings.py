@@ -64,7 +64,8 @@ class Settings:
     kuberay_version: str
     ui_invokers: tuple[str, ...]
     ui_token: pulumi.Output[str]
-    superseded_gc_schedule: str | None
+    gc_schedule: str | None
+    gc_keep_latest: int
 
     @property
     def gpu_group_name(self) -> str:
@@ -145,7 +146,8 @@ KEYS = (
     "uiInvokers",
     "imageTag",
     "kuberayVersion",
-    "supersededGcSchedule",
+    "gcSchedule",
+    "gcKeepLatest",
 )
 
 
@@ -228,11 +230,17 @@ def load(config: pulumi.Config) -> Settings:
                 f"{member!r} is not an IAM member like 'group:ml@example.com' or 'user:ada@example.com'",
             )
 
-    gc_schedule = config.get("supersededGcSchedule")
+    gc_schedule = config.get("gcSchedule")
     if gc_schedule is not None and not _CRON.match(gc_schedule):
         raise _fail(
-            "supersededGcSchedule",
+            "gcSchedule",
             f"{gc_schedule!r} is not a cron schedule like '0 3 * * 0' (Sundays 03:00 UTC) or '@weekly'",
+        )
+    gc_keep_latest = config.get_int("gcKeepLatest")
+    if gc_keep_latest is not None and gc_schedule is None:
+        raise _fail(
+            "gcKeepLatest",
+            f"is {gc_keep_latest!r} but gcSchedule is not set; set {NAMESPACE}:gcSchedule (e.g. '0 3 * * 0') or remove gcKeepLatest",
         )
 
     return Settings(
@@ -250,5 +258,6 @@ def load(config: pulumi.Config) -> Settings:
         kuberay_version=config.get("kuberayVersion") or "1.5.1",
         ui_invokers=invokers,
         ui_token=config.require_secret("uiToken"),
-        superseded_gc_schedule=gc_schedule,
+        gc_schedule=gc_schedule,
+        gc_keep_latest=_int("gcKeepLatest", gc_keep_latest, 1) if gc_keep_latest is not None else 1,
     )

@@ -1,11 +1,11 @@
 """The prefix bucket: where every step writes (MARIN_PREFIX), private to the project's identities.
 
-No lifecycle rule deletes anything. The engine moves an older output aside to a sibling
-`<output>.superseded-<key8>-<time>/` directory (marin.execution.gc); GCS lifecycle conditions match
-only an object name's prefix or suffix, and that marker sits in the middle of every object's name, so
-no rule can select those copies without also risking live outputs. They are deleted by the engine's
-own `marin gc PREFIX --superseded`, which recognises them by the engine's pattern: by hand, or on the
-stack's `supersededGcSchedule` by a Kubernetes CronJob running as marin-worker (docs/infra.md).
+No lifecycle rule deletes anything. Whether a folder is garbage (a moved-aside copy, an older
+version of a step that no kept output depends on) is decided from the engine's records
+(`.marin_aside`, `.executor_status`, `.executor_info`), which a GCS lifecycle condition cannot read:
+it matches only names, ages and the like. Garbage is deleted by the engine's own `marin gc PREFIX
+--yes` (marin.execution.gc): by hand, or on the stack's `gcSchedule` by a Kubernetes CronJob running
+as marin-worker (docs/infra.md).
 """
 
 from __future__ import annotations
@@ -35,23 +35,27 @@ def prefix_bucket(settings: Settings, opts: pulumi.ResourceOptions) -> gcp.stora
     )
 
 
-def superseded_gc(
-    schedule: str, prefix: pulumi.Input[str], image: str, worker_pods: pulumi.ResourceOptions
+def marin_gc(
+    schedule: str,
+    keep_latest: int,
+    prefix: pulumi.Input[str],
+    image: str,
+    worker_pods: pulumi.ResourceOptions,
 ) -> k8s.batch.v1.CronJob:
-    """A CronJob that runs `marin gc PREFIX --superseded` on `schedule`, as marin-worker, on the CPU pool.
+    """A CronJob that runs `marin gc PREFIX --keep-latest N --yes` on `schedule`, as marin-worker, on the CPU pool.
 
-    Each run deletes every superseded copy that exists then, so a copy outlives its supersession by
-    at most one period. Never two at once; a run that fails is retried, not stacked.
+    Each run deletes the garbage that exists then, so a moved-aside copy or an old version outlives
+    its replacement by at most one period. Never two at once; a run that fails is retried, not stacked.
     """
     container = {
         "name": "marin-gc",
         "image": image,
-        "command": ["marin", "gc", prefix, "--superseded"],
+        "command": ["marin", "gc", prefix, "--keep-latest", str(keep_latest), "--yes"],
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
     }
     return k8s.batch.v1.CronJob(
-        "marin-gc-superseded",
-        metadata={"name": "marin-gc-superseded", "namespace": POD_NAMESPACE},
+        "marin-gc",
+        metadata={"name": "marin-gc", "namespace": POD_NAMESPACE},
         spec={
             "schedule": schedule,
             "concurrencyPolicy": "Forbid",

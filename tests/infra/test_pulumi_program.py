@@ -58,7 +58,7 @@ def test_bucket_is_regional_uniform_unversioned_and_never_public(stack):
     assert bucket["publicAccessPrevention"] == "enforced"
     assert bucket["versioning"] == {"enabled": False}
     assert not bucket.get("forceDestroy")  # destroying the stack never deletes research outputs
-    # No lifecycle rule: superseded copies are `marin gc`'s to delete (see infra/marin_infra/storage.py).
+    # No lifecycle rule: garbage is `marin gc`'s to delete, judged from records (see infra/marin_infra/storage.py).
     assert not bucket.get("lifecycleRules")
     assert stack.outputs["marinPrefix"] == "gs://my-gcp-project-marin"
 
@@ -160,10 +160,10 @@ def test_raycluster_is_the_generators_output_for_the_stacks_spec(stack):
     assert stack.outputs["rayJobsAddress"] == "http://marin-head-svc.marin.svc.cluster.local:8265"
 
 
-def test_superseded_copies_are_marin_gcs_on_the_stacks_schedule_only(cpu, gpu):
+def test_marin_gc_runs_on_the_stacks_schedule_only_keeping_its_configured_versions(cpu, gpu):
     assert cpu.of_type(":CronJob") == []  # no schedule configured: nothing deletes anything
     job = gpu.one(":CronJob").inputs
-    assert job["metadata"] == {"name": "marin-gc-superseded", "namespace": "marin"}
+    assert job["metadata"] == {"name": "marin-gc", "namespace": "marin"}
     assert job["spec"]["schedule"] == "0 3 * * 0"
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
@@ -171,7 +171,14 @@ def test_superseded_copies_are_marin_gcs_on_the_stacks_schedule_only(cpu, gpu):
     assert "tolerations" not in pod  # on the on-demand CPU pool, never a spot or GPU node
     (container,) = pod["containers"]
     assert container["image"] == IMAGE
-    assert container["command"] == ["marin", "gc", "gs://my-gcp-project-marin", "--superseded"]
+    assert container["command"] == ["marin", "gc", "gs://my-gcp-project-marin", "--keep-latest", "2", "--yes"]
+
+
+def test_marin_gc_keeps_one_version_unless_gc_keep_latest_says_otherwise():
+    job = run_stack("cpu", {"marin-infra:gcSchedule": "@daily"}).one(":CronJob").inputs
+    assert job["spec"]["schedule"] == "@daily"
+    (container,) = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["marin", "gc", "gs://my-gcp-project-marin", "--keep-latest", "1", "--yes"]
 
 
 def test_ray_pods_act_as_marin_worker_through_workload_identity(stack):
@@ -344,9 +351,24 @@ def test_every_iam_grant_is_least_privilege(request, name):
             r"^marin-infra:gpuCuont: is not a setting of this program; did you mean marin-infra:gpuCount\?",
         ),
         (
-            {"marin-infra:supersededGcSchedule": "weekly"},
+            {"marin-infra:gcSchedule": "weekly"},
             (),
-            r"^marin-infra:supersededGcSchedule: 'weekly' is not a cron schedule like '0 3 \* \* 0'",
+            r"^marin-infra:gcSchedule: 'weekly' is not a cron schedule like '0 3 \* \* 0'",
+        ),
+        (
+            {"marin-infra:gcKeepLatest": 2},
+            (),
+            r"^marin-infra:gcKeepLatest: is 2 but gcSchedule is not set",
+        ),
+        (
+            {"marin-infra:gcSchedule": "@daily", "marin-infra:gcKeepLatest": 0},
+            (),
+            r"^marin-infra:gcKeepLatest: 0 is not an integer >= 1",
+        ),
+        (
+            {"marin-infra:supersededGcSchedule": "0 3 * * 0"},
+            (),
+            r"^marin-infra:supersededGcSchedule: is not a setting of this program; did you mean marin-infra:gcSchedule\?",
         ),
         (
             {"marin-infra:bucketName": "Marin_Bucket"},

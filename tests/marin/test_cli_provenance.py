@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.shell_env import fresh_env
+
 REPO = Path(__file__).resolve().parents[2]
 CUSTOM_STEP = REPO / "experiments" / "tutorials" / "custom_step.py"
 
@@ -146,9 +148,14 @@ def _doc_block(doc: str, heading: str) -> list[str]:
 def test_the_documented_verify_and_diff_commands_run_verbatim(tmp_path):
     (tmp_path / "experiments" / "tutorials").mkdir(parents=True)
     shutil.copy(CUSTOM_STEP, tmp_path / "experiments" / "tutorials" / "custom_step.py")
-    env = {**os.environ, "MARIN_PREFIX": "", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = fresh_env()
     commands = _doc_block("execution.md", "## Checking an output: `verify` and `diff`")
-    assert any(c.startswith("marin verify ") for c in commands) and any(c.startswith("marin diff ") for c in commands)
+    assert commands == [
+        "marin run experiments/tutorials/custom_step.py --prefix marin-outputs",
+        "marin verify marin-outputs/outputs/preprocess",
+        "marin run experiments/tutorials/custom_step.py --prefix other-outputs",
+        "marin diff marin-outputs/outputs/preprocess other-outputs/outputs/preprocess",
+    ]
     for command in commands:
         done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         # `marin diff` of two runs exits 1: they differ (in their command lines)

@@ -1,8 +1,9 @@
 """The body of an evaluation step: score the model's export, run harness tasks, sample, record.
 
 `run_evaluation` is what `marin.experiment.evaluate` binds (with `functools.partial`) as a step's
-`fn`. It finds its inputs through `marin.execution.context.current()`, writes `results.json` and
-`samples.jsonl` under the step's output, and returns the summary stored in `.artifact.json`, whose
+`fn`. It finds its inputs through `marin.execution.context.current()`, writes `results.json`,
+`samples.jsonl` and the harness's per-sample outputs (`harness_samples/<task>.jsonl`, the first
+`harness.SAMPLES_PER_TASK` of each task) under the step's output, and returns the summary stored in `.artifact.json`, whose
 `"headline"` (`{"metric", "value"}`) is what `marin status` / `marin info` show.
 """
 
@@ -21,6 +22,7 @@ from marin.execution.context import current
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
+HARNESS_SAMPLES_DIR = "harness_samples"
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,17 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
         results["perplexity"] = summarize(score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length,
                                                           config.batch_size))
     if config.harness_tasks:
-        from marin.evaluation.harness import run_harness, write_own_tasks
+        from marin.evaluation.harness import run_harness, samples_file, write_own_tasks
 
         tasks_dir = write_own_tasks(storage.join(output_path, "harness"), _harness_stories(config),
                                     config.harness_items, seed=config.sampling.seed)
+        samples_dir = storage.join(output_path, HARNESS_SAMPLES_DIR)
         results["harness"] = run_harness(hf_path, config.harness_tasks, tasks_dir, batch_size=config.batch_size,
-                                         seed=config.sampling.seed)
+                                         seed=config.sampling.seed, samples_dir=samples_dir)
+        results["harness_samples"] = {
+            task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in results["harness"]
+            if storage.exists(storage.join(samples_dir, samples_file(task)))
+        }
     if config.prompts:
         results["samples"] = generate_samples(loaded.model, loaded.tokenizer, config.prompts, config.sampling,
                                               loaded.max_length)

@@ -41,6 +41,7 @@ HERE = Path(__file__).parent
 TOKEN_COOKIE = "marin_ui_token"
 PAGE_SIZE = 500
 LISTING_CAP = 1000  # entries of one folder the data page lists
+HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
 STATES = ("SUCCESS", "FAILED", "RUNNING", "INTERRUPTED", "superseded", UNREADABLE)
 
 
@@ -321,7 +322,26 @@ def create_app(config: UiConfig) -> Starlette:
         if not isinstance(results, dict):
             raise HTTPException(404, f"{entry.rel!r} holds no {RESULTS_FILE}")
         return render("evaluation.html", request, entry=entry, results=results,
-                      samples_page=f"/data/{quote(entry.rel)}/samples.jsonl")
+                      samples_page=f"/data/{quote(entry.rel)}/samples.jsonl",
+                      harness_samples=harness_samples_of(entry, results))
+
+    def harness_samples_of(entry: Entry, results: dict) -> list[dict]:
+        """Each harness task's per-sample file the results name: its data page and first records."""
+        files = results.get("harness_samples")
+        shown = []
+        for task, file in (files.items() if isinstance(files, dict) else ()):
+            if not isinstance(file, str):
+                continue
+            rel = f"{entry.rel}/{file}"
+            try:
+                path = resolve(prefix, rel)  # the name comes from a file in the prefix: kept inside it
+            except NotFound:
+                continue
+            if is_dir(path) or not data_pages.is_browsable(path):
+                continue
+            shown.append({"task": task, "page": f"/data/{quote(rel)}",
+                          "records": data_pages.page_file(path, 0, HARNESS_SAMPLES_SHOWN)})
+        return shown
 
     async def not_found(request: Request, exc: HTTPException) -> HTMLResponse:
         return render("error.html", request, status_code=exc.status_code, message=exc.detail)

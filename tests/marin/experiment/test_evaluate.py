@@ -72,6 +72,9 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(tmp_
     assert set(results["harness"]) == set(OWN_TASKS)
     assert [s["mode"] for s in results["samples"]][0] == "greedy" and len(results["samples"]) == 3
     assert (out / "samples.jsonl").read_text().count("\n") == 3
+    for task in OWN_TASKS:  # the harness's per-sample outputs, one line per item
+        assert results["harness_samples"][task] == f"harness_samples/{task}.jsonl"
+        assert (out / results["harness_samples"][task]).read_text().count("\n") == 10
     headline = artifact["result"]["headline"]
     assert headline["metric"] == "bpb" and headline["value"] == perplexity["micro"]["bpb"]
 

@@ -120,11 +120,13 @@ def chatter(stop_file: str, output_path: str) -> dict:
 
 
 def build_pipeline(folder: Path, prefix: Path) -> None:
-    """tokenize -> train two tiny runs (two learning rates) -> evaluate the first, and a sweep report of both."""
+    """tokenize -> train two tiny runs (two learning rates) -> evaluate the first (with our harness tasks), and a
+    sweep report of both."""
     from experiments.llama import llama_nano
     from fray.cluster import ResourceConfig
     from marin.data.corpus import SOURCE_NAME, stories
     from marin.data.tokenizer_training import train_byte_level_bpe
+    from marin.evaluation.harness import OWN_TASKS
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
     from marin.experiment.evaluate import evaluate, sweep_report
@@ -140,6 +142,7 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
                      datasets={cache: 1.0}, batch_size=2, seq_len=128, num_train_steps=6,
                      resources=ResourceConfig.with_cpu(), steps_per_eval=3, checkpoint_every=6)
             for lr in (6e-3, 1e-3)]
-    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache], prompts=("Once upon a time",))
+    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache], prompts=("Once upon a time",),
+                          harness_tasks=OWN_TASKS, harness_items=4)
     report = sweep_report("reports/lr", {"lr=6e-3": runs[0], "lr=1e-3": runs[1]})
     StepRunner(prefix=str(prefix), progress=False).run([*runs, evaluation, report])

@@ -7,6 +7,7 @@ import re
 from urllib.parse import quote
 
 import pytest
+from markupsafe import escape
 from starlette.testclient import TestClient
 
 from marin.ui.app import UiConfig, create_app
@@ -152,6 +153,27 @@ def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipe
     assert page.status_code == 200 and "tokenized/stories" in page.text and "Once upon a time" in page.text
     samples = pipeline_client.get(f"/data/{rel}/samples.jsonl")
     assert samples.status_code == 200 and "Once upon a time" in samples.text
+
+
+def test_evaluation_page_shows_the_harness_per_sample_outputs(pipeline_client, pipeline):
+    out = next((pipeline[1] / "eval").glob("nano-*/results.json")).parent
+    results = json.loads((out / "results.json").read_text())
+    assert results["harness_samples"] == {"marin_story_endings": "harness_samples/marin_story_endings.jsonl",
+                                          "marin_text_perplexity": "harness_samples/marin_text_perplexity.jsonl"}
+    endings = [json.loads(line) for line in (out / "harness_samples" / "marin_story_endings.jsonl").open()]
+    assert [r["doc_id"] for r in endings] == [0, 1, 2, 3]  # harness_items=4
+    first = endings[0]
+    assert first["doc"]["choices"][first["target"]] in first["arguments"][first["target"]][1]
+    assert set(first["metrics"]) == {"acc", "acc_norm"} and len(first["response"]) == len(first["doc"]["choices"])
+
+    rel = _rel(pipeline_client, "eval/nano")
+    page = pipeline_client.get(f"/evals/{rel}").text
+    section = page[page.index("Harness samples"):]
+    for task in ("marin_story_endings", "marin_text_perplexity"):
+        assert f'href="/data/{rel}/harness_samples/{task}.jsonl"' in section
+    assert str(escape(first["doc"]["choices"][1])) in section and "acc_norm" in section
+    browse = pipeline_client.get(f"/data/{rel}/harness_samples/marin_text_perplexity.jsonl")
+    assert browse.status_code == 200 and "bits_per_byte" in browse.text
 
 
 def test_a_sweep_report_selects_the_runs_it_compares(pipeline_client):

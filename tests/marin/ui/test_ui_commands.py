@@ -6,12 +6,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.shell_env import fresh_env
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,13 +54,18 @@ def _get(url: str) -> tuple[int, str]:
 
 def test_docs_show_the_commands_this_test_runs():
     assert "marin ui" in documented_commands()
-    assert len(documented_commands()) == 5  # README's one, and docs/ui.md's four
+    assert documented_commands() == [  # README's one, and docs/ui.md's four
+        "marin ui",
+        "marin ui",
+        "marin ui --experiment experiments/tutorials/demo.py",
+        "MARIN_UI_TOKEN=change-me marin ui --host 0.0.0.0 --port 8643",
+        "marin ui --host 0.0.0.0",
+    ]
 
 
 @pytest.mark.parametrize("command", sorted(set(documented_commands())))
 def test_documented_command_runs(command, prefix):
-    env = {**os.environ, "MARIN_PREFIX": str(prefix), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    env.pop("MARIN_UI_TOKEN", None)
+    env = fresh_env(MARIN_PREFIX=str(prefix))
     proc = subprocess.Popen(["bash", "-c", command], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:

@@ -1,0 +1,69 @@
+"""The README's quickstart and `marin` commands, run verbatim in a fresh copy of the project.
+
+A fresh copy (the files a clone has, and this .venv), a shell environment without MARIN_*/RAY_*
+variables: `marin plan` first (nothing is cached), then `bash scripts/demo.sh` runs the whole demo
+once (the one slow part: a 100-step nano model on CPU), after which `marin run` finds every step
+cached and `marin status`, `marin info` and `marin gc` read the outputs it left in ./marin-outputs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from tests.shell_env import ROOT, fresh_env, fresh_project_copy
+
+pytestmark = pytest.mark.timeout(1800)
+
+
+def _bash_block(section: str, index: int = 0) -> list[str]:
+    """The commands (comments dropped) of the `index`-th ```bash block under README's `section` heading."""
+    text = (ROOT / "README.md").read_text()
+    text = text[text.index(section):]
+    block = re.findall(r"```bash\n(.*?)```", text, re.S)[index]
+    return [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path):
+    assert _bash_block("## Quickstart")[0] == "bash scripts/demo.sh"
+    plan, run, status, info, gc = _bash_block("## The `marin` command")
+    assert [plan, run, status, info, gc] == [
+        "marin plan experiments/tutorials/demo.py",
+        "marin run experiments/tutorials/demo.py",
+        "marin status marin-outputs",
+        "marin info marin-outputs/checkpoints/marin-nano-tinystories-*",
+        "marin gc marin-outputs",
+    ]
+    stamp = ROOT / ".venv" / ".marin-installed"
+    if not stamp.exists() or (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
+        pytest.fail(".venv is older than pyproject.toml: run `bash scripts/setup.sh` first (the demo would "
+                    "reinstall marin into it from this test's temporary copy)")
+    project = tmp_path / "marin"
+    fresh_project_copy(project)
+    env = fresh_env(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+
+    def sh(line: str, timeout: float = 300) -> str:
+        done = subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-5000:])
+        return done.stdout + done.stderr
+
+    planned = sh(plan)
+    assert re.search(r"run: new +│ checkpoints/marin-nano-tinystories ", planned), planned
+    assert not (project / "marin-outputs").exists()  # planning writes nothing
+
+    demo = sh("bash scripts/demo.sh", timeout=1500)
+    for label in ("final training loss", "unigram entropy", "evaluation               bpb = "):
+        assert label in demo, demo[-3000:]
+
+    rerun = sh(run)
+    assert re.search(r"(\d+) steps under .*: \1 cached", rerun), rerun[-3000:]
+    shown = sh(status)
+    assert "SUCCESS" in shown and "checkpoints/marin-nano-tinystories" in shown
+    (model,) = (project / "marin-outputs" / "checkpoints").glob("marin-nano-tinystories-*")
+    explained = sh(info)
+    assert "checkpoints/marin-nano-tinystories" in explained and "learning_rate" in explained, explained
+    listed = sh(gc)
+    assert "would delete 0 folder(s)" in listed and (model / "hf" / "config.json").exists()
