@@ -25,7 +25,7 @@ import json
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -115,17 +115,10 @@ def save_checkpoint(
     storage.makedirs(temp)
     names = parameter_names(model)
     weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
-    record = {
-        "step": state.step,
-        "loader": state.loader,
-        "rng": state.rng,
-        "config_fingerprint": state.config_fingerprint,
-        "extra": state.extra,
-    }
     files = {
         "model.safetensors": save_safetensors(weights, metadata={"format": "pt"}),
         "optimizer.safetensors": save_safetensors(_optimizer_tensors(optimizer, names)),
-        "state.json": json.dumps(record).encode(),
+        "state.json": json.dumps(asdict(state)).encode(),
     }
     for name, data in files.items():
         storage.write_bytes(storage.join(temp, name), data)
@@ -262,9 +255,7 @@ def save_sharded_checkpoint(
     dcp.save({"model": model_state, "optimizer": optimizer_state}, storage_writer=_dcp_writer(storage.join(temp, _DCP)))
     dist.barrier()  # every rank's shards are on storage
     if main:
-        record = {"step": state.step, "loader": state.loader, "rng": state.rng,
-                  "config_fingerprint": state.config_fingerprint, "extra": state.extra}
-        storage.write_bytes(storage.join(temp, "state.json"), json.dumps(record).encode())
+        storage.write_bytes(storage.join(temp, "state.json"), json.dumps(asdict(state)).encode())
         checksums = {}
         for name, _size in sorted(storage.walk_files(temp)):
             data = storage.read_bytes(storage.join(temp, name))
