@@ -127,3 +127,29 @@ def test_a_gang_step_that_lost_a_replica_records_the_preemption_apart_from_failu
     status = CliRunner().invoke(main, ["status", str(tmp_path), "--json"]).output
     [row] = [r for r in json.loads(status) if r["name"] == "gang"]
     assert row["state"] == "SUCCESS" and "preempted 1x" in row["detail"]
+
+
+def _store_listens_on() -> list[str]:
+    """Join a group through marin's rendezvous store; rank 0 returns the addresses its store listens on."""
+    import psutil
+    import torch.distributed as dist
+
+    from marin.training.trainer import rendezvous_store
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", store=rendezvous_store(rank, world), rank=rank, world_size=world)
+    try:
+        port = int(os.environ["MASTER_PORT"])
+        return [c.laddr.ip for c in psutil.Process().net_connections("inet")
+                if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_rendezvous_store_listens_on_the_masters_address_not_every_interface(tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        future = cluster.submit(_store_listens_on, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2))
+        assert future.result(timeout=240) == ["127.0.0.1"]  # MASTER_ADDR of a local gang; torch's default is '*'
+    finally:
+        cluster.shutdown()

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -174,9 +175,26 @@ def _init_distributed(device_type: str, parallelism: Parallelism) -> _Distribute
         return _Distributed(owns_group=True)
     env = _Distributed(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend=backend, store=rendezvous_store(env.rank, world_size), rank=env.rank,
+                                world_size=world_size)
         env.owns_group = True
     return env
+
+
+def rendezvous_store(rank: int, world_size: int) -> dist.TCPStore:
+    """The group's TCPStore at MASTER_ADDR:MASTER_PORT, as `env://` makes it but listening on that
+    address only: torch's own server listens on every interface (`*`), which exposes the store
+    to every network the node is on. Rank 0 binds the socket itself and hands it to the store."""
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    timeout = dist.constants.default_pg_timeout
+    if rank != 0:
+        return dist.TCPStore(address, port, world_size, False, timeout)
+    family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(where)
+    listener.listen(128)
+    return dist.TCPStore(address, port, world_size, True, timeout, master_listen_fd=listener.detach())
 
 
 def _pick_device(config: TrainConfig, local_rank: int) -> torch.device:
