@@ -126,6 +126,40 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(st
     _assert_same_losses(single_run, out)
 
 
+def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_three(story_cache, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    single, out = str(tmp_path / "single"), str(tmp_path / "run")
+    run_job(TrainJob(tiny_config(STEPS, batch_size=6, checkpoint_every=None), datasets, single), num_processes=1)
+    config = tiny_config(STEPS, batch_size=6, checkpoint_every=3, parallelism="fsdp")  # 6 rows split over 2 and 3
+    cluster = LocalCluster(cpu=3)
+    try:
+        stopped = cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out, on_step_end=_stop_after_step_9), 1),
+                                 name="train-fsdp", resources=ResourceConfig.with_cpu(1, replicas=2))
+        with pytest.raises(_Stop):
+            stopped.result(timeout=540)
+        summary = cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out), 1), name="train-fsdp",
+                                 resources=ResourceConfig.with_cpu(1, replicas=3)).result(timeout=540)
+    finally:
+        cluster.shutdown()
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 3
+    assert [r["world_size"] for r in _metrics(out)] == [2] * 9 + [3] * (STEPS - 9)
+    _assert_same_losses(single, out)
+
+
+def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(ray_nodes, story_cache, single_run, tmp_path):
+    from fray.cluster import RayCluster
+
+    out = str(tmp_path / "gang")
+    job = TrainJob(tiny_config(STEPS, checkpoint_every=None, parallelism="fsdp"),
+                   (DatasetInput("stories", story_cache, 1.0),), out)
+    future = RayCluster(max_retries=0).submit(functools.partial(run_job, job, 1), name="train-fsdp",
+                                              resources=ResourceConfig.with_cpu(1, replicas=2),
+                                              log_path=str(tmp_path / "log"))
+    assert future.result(timeout=540)["world_size"] == 2
+    _assert_same_losses(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
 def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single_run, tmp_path, capfd):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
