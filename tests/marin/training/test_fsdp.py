@@ -160,6 +160,24 @@ def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(ray_nodes, story_
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
 
 
+def test_a_whole_ddp_checkpoint_resumes_as_two_fsdp_shards(story_cache, single_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    with pytest.raises(_Stop):  # a DDP-style run writes whole (safetensors) checkpoints
+        run_job(TrainJob(tiny_config(STEPS, checkpoint_every=3), datasets, out, on_step_end=_stop_after_step_9),
+                num_processes=1)
+    assert os.path.exists(os.path.join(out, "checkpoints", "step-00000009", "model.safetensors"))
+    job = TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"), datasets, out)
+    cluster = LocalCluster(cpu=2)
+    try:  # each of 2 FSDP ranks takes its shards of the whole weights and AdamW moments
+        summary = cluster.submit(functools.partial(run_job, job, 1), name="train-fsdp",
+                                 resources=ResourceConfig.with_cpu(1, replicas=2)).result(timeout=540)
+    finally:
+        cluster.shutdown()
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 2
+    _assert_same_losses(single_run, out)
+
+
 def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single_run, tmp_path, capfd):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
