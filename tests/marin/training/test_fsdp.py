@@ -133,8 +133,9 @@ def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_thre
     config = tiny_config(STEPS, batch_size=6, checkpoint_every=3, parallelism="fsdp")  # 6 rows split over 2 and 3
     cluster = LocalCluster(cpu=3)
     try:
-        stopped = cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out, on_step_end=_stop_after_step_9), 1),
-                                 name="train-fsdp", resources=ResourceConfig.with_cpu(1, replicas=2))
+        first = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
+        stopped = cluster.submit(functools.partial(run_job, first, 1), name="train-fsdp",
+                                 resources=ResourceConfig.with_cpu(1, replicas=2))
         with pytest.raises(_Stop):
             stopped.result(timeout=540)
         summary = cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out), 1), name="train-fsdp",
