@@ -91,3 +91,65 @@ def test_ray_gang_fails_with_a_replicas_error_and_frees_its_placement_group(ray_
     # Both nodes' CPUs are free again: another gang of two is placed and runs.
     again = ray_cluster.submit(_all_reduce_ranks, name="again", resources=ResourceConfig.with_cpu(1, replicas=2))
     assert again.result(timeout=240)["sum"] == 3.0
+
+
+def _rank1_dies_once(path: str) -> dict:
+    """A gang step whose rank 1 is killed (SIGKILL, as a preempted node's worker dies) on its first attempt."""
+    import signal
+
+    marker = os.path.join(path, "rank1-died")
+    if os.environ["RANK"] == "1" and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _all_reduce_ranks()
+
+
+def test_a_gang_step_that_lost_a_replica_records_the_preemption_apart_from_failures(ray_cluster, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from marin.cli import main
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    step = StepSpec(name="gang", fn=_rank1_dies_once, resources=ResourceConfig.with_cpu(1, replicas=2))
+    result = StepRunner(prefix=str(tmp_path), cluster=ray_cluster, progress=False).run([step])
+    out = result.output_path(step)
+    assert result.results[out]["sum"] == 3.0  # the retried gang completed
+    events = json.load(open(os.path.join(out, ".executor_status")))["events"]
+    assert [e["state"] for e in events] == ["RUNNING", "RUNNING", "SUCCESS"]  # no FAILED: a preemption is no failure
+    preempted = events[1]["preempted"]
+    assert (preempted["replica"], preempted["retry"], preempted["of"]) == (1, 1, 2)
+    assert preempted["node"] and "worker or node died" in preempted["error"]
+    info = CliRunner().invoke(main, ["info", out]).output
+    assert f"preempted: lost replica 1 on node {preempted['node']}; retry 1 of 2" in info
+    status = CliRunner().invoke(main, ["status", str(tmp_path), "--json"]).output
+    [row] = [r for r in json.loads(status) if r["name"] == "gang"]
+    assert row["state"] == "SUCCESS" and "preempted 1x" in row["detail"]
+
+
+def _store_listens_on() -> list[str]:
+    """Join a group through marin's rendezvous store; rank 0 returns the addresses its store listens on."""
+    import psutil
+    import torch.distributed as dist
+
+    from marin.training.trainer import rendezvous_store
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", store=rendezvous_store(rank, world), rank=rank, world_size=world)
+    try:
+        port = int(os.environ["MASTER_PORT"])
+        return [c.laddr.ip for c in psutil.Process().net_connections("inet")
+                if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_rendezvous_store_listens_on_the_masters_address_not_every_interface(tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        future = cluster.submit(_store_listens_on, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2))
+        assert future.result(timeout=240) == ["127.0.0.1"]  # MASTER_ADDR of a local gang; torch's default is '*'
+    finally:
+        cluster.shutdown()

@@ -16,6 +16,7 @@ Rank 0 writes to the task's log; rank r > 0 to `{log}.rank{r}`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -38,6 +40,37 @@ _TASK_FILE = "task.pkl"
 GRACE_S = 5.0  # how long the other replicas of a failed gang get to report their own errors
 _PEER_LOSS_MARKS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
                     "NCCL communicator was aborted", "Socket Timeout")
+
+
+class GangFuture(concurrent.futures.Future):
+    """A gang's future, which also reports its preemptions: each lost replica that restarted the gang.
+
+    A preemption is {"replica": rank, "node": its node's address, "retry": n, "of": max_retries,
+    "error": why}. `on_preemption(callback)` calls `callback` with each one, past and future, on the
+    gang's thread; the step runner records them in `.executor_status`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.preemptions: list[dict[str, Any]] = []
+        self._listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._preempt_lock = threading.Lock()
+
+    def on_preemption(self, callback: Callable[[dict[str, Any]], None]) -> None:
+        """Call `callback(record)` for every preemption so far and each later one."""
+        with self._preempt_lock:
+            self._listeners.append(callback)
+            past = list(self.preemptions)
+        for record in past:
+            callback(record)
+
+    def preempted(self, record: dict[str, Any]) -> None:
+        """Report a preemption (called by the gang before it starts again)."""
+        with self._preempt_lock:
+            self.preemptions.append(record)
+            listeners = list(self._listeners)
+        for callback in listeners:
+            callback(record)
 
 
 class GangReplicaError(FrayError):

@@ -24,7 +24,7 @@ from typing import Any
 import cloudpickle
 
 from fray.cluster.errors import TaskCancelledError, TaskLostError
-from fray.cluster.gang import GRACE_S, environ, free_port, is_peer_loss, rank_env, replica_log, root_cause
+from fray.cluster.gang import GRACE_S, GangFuture, environ, free_port, is_peer_loss, rank_env, replica_log, root_cause
 from fray.cluster.logs import is_local, redirect_output
 from fray.cluster.resource_config import ResourceConfig
 
@@ -72,10 +72,10 @@ class RayGang:
                  own_exception: Callable[[BaseException, str], BaseException], max_retries: int = 0):
         self.ray, self.name, self.resources, self.options = ray, name, resources, options
         self.max_retries = max_retries
-        self.preemptions = 0  # whole-gang restarts after a lost replica
         self.log_path, self.echo, self.own_exception = log_path, echo, own_exception
         self.payload = cloudpickle.dumps(task)
-        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.future = GangFuture()
+        self._nodes: list[str] = []  # the address of each replica's node, this attempt
         self._lock = threading.Lock()
         self._refs: list[Any] = []
         self._cancelled: str | None = None
@@ -109,7 +109,12 @@ class RayGang:
                     if attempt == self.max_retries or self._is_cancelled():
                         raise
                     attempt += 1
-                    self.preemptions += 1
+                    replica = getattr(lost, "replica", None)
+                    self.future.preempted({
+                        "replica": replica,
+                        "node": self._nodes[replica] if replica is not None and replica < len(self._nodes) else None,
+                        "retry": attempt, "of": self.max_retries, "error": str(lost).splitlines()[0][:300],
+                    })
                     self._log(f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); "
                               f"starting all replicas again (retry {attempt} of {self.max_retries}) ===\n")
         except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
@@ -156,6 +161,7 @@ class RayGang:
             def strategy(bundle: int) -> PlacementGroupSchedulingStrategy:
                 return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=bundle)
 
+            self._nodes = self._bundle_nodes(pg)
             probe = ray.remote(rendezvous_probe).options(num_cpus=0, scheduling_strategy=strategy(0))
             address, port = ray.get(probe.remote())
             task_options = {k: v for k, v in self.options.items() if k != "label_selector"}
@@ -174,6 +180,14 @@ class RayGang:
             return self._wait()
         finally:
             remove_placement_group(pg)
+
+    def _bundle_nodes(self, pg: Any) -> list[str]:
+        """The address of the node holding each bundle of the placement group `pg`."""
+        from ray.util import placement_group_table
+
+        address = {n["NodeID"]: n.get("NodeManagerAddress", n["NodeID"]) for n in self.ray.nodes()}
+        nodes = placement_group_table(pg).get("bundles_to_node_id", {})
+        return [address.get(nodes.get(i), str(nodes.get(i))) for i in range(len(nodes))]
 
     def _is_cancelled(self) -> bool:
         with self._lock:
@@ -202,6 +216,8 @@ class RayGang:
                     f"replica rank {rank} of task {self.name!r} lost its peers and no replica reported an "
                     f"error of its own: a replica's worker or node is gone ({str(cause).splitlines()[0][:200]})"
                 ) from None
+            if isinstance(cause, TaskLostError):
+                cause.replica = rank  # type: ignore[attr-defined]  # the one whose worker or node died
             cause.add_note(f"replica rank {rank} of {len(self._refs)} failed; the other replicas were stopped")
             raise cause from None
         return ray.get(self._refs[0])

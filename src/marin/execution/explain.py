@@ -90,7 +90,16 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     if superseded:
         state = state if status is not None else "MOVED-ASIDE"
         detail = f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
+    preempted = preemptions(events)
+    if preempted:
+        detail = "; ".join(filter(None, [detail, f"preempted {len(preempted)}x (a replica or node lost; retried)"]))
     return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
+
+
+def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The preemptions of the latest attempt: gang restarts after a lost replica, counted apart from failures."""
+    latest = max((i for i, e in enumerate(events) if e.get("state") == RUNNING and "preempted" not in e), default=0)
+    return [e["preempted"] for e in events[latest:] if isinstance(e.get("preempted"), dict)]
 
 
 def headline(artifact: dict[str, Any] | None) -> str:
@@ -108,7 +117,7 @@ def headline(artifact: dict[str, Any] | None) -> str:
 
 
 def _duration(events: list[dict[str, Any]]) -> float | None:
-    start = next((e["time"] for e in reversed(events) if e.get("state") == RUNNING), None)
+    start = next((e["time"] for e in reversed(events) if e.get("state") == RUNNING and "preempted" not in e), None)
     end = events[-1]["time"] if events and events[-1].get("state") != RUNNING else None
     return end - start if start is not None and end is not None else None
 
@@ -179,7 +188,8 @@ def explain_output(path: str) -> str:
             lines.append(f"           ... and {len(files) - 20} more")
     for e in status.get("events") or []:
         lines.append(f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
-                     + (f"  {_error_line(e['error'])}" if e.get("error") else ""))
+                     + (f"  {_error_line(e['error'])}" if e.get("error") else "")
+                     + (f"  {_preemption_line(e['preempted'])}" if isinstance(e.get("preempted"), dict) else ""))
     return "\n".join(lines)
 
 
@@ -195,6 +205,12 @@ def _declared_inputs(inputs: dict[str, Any] | None, shown: int = 20) -> list[str
     for dataset, revision in (inputs.get("hub") or {}).items():
         lines.append(f"hub      {dataset}  " + (f"revision {revision}" if revision else "unpinned"))
     return lines
+
+
+def _preemption_line(p: dict[str, Any]) -> str:
+    replica = "a replica" if p.get("replica") is None else f"replica {p['replica']}"
+    node = f" on node {p['node']}" if p.get("node") else ""
+    return f"preempted: lost {replica}{node}; retry {p.get('retry')} of {p.get('of')}: {str(p.get('error'))[:160]}"
 
 
 def _error_line(error: str) -> str:

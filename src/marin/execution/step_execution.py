@@ -252,6 +252,8 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                                              resources=step.spec.resources, log_path=log_path)
             if interrupt is not None:
                 interrupt.register(future, step.name)
+            if hasattr(future, "on_preemption"):  # a gang: record each lost replica that restarted it
+                future.on_preemption(functools.partial(_record_preemption, step, events, lease))
             stop = functools.partial(_stop, settings.cluster, future, lease)
             lease.on_lost.append(stop)
             if lease.lost:  # lost before the callback was in place
@@ -290,6 +292,14 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                 raise
             # The storage that failed the heartbeat fails this too: the file goes stale instead.
             logger.warning("could not release the given-up lease on %s", out, exc_info=True)
+
+
+def _record_preemption(step: PlannedStep, events: list[dict[str, Any]], lease: Lease,
+                       preemption: dict[str, Any]) -> None:
+    """Add a RUNNING event carrying `preempted` (the lost replica and its node): the step goes on."""
+    if lease.still_held():
+        events.append(event(RUNNING, preempted=preemption))
+        write_status(step.output_path, step.name, step.key, events)
 
 
 def _stop(cluster: Cluster, future: Any, lease: Lease) -> None:

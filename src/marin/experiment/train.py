@@ -135,6 +135,7 @@ def train_lm(
     init_from: Any = None,
     adopt: bool = False,
     grad_accum_steps: int = 1,
+    parallelism: str = "ddp",
 ) -> TrainLm:
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
@@ -143,7 +144,9 @@ def train_lm(
     Several processes (DDP) run when `resources` asks for several GPUs or `num_processes` > 1 (on
     CPU that uses gloo), and across hosts when `resources` has `replicas=R` (a gang of R processes,
     see docs/clusters.md). `grad_accum_steps` splits each process's share of the batch into
-    microbatches, so `batch_size` is the global batch at any world size. `loggers` may name
+    microbatches, so `batch_size` is the global batch at any world size. `parallelism` is "ddp"
+    (every process holds the whole model) or "fsdp" (FSDP2: each holds a shard of every block; bf16
+    on GPU; sharded checkpoints that resume at any world size). `loggers` may name
     "tensorboard" and "wandb". `init_from` starts from
     existing weights (loaded before step 0; a resume still starts from the run's own checkpoint):
     another train step's handle or StepSpec (a dependency), or the path of a train step's output, a
@@ -190,6 +193,7 @@ def train_lm(
             loggers=tuple(loggers),
             peak_flops=peak_flops,
             grad_accum_steps=grad_accum_steps,
+            parallelism=parallelism,
         )
     except TrainingConfigError as exc:
         raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None

@@ -7,6 +7,11 @@ A checkpoint is a folder `checkpoints/step-NNNNNNNN/` holding
   fingerprint of the run's configuration;
 - `checksums.json`: the size and xxh3-128 digest of each of those three files, computed at save.
 Nothing in it depends on how many processes trained, so a run may resume on a different number.
+
+An FSDP run writes the sharded format instead: `dcp/` is a `torch.distributed.checkpoint` folder
+(`.metadata` and one `__R_0.distcp` file of shards per rank, each rank writing its own), beside the
+same `state.json` and a `checksums.json` that covers every file under `dcp/` too. Loading reshards:
+a checkpoint written at one world size loads at any other, into an FSDP model or a plain one.
 It is written into a temporary folder and renamed into place, so a killed writer never leaves a
 half checkpoint that looks whole; `keep_last_k` prunes the oldest after each save. A load reads
 every file, checks it against `checksums.json`, and only then touches the model: a checkpoint
@@ -20,7 +25,7 @@ import json
 import random
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +42,8 @@ _PREFIX = "step-"
 _TEMP_PREFIX = ".tmp-"
 CHECKSUMS = "checksums.json"
 _FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
+_DCP = "dcp"  # the sharded format's torch.distributed.checkpoint folder
+_DCP_METADATA = f"{_DCP}/.metadata"
 
 
 @dataclass(frozen=True)
@@ -108,31 +115,29 @@ def save_checkpoint(
     storage.makedirs(temp)
     names = parameter_names(model)
     weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
-    record = {
-        "step": state.step,
-        "loader": state.loader,
-        "rng": state.rng,
-        "config_fingerprint": state.config_fingerprint,
-        "extra": state.extra,
-    }
     files = {
         "model.safetensors": save_safetensors(weights, metadata={"format": "pt"}),
         "optimizer.safetensors": save_safetensors(_optimizer_tensors(optimizer, names)),
-        "state.json": json.dumps(record).encode(),
+        "state.json": json.dumps(asdict(state)).encode(),
     }
     for name, data in files.items():
         storage.write_bytes(storage.join(temp, name), data)
     checksums = {name: {"size": len(data), DIGEST: bytes_digest(data)} for name, data in files.items()}
     storage.write_bytes(storage.join(temp, CHECKSUMS), json.dumps(checksums, indent=1).encode())
+    _publish(directory, temp, final, keep_last_k)
+    return final
+
+
+def _publish(directory: str, temp: str, final: str, keep_last_k: int | None) -> None:
+    """Rename a written checkpoint into place, then prune old ones and what killed writers left."""
     storage.remove_tree(final)  # a rerun that reached the same step again replaces it
     storage.move(temp, final)
     if keep_last_k:
         for old in list_checkpoints(directory)[:-keep_last_k]:
             storage.remove_tree(storage.join(directory, _step_name(old)))
     for name in storage.list_names(directory):  # what killed writers left behind
-        if name.startswith(_TEMP_PREFIX):
+        if name.startswith(_TEMP_PREFIX) and storage.join(directory, name) != temp:
             storage.remove_tree(storage.join(directory, name))
-    return final
 
 
 def parameter_names(model: nn.Module) -> dict[torch.nn.Parameter, str]:
@@ -159,10 +164,12 @@ def load_checkpoint(
     """
     path = storage.join(directory, _step_name(step))
     files = read_verified(path)
+    sharded = _DCP_METADATA in files
     try:
         state = json.loads(files["state.json"])
-        weights = load_safetensors(files["model.safetensors"])
-        moments = load_safetensors(files["optimizer.safetensors"])
+        if not sharded:
+            weights = load_safetensors(files["model.safetensors"])
+            moments = load_safetensors(files["optimizer.safetensors"])
     except Exception as e:  # matched checksums but will not parse: written corrupt
         raise CorruptCheckpointError(f"checkpoint {path} cannot be parsed: {type(e).__name__}: {e}") from None
     if state["config_fingerprint"] != config_fingerprint:
@@ -170,8 +177,11 @@ def load_checkpoint(
             f"checkpoint {path} was written by a run with another configuration; delete the step's "
             "output (or force-run it) to start over, or resume with the configuration that wrote it"
         )
-    _copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
-    _load_optimizer(optimizer, moments, dict(model.named_parameters()))
+    if sharded:
+        _load_sharded(path, model, optimizer)
+    else:
+        _copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
+        _load_optimizer(optimizer, moments, dict(model.named_parameters()))
     return TrainState(
         step=state["step"],
         loader=state["loader"],
@@ -188,13 +198,14 @@ def read_verified(folder: str) -> dict[str, bytes]:
         raise CorruptCheckpointError(f"checkpoint {folder} has no {CHECKSUMS}")
     try:
         checksums = json.loads(raw)
-        expected = {name: (int(checksums[name]["size"]), str(checksums[name][DIGEST])) for name in _FILES}
-    except (ValueError, KeyError, TypeError) as e:
+        names = _required_files(checksums)
+        expected = {name: (int(checksums[name]["size"]), str(checksums[name][DIGEST])) for name in names}
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CorruptCheckpointError(
             f"checkpoint {folder}/{CHECKSUMS} is unreadable: {type(e).__name__}: {e}"
         ) from None
     files = {}
-    for name in _FILES:
+    for name in names:
         data = storage.read_bytes(storage.join(folder, name))
         size, digest = expected[name]
         if data is None:
@@ -205,6 +216,103 @@ def read_verified(folder: str) -> dict[str, bytes]:
             raise CorruptCheckpointError(f"checkpoint {folder}/{name} does not match its {DIGEST} checksum")
         files[name] = data
     return files
+
+
+def _required_files(checksums: dict[str, Any]) -> list[str]:
+    """The files a checkpoint must hold: the safetensors set, or state.json and every listed `dcp/` file."""
+    if _DCP_METADATA in checksums:
+        return ["state.json", *sorted(name for name in checksums if name.startswith(f"{_DCP}/"))]
+    return list(_FILES)
+
+
+def save_sharded_checkpoint(
+    directory: str,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: TrainState,
+    keep_last_k: int | None,
+) -> str:
+    """Write a sharded checkpoint for `state.step`; every rank of the process group calls it.
+
+    Each rank writes its own shards into one temporary folder (rank 0 names it); rank 0 then writes
+    `state.json` and the checksums of every file, renames the folder into place and prunes. Returns
+    the checkpoint's path.
+    """
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    final = storage.join(directory, _step_name(state.step))
+    main = dist.get_rank() == 0
+    named = [storage.join(directory, f"{_TEMP_PREFIX}{_step_name(state.step)}-{uuid.uuid4().hex[:8]}")]
+    dist.broadcast_object_list(named, src=0)
+    temp = named[0]
+    if main:
+        storage.makedirs(storage.join(temp, _DCP))
+    dist.barrier()
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, storage_writer=_dcp_writer(storage.join(temp, _DCP)))
+    dist.barrier()  # every rank's shards are on storage
+    if main:
+        storage.write_bytes(storage.join(temp, "state.json"), json.dumps(asdict(state)).encode())
+        checksums = {}
+        for name, _size in sorted(storage.walk_files(temp)):
+            data = storage.read_bytes(storage.join(temp, name))
+            assert data is not None
+            checksums[name] = {"size": len(data), DIGEST: bytes_digest(data)}
+        storage.write_bytes(storage.join(temp, CHECKSUMS), json.dumps(checksums, indent=1).encode())
+        _publish(directory, temp, final, keep_last_k)
+    dist.barrier()
+    return final
+
+
+def _dcp_writer(path: str) -> Any:
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+
+    return FileSystemWriter(storage._local(path)) if storage.is_local(path) else FsspecWriter(path)
+
+
+def _dcp_reader(path: str) -> Any:
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
+
+    return FileSystemReader(storage._local(path)) if storage.is_local(path) else FsspecReader(path)
+
+
+def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+    """Load a sharded checkpoint's weights (and optimizer state) into `model`, resharding as needed.
+
+    Works for an FSDP model at any world size and for a plain module (without a process group).
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
+
+    import torch.distributed as dist
+
+    reader = _dcp_reader(storage.join(folder, _DCP))
+    no_dist = not dist.is_initialized()  # a plain model in a process of its own
+    try:
+        if optimizer is None:
+            model_state = get_model_state_dict(model)
+            dcp.load({"model": model_state}, storage_reader=reader, no_dist=no_dist)
+            set_model_state_dict(model, model_state)
+            return
+        model_state, optimizer_state = get_state_dict(model, optimizer)
+        loaded = {"model": model_state, "optimizer": optimizer_state}
+        dcp.load(loaded, storage_reader=reader, no_dist=no_dist)
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(
+            f"checkpoint {folder}/{_DCP} does not fit the model: {type(e).__name__}: {str(e)[:500]}; it was written "
+            "for another model config"
+        ) from None
+    set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"])
 
 
 def load_latest_intact(
@@ -273,7 +381,11 @@ def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
 
 
 def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
-    data = read_verified(folder)["model.safetensors"]
+    files = read_verified(folder)
+    if _DCP_METADATA in files:
+        _load_sharded(folder, model, None)
+        return {"path": storage.join(folder, _DCP), "kind": "checkpoint", DIGEST: bytes_digest(files[_DCP_METADATA])}
+    data = files["model.safetensors"]
     try:
         weights = load_safetensors(data)
     except Exception as e:
@@ -298,7 +410,16 @@ def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str
                               "included)")
     with torch.no_grad():
         for name, param in params.items():
-            param.copy_(weights[name])
+            param.copy_(_like(weights[name], param))
+
+
+def _like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """`value` (a whole tensor) laid out as `param`: this rank's shard when `param` is an FSDP DTensor."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if isinstance(param, DTensor):
+        return distribute_tensor(value.to(param.device), param.device_mesh, param.placements, src_data_rank=None)
+    return value
 
 
 def _load_optimizer(
@@ -312,4 +433,4 @@ def _load_optimizer(
         if field == "step" and not fused:
             optimizer.state[param][field] = value.clone()
         else:
-            optimizer.state[param][field] = value.to(param.device, dtype=value.dtype)
+            optimizer.state[param][field] = _like(value.to(param.device, dtype=value.dtype), param)

@@ -14,15 +14,19 @@ import json
 import math
 import os
 import random
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
 from marin.training.checkpoint import (
@@ -32,6 +36,7 @@ from marin.training.checkpoint import (
     load_latest_intact,
     restore_rng,
     save_checkpoint,
+    save_sharded_checkpoint,
 )
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
 from marin.training.errors import TrainingConfigError
@@ -45,7 +50,20 @@ from marin.training.optim import AdamConfig, set_learning_rate
 # value resumes under another (e.g. on a different number of processes), and they stay out of a
 # train step's cache key.
 EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch",
-                    "grad_accum_steps")
+                    "grad_accum_steps", "parallelism")
+
+
+class Parallelism(StrEnum):
+    """How the processes of a run share the model.
+
+    DDP: each process holds the whole model and optimizer, and gradients are all-reduced.
+    FSDP: each process holds a 1/world shard of every transformer block's (and the root's) parameters,
+    gradients and optimizer state (FSDP2 `fully_shard`); on GPU parameters and compute are bf16 with
+    fp32 gradient reduction, on CPU all fp32. FSDP runs write sharded checkpoints.
+    """
+
+    DDP = "ddp"
+    FSDP = "fsdp"
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,7 @@ class TrainConfig:
     """Everything that defines a training run except where its data and output live.
 
     `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end).
+    `parallelism` is "ddp" or "fsdp" (see `Parallelism`).
     `grad_accum_steps` splits each process's share of the batch into that many microbatches whose
     gradients add up before the optimizer step: the global batch stays `batch_size` whatever the world
     size, and memory holds one microbatch.
@@ -80,8 +99,14 @@ class TrainConfig:
     peak_flops: float | None = None
     prefetch: int = 4
     grad_accum_steps: int = 1
+    parallelism: Parallelism = Parallelism.DDP
 
     def __post_init__(self) -> None:
+        if self.parallelism not in tuple(Parallelism):
+            raise TrainingConfigError(
+                f"parallelism must be one of {[p.value for p in Parallelism]}, got {self.parallelism!r}"
+            )
+        object.__setattr__(self, "parallelism", Parallelism(self.parallelism))
         for name in ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -132,20 +157,44 @@ class _Distributed:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    owns_group: bool = False  # this process initialized torch.distributed (and tears it down)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
 
-def _init_distributed(device_type: str) -> _Distributed:
+def _init_distributed(device_type: str, parallelism: Parallelism) -> _Distributed:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    backend = "nccl" if device_type == "cuda" else "gloo"
     if world_size == 1:
-        return _Distributed()
+        if parallelism != Parallelism.FSDP or dist.is_initialized():
+            return _Distributed()
+        # FSDP and sharded checkpoints work on a process group, even one of a single process.
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+        return _Distributed(owns_group=True)
     env = _Distributed(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+        dist.init_process_group(backend=backend, store=rendezvous_store(env.rank, world_size), rank=env.rank,
+                                world_size=world_size)
+        env.owns_group = True
     return env
+
+
+def rendezvous_store(rank: int, world_size: int) -> dist.TCPStore:
+    """The group's TCPStore at MASTER_ADDR:MASTER_PORT, as `env://` makes it but listening on that
+    address only: torch's own server listens on every interface (`*`), which exposes the store
+    to every network the node is on. Rank 0 binds the socket itself and hands it to the store."""
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    timeout = dist.constants.default_pg_timeout
+    if rank != 0:
+        return dist.TCPStore(address, port, world_size, False, timeout)
+    family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(where)
+    listener.listen(128)
+    return dist.TCPStore(address, port, world_size, True, timeout, master_listen_fd=listener.detach())
 
 
 def _pick_device(config: TrainConfig, local_rank: int) -> torch.device:
@@ -179,11 +228,11 @@ def train(job: TrainJob) -> dict:
         torch.set_num_threads(config.cpu_threads)
     wants_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
     device_type = "cuda" if wants_cuda else "cpu"
-    env = _init_distributed(device_type)
+    env = _init_distributed(device_type, config.parallelism)
     try:
         return _Trainer(job, env, _pick_device(config, env.local_rank)).run()
     finally:
-        if env.world_size > 1 and dist.is_initialized():
+        if env.owns_group and dist.is_initialized():
             dist.destroy_process_group()
 
 
@@ -202,14 +251,20 @@ class _Trainer:
             run_name=job.run_name,
             config=self.config.to_json(),
         )
+        self.fsdp = self.config.parallelism == Parallelism.FSDP
+        # FSDP casts parameters to bf16 itself (its mixed-precision policy); DDP uses autocast.
         self.autocast = (
-            torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if device.type == "cuda" and not self.fsdp
+            else contextlib.nullcontext()
         )
         self.init_record: dict | None = None  # where the starting weights came from (init_from)
 
     def _build(self) -> None:
         _seed_everything(self.config.seed)
         self.model = Llama(self.model_config).to(self.device)
+        if self.fsdp:
+            _shard(self.model, self.device)
         self.optimizer = self.config.optimizer.build(self.model, fused=self.device.type == "cuda")
         self.loader = WindowMixture(
             [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
@@ -261,15 +316,14 @@ class _Trainer:
             print(f"[marin.train] initialized from {record['path']} ({record['kind']})", flush=True)
 
     def _checkpoint(self, step: int, loader_state: dict) -> None:
-        if self.env.is_main:
-            save_checkpoint(
-                self.checkpoint_dir,
-                model=self.model,
-                optimizer=self.optimizer,
-                state=TrainState(step, loader_state, capture_rng(), self.fingerprint,
-                                 {"init_from": self.init_record} if self.init_record else {}),
-                keep_last_k=self.config.keep_last_k,
-            )
+        state = TrainState(step, loader_state, capture_rng(), self.fingerprint,
+                           {"init_from": self.init_record} if self.init_record else {})
+        if self.fsdp:  # every rank writes its own shards
+            save_sharded_checkpoint(self.checkpoint_dir, model=self.model, optimizer=self.optimizer, state=state,
+                                    keep_last_k=self.config.keep_last_k)
+        elif self.env.is_main:
+            save_checkpoint(self.checkpoint_dir, model=self.model, optimizer=self.optimizer, state=state,
+                            keep_last_k=self.config.keep_last_k)
         self._barrier()
 
     def _barrier(self) -> None:
@@ -290,7 +344,7 @@ class _Trainer:
         train_model: nn.Module = self.model
         if config.compile:
             train_model = torch.compile(train_model)
-        if self.env.world_size > 1:
+        if self.env.world_size > 1 and not self.fsdp:
             ids = [self.device.index] if self.device.type == "cuda" else None
             train_model = nn.parallel.DistributedDataParallel(train_model, device_ids=ids)
         tokens_per_step = config.batch_size * config.seq_len
@@ -314,7 +368,7 @@ class _Trainer:
                 set_learning_rate(self.optimizer, lr)
                 batch = prefetcher.next()
                 loss = self._forward_backward(train_model, batch.inputs, batch.targets)
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+                grad_norm = _local(torch.nn.utils.clip_grad_norm_(params, max_norm))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_value, grad_value = self._all_sum([loss.item() / self.env.world_size, grad_norm.item()])
@@ -337,6 +391,7 @@ class _Trainer:
                     "data_wait_s": prefetcher.last_wait_seconds,
                     "world_size": self.env.world_size,
                     "grad_accum_steps": config.grad_accum_steps,
+                    "parallelism": str(config.parallelism),
                 }
                 last_step = done == config.num_train_steps
                 if (config.steps_per_eval and done % config.steps_per_eval == 0) or last_step:
@@ -362,7 +417,7 @@ class _Trainer:
 
     def _forward_backward(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Accumulate the gradient of the mean loss over `grad_accum_steps` equal microbatches (DDP
-        reduces gradients only on the last); returns that mean loss."""
+        and FSDP reduce gradients only on the last); returns that mean loss."""
         steps = self.config.grad_accum_steps
         if inputs.shape[0] % steps:
             raise TrainingConfigError(
@@ -374,6 +429,8 @@ class _Trainer:
         for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps))):
             last = i == steps - 1
             sync = model.no_sync() if not last and isinstance(model, nn.parallel.DistributedDataParallel) else contextlib.nullcontext()
+            if isinstance(model, FSDPModule):
+                model.set_requires_gradient_sync(last)
             with sync:
                 with self.autocast:
                     logits = model(x)
@@ -404,8 +461,15 @@ class _Trainer:
                 n_windows = min(max(1, (split.num_tokens - 1) // stride), max(1, self.config.eval_max_tokens // window))
                 mine = list(range(self.env.rank, n_windows, self.env.world_size))
                 per_batch = max(1, self.config.batch_size // self.env.world_size)
-                for i in range(0, len(mine), per_batch):
+                # FSDP gathers each block's weights from every rank, so all ranks run as many forwards as
+                # rank 0 (which has the most windows); a rank out of windows runs one and discards it.
+                batches = len(range(0, n_windows, self.env.world_size)) if self.fsdp else len(mine)
+                for i in range(0, batches, per_batch):
                     rows = [split.tokens(w * stride, w * stride + window) for w in mine[i : i + per_batch]]
+                    if not rows:
+                        with self.autocast:
+                            model(torch.zeros((1, window - 1), dtype=torch.long, device=self.device))
+                        continue
                     tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(self.device)
                     with self.autocast:
                         logits = model(tokens[:, :-1])
@@ -441,12 +505,47 @@ class _Trainer:
             "init_from": self.init_record,
             "world_size": self.env.world_size,
             "grad_accum_steps": self.config.grad_accum_steps,
+            "parallelism": str(self.config.parallelism),
         }
+        export_model = _gathered(self.model, self.model_config) if self.fsdp else self.model
         if self.env.is_main:
             first = self.datasets[0]
-            export_hf(self.model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+            export_hf(export_model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
             summary["train_unigram_entropy"] = unigram_entropy(
                 [d.train for d in self.datasets], self.model_config.vocab_size
             )
         self._barrier()
         return summary
+
+
+def _shard(model: Llama, device: torch.device) -> None:
+    """Apply FSDP2 to each transformer block, then to the root (embedding, final norm, output).
+
+    On GPU, parameters are gathered and computed in bf16 with gradients reduced in fp32; on CPU
+    everything stays fp32.
+    """
+    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if device.type == "cuda" else MixedPrecisionPolicy())
+    for block in model.layers:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+
+
+def _local(value: torch.Tensor) -> torch.Tensor:
+    """A plain tensor for `value`, which FSDP may return as a replicated DTensor."""
+    return value.full_tensor() if isinstance(value, DTensor) else value
+
+
+def _gathered(model: nn.Module, config: LlamaConfig) -> nn.Module:
+    """On rank 0, a plain CPU Llama holding an FSDP model's whole weights (elsewhere the model itself).
+
+    Every rank must call it: the shards are gathered collectively.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() != 0:
+        return model
+    whole = Llama(config)
+    whole.load_state_dict(weights)
+    return whole

@@ -71,6 +71,13 @@ def test_handle_is_hashable_lowers_its_datasets_and_keys_only_what_changes_resul
     two_processes = _nano({stories_tokenized: 1.0}, num_processes=2, cpu_threads=1)
     assert two_processes.to_step_spec().hash_attrs == spec.hash_attrs
     assert two_processes.num_processes == 2 and handle.num_processes == 1
+    fsdp = _nano({stories_tokenized: 1.0}, parallelism="fsdp")  # how the processes share the model: not the key
+    assert fsdp.config.parallelism == "fsdp" and fsdp.to_step_spec().hash_attrs == spec.hash_attrs
+
+
+def test_unknown_parallelism_is_refused_when_declared(stories_tokenized):
+    with pytest.raises(TrainingConfigError, match=r"'checkpoints/nano'.*parallelism must be one of \['ddp', 'fsdp'\]"):
+        _nano({stories_tokenized: 1.0}, parallelism="zero3")
 
 
 def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_tokenized, tmp_path):
