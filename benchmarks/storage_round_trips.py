@@ -10,7 +10,8 @@ Each case runs in a fresh interpreter (`--child`), on the default cluster (Local
 functions made by a factory, `StepRunner(prefix="latency://...")`:
 - calls per cached step: a cached run of `--cached-steps` independent steps, calls / steps;
 - calls per cold step: a cold run of `--cold-steps` trivial independent steps, calls / steps
-  (everything: the plan, the lease, the records, and fray's upload of the step's log);
+  (everything: the plan, the lease, the records, and fray's upload of the step's log), split into
+  the engine's calls (marin's threads) and the cluster's (fray's threads: the log upload);
 - the cached run at `--latency-ms` (goal <= 10 s for 10,000 steps) and the cold run at that latency
   with the default concurrency (goal <= 60 s for 1,000 steps), each beside the same case at zero
   latency measured in the same run (the ratio is latency / zero latency).
@@ -45,8 +46,8 @@ _COUNTED = ("ls", "info", "exists", "isdir", "isfile", "cat_file", "cat", "pipe_
             "walk", "touch", "copy", "size", "sizes", "lexists", "cp_file")
 
 
-def register() -> None:
-    """Register `latency://` (a counting, latency-injecting DirFileSystem over $LATENCY_ROOT)."""
+def register():
+    """Register `latency://` (a counting, latency-injecting DirFileSystem over $LATENCY_ROOT); returns its class."""
     import fsspec
     from fsspec.implementations.dirfs import DirFileSystem
     from fsspec.implementations.local import LocalFileSystem
@@ -54,8 +55,18 @@ def register() -> None:
     class LatencyFileSystem(DirFileSystem):
         protocol = "latency"
         calls: Counter = Counter()
+        callers: Counter = Counter()  # "engine" (marin's threads) or "cluster" (fray's, e.g. log upload)
+        in_flight = 0
+        most_in_flight = 0  # the most calls that were waiting on their latency at one time
         lock = threading.Lock()
         depth = threading.local()
+
+        @classmethod
+        def reset(cls) -> None:
+            """Forget the calls counted so far."""
+            cls.calls.clear()
+            cls.callers.clear()
+            cls.most_in_flight = 0
 
         def __init__(self, **kwargs):
             super().__init__(path=os.environ["LATENCY_ROOT"], fs=LocalFileSystem(auto_mkdir=True), **kwargs)
@@ -71,9 +82,19 @@ def register() -> None:
         def method(self, *args, **kwargs):
             depth = getattr(LatencyFileSystem.depth, "n", 0)
             if depth == 0:
+                thread = threading.current_thread()
+                who = "engine" if thread is threading.main_thread() or thread.name.startswith("marin-") else "cluster"
                 with LatencyFileSystem.lock:
                     LatencyFileSystem.calls[name] += 1
-                time.sleep(float(os.environ.get("LATENCY_S", "0")))
+                    LatencyFileSystem.callers[who] += 1
+                    LatencyFileSystem.in_flight += 1
+                    LatencyFileSystem.most_in_flight = max(LatencyFileSystem.most_in_flight,
+                                                           LatencyFileSystem.in_flight)
+                try:
+                    time.sleep(float(os.environ.get("LATENCY_S", "0")))
+                finally:
+                    with LatencyFileSystem.lock:
+                        LatencyFileSystem.in_flight -= 1
             LatencyFileSystem.depth.n = depth + 1
             try:
                 return inner(self, *args, **kwargs)
@@ -88,6 +109,7 @@ def register() -> None:
             setattr(LatencyFileSystem, name, counted(name))
     fsspec.register_implementation("latency", LatencyFileSystem, clobber=True)
     globals()["LatencyFileSystem"] = LatencyFileSystem
+    return LatencyFileSystem
 
 
 def make_fn(name: str):
@@ -114,7 +136,7 @@ def child(kind: str, steps: int, prefix: str) -> None:
     else:
         runner = StepRunner(prefix=prefix, progress=False)  # the default cluster and concurrency
     fs = globals()["LatencyFileSystem"]
-    fs.calls.clear()
+    fs.reset()
     start = time.perf_counter()
     result = runner.run(specs)
     seconds = time.perf_counter() - start
@@ -122,7 +144,8 @@ def child(kind: str, steps: int, prefix: str) -> None:
     want = "cached" if kind == "cached" else "succeeded"
     assert outcomes == {want: steps}, outcomes
     calls = dict(fs.calls)
-    print(json.dumps({"seconds": seconds, "calls": sum(calls.values()), "by_method": calls}))
+    print(json.dumps({"seconds": seconds, "calls": sum(calls.values()), "by_method": calls,
+                      "by_caller": dict(fs.callers)}))
 
 
 def main() -> None:
@@ -151,7 +174,8 @@ def main() -> None:
         cold = run("cold", args.cold_steps, "latency://cold", latency)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    per_cached = cached["calls"] / args.cached_steps
+    # The plan lists the prefix once (a page per 1,000 entries on GCS/S3): rounded, it is no call per step.
+    per_cached = round(cached["calls"] / args.cached_steps, 2)
     per_cold = cold["calls"] / args.cold_steps
     cached_goal = CACHED_GOAL_S * args.cached_steps / 10_000
     cold_goal = COLD_GOAL_S * args.cold_steps / 1_000
@@ -163,6 +187,8 @@ def main() -> None:
         "cold_steps": args.cold_steps,
         "calls_per_cached_step": round(per_cached, 3),
         "calls_per_cold_step": round(per_cold, 3),
+        "engine_calls_per_cold_step": round(cold["by_caller"].get("engine", 0) / args.cold_steps, 3),
+        "cluster_calls_per_cold_step": round(cold["by_caller"].get("cluster", 0) / args.cold_steps, 3),
         "cached_calls_by_method": cached["by_method"],
         "cold_calls_by_method": cold["by_method"],
         "cached_s": round(cached["seconds"], 3),

@@ -29,6 +29,8 @@ from typing import Any
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
 
+from marin.execution import storage
+from marin.execution.artifact import environment
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
 from marin.execution.lazy import LazyStep, lower
@@ -141,7 +143,7 @@ class _Run:
         pending = [i for i, s in enumerate(steps) if s.state != CACHED]
         if self.runner.progress:
             if pending:
-                self.plan.print()
+                self.plan.print(max_rows=_PLAN_ROWS)  # the whole plan: `marin plan` / dry_run
             else:
                 print(self.plan.summary(), file=sys.stderr)
         if not pending:
@@ -168,15 +170,23 @@ class _Run:
         cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
                                                           echo=self.runner.progress)
         heartbeat = Heartbeat(self.runner.heartbeat_interval, self.runner.lease_timeout)
+        # On an object store each step spends most of its time on round trips (lease, status, records):
+        # more steps are driven at once, and a semaphore keeps `max_concurrent` functions running.
+        max_concurrent = self.runner.max_concurrent
+        max_drivers = max_concurrent if storage.is_local(self.plan.prefix) else max(max_concurrent, REMOTE_DRIVERS)
+        slots = threading.BoundedSemaphore(max_concurrent) if max_drivers > max_concurrent else None
         interrupt = Interrupt(cluster)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
-                                     self.force_run_failed, self.started, self._on_wait, interrupt)
+                                     self.force_run_failed, self.started, self._on_wait, interrupt, slots)
+        # `.executor_info` records the installed distributions: read them (once per process, ~0.5 s)
+        # while the first steps run rather than when the first one finishes.
+        threading.Thread(target=environment, name="marin-environment", daemon=True).start()
         in_flight = 0
-        drivers = ThreadPoolExecutor(max_workers=self.runner.max_concurrent, thread_name_prefix="marin-driver")
+        drivers = ThreadPoolExecutor(max_workers=max_drivers, thread_name_prefix="marin-driver")
         restore = _install_signal_handlers(done_events, interrupt)
         try:
             while ready or in_flight:
-                while ready and in_flight < self.runner.max_concurrent:
+                while ready and in_flight < max_drivers:
                     i = ready.pop()
                     if steps[i].state == BLOCKED:
                         self._block(i, steps[i].reason, children, waiting_on)
@@ -281,6 +291,8 @@ class _Run:
             stack.extend(children.get(c, ()))
 
 
+REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_schedule`)
+_PLAN_ROWS = 200  # rows of the plan table a run prints; rendering 10,000 rows costs seconds
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
 
 
