@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +64,8 @@ class StepRunner:
     """Runs StepSpecs (or lazy handles) under a prefix: plans, skips cached steps, executes the rest.
 
     `prefix`: where outputs live (else $MARIN_PREFIX, else ./marin-outputs). `max_concurrent`: how
-    many steps run at once (default: the CPU count). `cluster`: where steps run (default: the one
+    many steps' functions run at once (default: the CPU count; on an object store up to 32 steps
+    are driven at once, so that their storage round trips overlap). `cluster`: where steps run (default: the one
     $MARIN_CLUSTER names, else a fray LocalCluster, steps in warm worker processes; see docs/clusters.md).
     `lease_timeout`: seconds without a heartbeat after which another runner may take a step over.
     `progress`: print the plan and one line per step to stderr (and, on the default LocalCluster, each
@@ -182,7 +182,7 @@ class _Run:
         # while the first steps run rather than when the first one finishes.
         threading.Thread(target=environment, name="marin-environment", daemon=True).start()
         in_flight = 0
-        drivers = ThreadPoolExecutor(max_workers=max_drivers, thread_name_prefix="marin-driver")
+        drivers = _Drivers(max_drivers, self._drive)
         restore = _install_signal_handlers(done_events, interrupt)
         try:
             while ready or in_flight:
@@ -194,7 +194,7 @@ class _Run:
                     in_flight += 1
                     dep_steps = [steps[d] for d in steps[i].deps]
                     dep_paths = {d.name: d.output_path for d in dep_steps}
-                    drivers.submit(self._drive, i, dep_paths, dep_steps, settings, done_events)
+                    drivers.submit((i, dep_paths, dep_steps, settings, done_events))
                 if not in_flight:
                     continue
                 i, outcome = done_events.get()  # wakes exactly when a step finishes (or a signal arrives)
@@ -211,7 +211,7 @@ class _Run:
                         ready.append(c)
         finally:
             # After an interrupt a step that cannot be stopped (a ThreadCluster's) is not waited for.
-            drivers.shutdown(wait=not interrupt.is_set, cancel_futures=interrupt.is_set)
+            drivers.shutdown(wait=not interrupt.is_set)
             heartbeat.stop()
             if not interrupt.is_set:
                 restore()  # after an interrupt the handler stays: a second signal exits at once
@@ -292,7 +292,51 @@ class _Run:
 
 
 REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_schedule`)
-_PLAN_ROWS = 200  # rows of the plan table a run prints; rendering 10,000 rows costs seconds
+_PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000 rows a second
+class _Drivers:
+    """Up to `size` threads that each drive one step at a time, fed by a queue.
+
+    A step is handed over with one `SimpleQueue.put` (a thread pool's `submit` allocates a Future
+    and its Condition per step: a quarter of a millisecond of a 10,000-step run's critical path).
+    Threads start as steps need them. After `shutdown(wait=False)` (an interrupt) the steps still
+    queued are dropped and running ones are not waited for.
+    """
+
+    def __init__(self, size: int, drive: Any):
+        self._size = size
+        self._drive = drive
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._dropping = False
+
+    def submit(self, item: tuple) -> None:
+        with self._lock:
+            start = self._idle == 0 and len(self._threads) < self._size
+            self._idle -= 0 if start else 1
+        if start:
+            thread = threading.Thread(target=self._loop, name=f"marin-driver_{len(self._threads)}")
+            self._threads.append(thread)
+            thread.start()
+        self._work.put(item)
+
+    def _loop(self) -> None:
+        while (item := self._work.get()) is not None:
+            if not self._dropping:
+                self._drive(*item)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, wait: bool) -> None:
+        self._dropping = not wait
+        for _ in self._threads:
+            self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
 
 
