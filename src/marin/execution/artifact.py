@@ -73,10 +73,19 @@ def to_jsonable(result: Any, step: str) -> Any:
     return dict(result)
 
 
-@functools.cache
+_environment_lock = threading.Lock()
+
+
 def environment() -> dict[str, Any]:
     """Python, every installed distribution's version, host and user: the same for every step of
-    this process, so it is computed once. `packages` repeats the few that matter most, for `marin info`."""
+    this process, so it is computed once (under a lock: the runner's drivers ask for it at once).
+    `packages` repeats the few that matter most, for `marin info`."""
+    with _environment_lock:
+        return _environment()
+
+
+@functools.cache
+def _environment() -> dict[str, Any]:
     distributions = installed_distributions()
     packages = {name: distributions[name] for name in _PACKAGES if name in distributions}
     try:
@@ -93,10 +102,21 @@ def installed_distributions() -> dict[str, str]:
 
     found: dict[str, str] = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
+        # A wheel's `{name}-{version}.dist-info` folder names both: parsing every METADATA file (the
+        # fallback) costs half a second in a large environment.
+        folder = getattr(getattr(dist, "_path", None), "name", "")
+        stem = _DIST_INFO.match(folder)
+        if stem:
+            name, version = stem.group(1), stem.group(2)
+        else:
+            name = dist.metadata["Name"] if dist.metadata else None
+            version = dist.version
         if name:
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), version)
     return dict(sorted(found.items()))
+
+
+_DIST_INFO = re.compile(r"^(.+?)-([^-]+)\.dist-info$")
 
 
 def run_provenance() -> dict[str, Any]:
@@ -285,14 +305,17 @@ def manifest(output_path: str) -> list[dict[str, Any]]:
     return build_manifest(output_path, is_output_file)
 
 
-def write_records(output_path: str, info: dict[str, Any], result: Any) -> None:
-    """Write `.executor_info` (with `run_provenance()` added) and `.artifact.json` (with the manifest);
-    the status, written after, makes them valid."""
+def write_records(output_path: str, info: dict[str, Any], result: Any,
+                  provenance: dict[str, Any] | None = None) -> None:
+    """Write `.executor_info` (with `run_provenance()` added, or `provenance` when the caller has it)
+    and `.artifact.json` (with the manifest); the status, written after, makes them valid. Off local
+    disk the two writes go out at once (two round trips overlapped)."""
     files = manifest(output_path)
     artifact = {"result": result, "files": files, "total_bytes": sum(f["size"] for f in files)}
-    info = {**info, **run_provenance()}
-    storage.write_bytes(f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2))
-    storage.write_bytes(f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2))
+    info = {**info, **(provenance if provenance is not None else run_provenance())}
+    writes = [(f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2)),
+              (f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2))]
+    storage.write_many(writes)
 
 
 def read_info(output_path: str) -> dict[str, Any] | None:

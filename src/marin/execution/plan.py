@@ -82,6 +82,7 @@ class PlannedStep:
     notes: tuple[str, ...] = ()  # whatever state: e.g. `unpinned: org/dataset` (an input the key cannot pin)
     aside_path: str | None = None  # where an unreadable status's output will be moved to
     conflict: str | None = None  # why the output folder is not this step's (an OutputConflictError message)
+    folder_absent: bool = False  # the plan found no folder for it (so no lease or status to look for)
 
     @property
     def name(self) -> str:
@@ -131,8 +132,9 @@ class Plan:
         counts = ", ".join(f"{n} {state}" for state, n in sorted(self.counts().items()))
         return f"{len(self.steps)} steps under {self.prefix}: {counts}"
 
-    def render(self, max_cached_rows: int = 20) -> Any:
-        """A rich Table of the plan; beyond `max_cached_rows` cached steps are summarised in one row."""
+    def render(self, max_cached_rows: int = 20, max_rows: int | None = None) -> Any:
+        """A rich Table of the plan; beyond `max_cached_rows` cached steps are summarised in one row,
+        and with `max_rows`, beyond that many rows the other steps are too (one row per state)."""
         from rich.table import Table  # lazy: rich costs 20 ms to import
 
         table = Table(title=self.summary(), show_lines=False, expand=False)
@@ -140,21 +142,31 @@ class Plan:
             table.add_column(column, overflow="fold")
         cached = [s for s in self.steps if s.state == CACHED]
         shown_cached = set(map(id, cached[:max_cached_rows]))
+        hidden: dict[str, int] = {}
+        rows = 0
         for s in self.steps:
             if s.state == CACHED and id(s) not in shown_cached:
                 continue
+            if max_rows is not None and rows >= max_rows:
+                hidden[s.state] = hidden.get(s.state, 0) + 1
+                continue
+            rows += 1
             why = "; ".join(([s.reason] if not s.changes else [str(c) for c in s.changes]) + list(s.notes))
             downstream = str(s.downstream_runs) if s.will_run else ""
             table.add_row(_styled(s.state), s.name, _relative(s.output_path, self.prefix), why, downstream)
-        if len(cached) > max_cached_rows:
-            table.add_row(_styled(CACHED), f"... and {len(cached) - max_cached_rows} more cached steps", "", "", "")
+        for state, n in hidden.items():
+            if state != CACHED:
+                table.add_row(_styled(state), f"... and {n} more steps in this state", "", "", "")
+        more = len(cached) - len(shown_cached) + hidden.get(CACHED, 0)
+        if more:
+            table.add_row(_styled(CACHED), f"... and {more} more cached steps", "", "", "")
         return table
 
-    def print(self, max_cached_rows: int = 20) -> None:
-        """Print the plan table to stderr."""
+    def print(self, max_cached_rows: int = 20, max_rows: int | None = None) -> None:
+        """Print the plan table to stderr (see `render`)."""
         from rich.console import Console
 
-        Console(stderr=True, width=max(100, _terminal_width())).print(self.render(max_cached_rows))
+        Console(stderr=True, width=max(100, _terminal_width())).print(self.render(max_cached_rows, max_rows))
 
 
 def _terminal_width() -> int:
@@ -239,6 +251,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     index: dict[int, int] = {}
     by_path: dict[str, int] = {}
     sibling_cache: dict[str, list[str]] = {}
+    remote = None if storage.is_local(prefix) else prefix
     for spec in specs:
         dep_idx = tuple(index[id(d)] for d in spec.deps)
         dep_steps = [steps[i] for i in dep_idx]
@@ -262,6 +275,11 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
                 )
             index[id(spec)] = same  # the same work declared twice: one step
             continue
+        if remote is not None:  # an object store: statuses are read below, many at once
+            index[id(spec)] = len(steps)
+            by_path[out] = len(steps)
+            steps.append(PlannedStep(spec, key, record, out, "", deps=dep_idx, notes=tuple(notes)))
+            continue
         try:
             status, unreadable = read_status(out, strict=True), None
         except UnreadableRecordError as e:
@@ -282,10 +300,50 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         index[id(spec)] = len(steps)
         by_path[out] = len(steps)
         steps.append(planned)
+    if remote is not None:
+        _settle_remote(steps, prefix, forced, force_run_failed, lease_timeout, sibling_cache)
     scanner.save()
     _reject_nested_outputs(steps, prefix)
     _count_downstream_runs(steps)
     return Plan(prefix, steps, index)
+
+
+def _settle_remote(steps: list[PlannedStep], prefix: str, forced, force_run_failed, lease_timeout,
+                   sibling_cache: dict[str, list[str]]) -> None:
+    """The states of a plan under an object-store prefix, with its round trips overlapped.
+
+    Each folder holding outputs is listed once; a step whose folder is not there has no status (nor
+    lease, nor foreign files) and costs no call (`folder_absent`). The statuses of the others are
+    read many at once (`storage.overlapped`). Local disk keeps the serial walk: there a read costs
+    microseconds and threads would only add to it.
+    """
+    dirs = sorted({storage.parent(s.output_path) for s in steps} - set(sibling_cache))
+    sibling_cache.update(zip(dirs, storage.overlapped(storage.list_names, dirs)))
+    present = {f"{d}/{n}" for d in dirs for n in sibling_cache[d]}
+    for s in steps:
+        s.folder_absent = s.output_path not in present
+    to_read = [s.output_path for s in steps if not s.folder_absent]
+    read = dict(zip(to_read, storage.overlapped(_read_status_or_error, to_read)))
+    for planned in steps:
+        status, unreadable = read.get(planned.output_path, (None, None))
+        dep_steps = [steps[i] for i in planned.deps]
+        spec = planned.spec
+        planned.state, planned.reason = _state_of(spec, planned.key, status, dep_steps, forced, force_run_failed)
+        if planned.state == CACHED:
+            planned.record = None
+            continue
+        planned.status = status
+        if planned.state in RUN_STATES:
+            if not planned.folder_absent or storage.parent(planned.output_path) != prefix:
+                check_not_nested_in_records(spec.name, prefix, planned.output_path)
+            _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
+
+
+def _read_status_or_error(path: str) -> tuple[Mapping[str, Any] | None, UnreadableRecordError | None]:
+    try:
+        return read_status(path, strict=True), None
+    except UnreadableRecordError as e:
+        return None, e
 
 
 def _output_path(spec: StepSpec, prefix: str, key: str) -> str:
@@ -335,21 +393,23 @@ def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[s
     elif state == RUN_NEW:
         own = step.status is not None and step.status.get("name") == step.name
         other = step.status.get("name", "?") if step.status is not None and not own else None
-        foreign = [] if own else foreign_entries(step.output_path)
+        foreign = [] if own or step.folder_absent else foreign_entries(step.output_path)
         if foreign and (other is not None or not step.spec.adopt):
             detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
             step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
             state, reason = BLOCKED, step.conflict
         elif foreign:
             reason = f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
-        elif step.status is None and storage.exists(step.output_path):
+        elif step.status is None and not step.folder_absent and storage.exists(step.output_path):
             state, reason = RUN_RETRY, "an earlier attempt left partial output (killed?)"
         else:
+            if step.status is None:
+                step.folder_absent = True  # no status and no folder: no lease to look for either
             previous, old_record = _latest_record(step, prefix, sibling_cache)
             if old_record is not None:
                 state, changes = RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"
-    holder = current_holder(step.output_path, lease_timeout) if state != BLOCKED else None
+    holder = current_holder(step.output_path, lease_timeout) if state != BLOCKED and not step.folder_absent else None
     if holder is not None:
         state, reason = WAITING, f"lease held by {holder.describe()}"
     step.state, step.reason, step.changes, step.previous_path, step.holder = state, reason, changes, previous, holder

@@ -33,6 +33,8 @@ class Progress:
         """A step reached an end state: succeeded, reused, failed, blocked."""
         with self._lock:
             self.finished += 1
+        if not self.enabled:
+            return
         took = f" ({seconds:.2f}s)" if seconds is not None else ""
         self._line(f"{outcome:<9} {name}{took}{'  ' + detail if detail else ''}")
 

@@ -30,20 +30,15 @@ def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
         return _read_local(path, limit)
     fs, p = storage.fs_and_path(path)
     try:
-        info = fs.info(p)
+        # One round trip: a ranged read of at most limit + 1 bytes (no info() first). A directory is
+        # no object on a bucket (not found); an fsspec store with real directories raises IsADirectoryError.
+        data = fs.cat_file(p, start=0, end=limit + 1)
     except FileNotFoundError:
         return None
-    if info.get("type") != "file":
-        raise UnreadableRecordError(path, f"it is a {info.get('type')}, not a file")
-    size = info.get("size")
-    if size is not None and int(size) > limit:
-        raise UnreadableRecordError(path, f"it holds {int(size)} bytes, more than a record may ({limit})")
-    try:
-        data = fs.cat_file(p)
-    except FileNotFoundError:
-        return None
+    except IsADirectoryError:
+        raise UnreadableRecordError(path, "it is a directory, not a file") from None
     if len(data) > limit:
-        raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may")
+        raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may ({limit})")
     return data
 
 

@@ -182,6 +182,7 @@ class Lease:
     lost: bool = False
     on_lost: list[Callable[[], None]] = field(default_factory=list)
     given_up: LeaseGivenUpError | None = None  # set when the heartbeat gave the lease up
+    listing: list[str] | None = None  # the folder's names, listed just after the lease was taken
     _notified: bool = field(default=False, repr=False)
     # Serialises renew and release, so a heartbeat can never re-create a just-released lease file.
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -214,12 +215,19 @@ class Lease:
             storage.write_atomic(self.path, self._content(time.time()))
             return True
 
-    def release(self) -> None:
-        """Give the lease up (delete our file if it is still ours)."""
+    def release(self, just_checked: bool = False) -> None:
+        """Give the lease up (delete our file if it is still ours).
+
+        `just_checked`: `still_held()` said yes a moment ago (the step's last records were written
+        under it), so the file is deleted without reading it again: one round trip instead of two.
+        """
         with self._lock:
-            info = _read_lease(self.output_path, self.generation)
-            if info is not None and info.token == self.token:
+            if just_checked and not self.lost:
                 storage.remove(self.path)
+            else:
+                info = _read_lease(self.output_path, self.generation)
+                if info is not None and info.token == self.token:
+                    storage.remove(self.path)
             self.lost = True
 
     def give_up(self, error: LeaseGivenUpError) -> None:
@@ -261,13 +269,15 @@ class Lease:
                 logger.exception("a lease-lost callback for %s failed", self.output_path)
 
 
-def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInfo | None:
-    """Try once to take the lease on `output_path` (a directory that exists).
+def try_acquire(output_path: str, step: str, timeout: float, assume_free: bool = False) -> Lease | LeaseInfo | None:
+    """Try once to take the lease on `output_path` (a directory that exists, or a folder on an object store).
 
     Returns the Lease when taken, the live holder's LeaseInfo when someone else holds it, or None
-    when another contender won a race just now (try again).
+    when another contender won a race just now (try again). With `assume_free` (the plan found no
+    folder) generation 0 is created without listing first; the listing after creating still backs
+    off from a higher generation, so this only saves a round trip.
     """
-    gens = _generations(output_path)
+    gens = [] if assume_free else _generations(output_path)
     new_gen = 0
     if gens:
         holder = _read_lease(output_path, gens[-1])
@@ -276,15 +286,22 @@ def try_acquire(output_path: str, step: str, timeout: float) -> Lease | LeaseInf
         new_gen = gens[-1] + 1
     now = time.time()
     lease = Lease(output_path, new_gen, uuid.uuid4().hex, step, now)
-    if not storage.create_exclusive(lease.path, lease._content(now)):
+    try:
+        created = storage.create_exclusive(lease.path, lease._content(now))
+    except FileNotFoundError:  # a store with real folders, and none yet: made only when needed
+        storage.makedirs(output_path)
+        created = storage.create_exclusive(lease.path, lease._content(now))
+    if not created:
         return None
-    later = _generations(output_path)
+    names = storage.list_names(output_path)
+    later = sorted(int(m.group(1)) for n in names if (m := _LEASE_RE.match(n)))
     if later and later[-1] > new_gen:
         storage.remove(lease.path)
         return None
     for g in later:
         if g < new_gen:
             storage.remove(_lease_path(output_path, g))  # the stale holders we took over from
+    lease.listing = [n for n in names if not (m := _LEASE_RE.match(n)) or int(m.group(1)) >= new_gen]
     return lease
 
 

@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fray.cluster import Cluster
@@ -40,6 +40,7 @@ from marin.execution.artifact import (
     git_state,
     manifest,
     resources_json,
+    run_provenance,
     write_records,
 )
 from marin.execution.aside import SUPERSEDED, UNREADABLE, move_aside
@@ -140,6 +141,11 @@ class ExecutionSettings:
     run_started: float
     on_wait: Callable[[str, LeaseInfo], None]
     interrupt: Interrupt | None = None
+    # How many steps' functions run at once, when the runner drives more steps than that (an object
+    # store: the lease and record round trips of other steps overlap the running ones).
+    slots: threading.Semaphore | None = None
+    # What `.executor_info` records that is the same for every step of the run (git state by module).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
 
 
 def execute_step(step: PlannedStep, dep_paths: Mapping[str, str], deps: list[PlannedStep],
@@ -164,10 +170,13 @@ def execute_step(step: PlannedStep, dep_paths: Mapping[str, str], deps: list[Pla
 def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
     """Take the step's lease, waiting while a live runner holds it; an Outcome if that runner finished it."""
     out = step.output_path
-    storage.makedirs(out)
+    if storage.is_local(out):
+        storage.makedirs(out)  # elsewhere `try_acquire` makes the folder only if the store needs one
     delay, waited = 0.01, False
+    assume_free = step.folder_absent  # the plan listed no folder: try generation 0 without listing first
     while True:
-        got = try_acquire(out, step.name, settings.lease_timeout)
+        got = try_acquire(out, step.name, settings.lease_timeout, assume_free)
+        assume_free = False
         if isinstance(got, Lease):
             settings.heartbeat.add(got)
             return got
@@ -205,17 +214,22 @@ def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings,
 def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], deps: list[PlannedStep],
                  settings: ExecutionSettings) -> Outcome:
     out = step.output_path
+    checked = False  # set once the records are written under a lease just checked to be ours
     try:
         moved_to = None
+        # The listing taken with the lease says whether there is a status to read, and what else is there.
+        listing = lease.listing
         try:
-            status = read_status(out, strict=True)
+            status = None if listing is not None and STATUS_FILE not in listing else read_status(out, strict=True)
         except UnreadableRecordError as e:
+            listing = None  # the folder changed: list it again
             status = None
             moved_to = move_aside(out, UNREADABLE, "", step.name, f"unreadable status: {e.why}",
                                   keep=lambda n: n.startswith(LEASE_PREFIX), target=step.aside_path)
             logger.warning("step %r: %s; the folder's contents were moved aside to %s", step.name, e, moved_to)
         if status is None or status.get("name") != step.name:
-            foreign = foreign_entries(out)
+            foreign = (foreign_entries(out) if listing is None
+                       else sorted(n for n in listing if not n.startswith(LEASE_PREFIX) and not _is_status_temp(n)))
             if foreign and (status is not None or not step.spec.adopt):
                 other = f" (the output of step {status.get('name')!r})" if status is not None else ""
                 error = OutputConflictError(step.name, out, other)
@@ -233,7 +247,7 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                     and step.name not in settings.forced):
                 return Outcome(FAILED_OUTCOME, error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
                                                      "force_run_failed=True to retry")
-        _prepare_output(out, status, keep_partial=_resumes(step, status, settings))
+        _prepare_output(out, status, keep_partial=_resumes(step, status, settings), listing=listing)
         started = time.time()
         # The deps' paths let `marin gc` keep what an unfinished output depends on (it has no .executor_info).
         events.append(event(RUNNING, key=step.key, deps=[d.output_path for d in deps]))
@@ -246,6 +260,9 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                                            f"contents were moved aside to {moved_to}\n".encode())
         interrupt = settings.interrupt
         future = None
+        slot = settings.slots
+        if slot is not None:
+            slot.acquire()
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
             future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
@@ -269,6 +286,8 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
                 raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over") from e
             return _fail(step, lease, e, events, log_path, started, settings.lease_timeout)
         finally:
+            if slot is not None:
+                slot.release()
             if interrupt is not None and future is not None:
                 interrupt.unregister(future)
         if interrupt is not None and interrupt.is_set and lease.still_held():  # never SUCCESS once told to stop
@@ -279,14 +298,15 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         if not lease.still_held():
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
         ended = time.time()
-        write_records(out, _info(step, deps, settings.prefix, started, ended), result)
+        write_records(out, _info(step, deps, settings, started, ended), result, settings.memo.get(_PROVENANCE))
         events.append(event(SUCCESS))
         write_status(out, step.name, step.key, events)  # last: only now is the output done
+        checked = True
         return Outcome(SUCCEEDED, result=result, seconds=ended - started)
     finally:
         settings.heartbeat.discard(lease)
         try:
-            lease.release()
+            lease.release(just_checked=checked)
         except Exception:
             if lease.given_up is None:
                 raise
@@ -324,7 +344,7 @@ def _adopt(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettin
     `.executor_info` says `"adopted": true` and lists the folder's files."""
     out = step.output_path
     now = time.time()
-    info = {**_info(step, deps, settings.prefix, now, now), "adopted": True, "manifest": manifest(out)}
+    info = {**_info(step, deps, settings, now, now), "adopted": True, "manifest": manifest(out)}
     write_records(out, info, None)
     write_status(out, step.name, step.key, [event(SUCCESS, key=step.key, adopted=True)])
     logger.info("step %r adopted the existing folder %s (%d entries)", step.name, out, len(foreign))
@@ -370,7 +390,8 @@ def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: Exec
     return state in (RUNNING, INTERRUPTED) or (state == FAILED and settings.force_run_failed)
 
 
-def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bool) -> None:
+def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bool,
+                    listing: list[str] | None = None) -> None:
     """Empty the output directory of a previous attempt, keeping leases and the status history.
 
     A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
@@ -382,16 +403,32 @@ def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bo
         move_aside(out, SUPERSEDED, str(status.get("key") or ""), str(status.get("name")),
                    "a new key, or force_run, reuses this output path", keep=lambda n: n.startswith(LEASE_PREFIX))
         return
-    names = [n for n in storage.list_names(out) if not n.startswith(LEASE_PREFIX)]
     if keep_partial:
         return
+    names = [n for n in (storage.list_names(out) if listing is None else listing) if not n.startswith(LEASE_PREFIX)]
     for name in names:
-        if name != STATUS_FILE and not name.startswith(f"{STATUS_FILE}.tmp-"):
+        if name != STATUS_FILE and not _is_status_temp(name):
             storage.remove_tree(f"{out}/{name}")
 
 
-def _info(step: PlannedStep, deps: list[PlannedStep], prefix: str, started: float, ended: float) -> dict[str, Any]:
+def _is_status_temp(name: str) -> bool:
+    return name.startswith(f"{STATUS_FILE}.tmp-")
+
+
+_PROVENANCE = "provenance"
+
+
+def _info(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, started: float,
+          ended: float) -> dict[str, Any]:
     spec = step.spec
+    memo = settings.memo
+    if _PROVENANCE not in memo:  # the same for every step of the run: computed once
+        memo[_PROVENANCE] = run_provenance()
+    fn = spec.fn.func if isinstance(spec.fn, functools.partial) else spec.fn
+    module = getattr(fn, "__module__", None)
+    git = memo.get(("git", module))
+    if git is None:
+        git = memo[("git", module)] = git_state(spec.fn)
     return {
         "name": spec.name,
         "key": step.key,
@@ -401,10 +438,10 @@ def _info(step: PlannedStep, deps: list[PlannedStep], prefix: str, started: floa
         "code_fingerprint": step.record["code"].get("fingerprint"),
         "deps": [{"name": d.name, "key": d.key, "path": d.output_path} for d in deps],
         "fn": fn_reference(spec.fn),
-        "git": git_state(spec.fn),
+        "git": git,
         "environment": environment(),
         "output_path": step.output_path,
-        "prefix": prefix,
+        "prefix": settings.prefix,
         "start_time": started,
         "end_time": ended,
         "duration_s": round(ended - started, 6),

@@ -22,13 +22,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
 
+from marin.execution import storage
+from marin.execution.artifact import environment
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
 from marin.execution.lazy import LazyStep, lower
@@ -63,7 +64,8 @@ class StepRunner:
     """Runs StepSpecs (or lazy handles) under a prefix: plans, skips cached steps, executes the rest.
 
     `prefix`: where outputs live (else $MARIN_PREFIX, else ./marin-outputs). `max_concurrent`: how
-    many steps run at once (default: the CPU count). `cluster`: where steps run (default: the one
+    many steps' functions run at once (default: the CPU count; on an object store up to 32 steps
+    are driven at once, so that their storage round trips overlap). `cluster`: where steps run (default: the one
     $MARIN_CLUSTER names, else a fray LocalCluster, steps in warm worker processes; see docs/clusters.md).
     `lease_timeout`: seconds without a heartbeat after which another runner may take a step over.
     `progress`: print the plan and one line per step to stderr (and, on the default LocalCluster, each
@@ -141,7 +143,7 @@ class _Run:
         pending = [i for i, s in enumerate(steps) if s.state != CACHED]
         if self.runner.progress:
             if pending:
-                self.plan.print()
+                self.plan.print(max_rows=_PLAN_ROWS)  # the whole plan: `marin plan` / dry_run
             else:
                 print(self.plan.summary(), file=sys.stderr)
         if not pending:
@@ -168,15 +170,23 @@ class _Run:
         cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
                                                           echo=self.runner.progress)
         heartbeat = Heartbeat(self.runner.heartbeat_interval, self.runner.lease_timeout)
+        # On an object store each step spends most of its time on round trips (lease, status, records):
+        # more steps are driven at once, and a semaphore keeps `max_concurrent` functions running.
+        max_concurrent = self.runner.max_concurrent
+        max_drivers = max_concurrent if storage.is_local(self.plan.prefix) else max(max_concurrent, REMOTE_DRIVERS)
+        slots = threading.BoundedSemaphore(max_concurrent) if max_drivers > max_concurrent else None
         interrupt = Interrupt(cluster)
         settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
-                                     self.force_run_failed, self.started, self._on_wait, interrupt)
+                                     self.force_run_failed, self.started, self._on_wait, interrupt, slots)
+        # `.executor_info` records the installed distributions: read them (once per process, ~0.5 s)
+        # while the first steps run rather than when the first one finishes.
+        threading.Thread(target=environment, name="marin-environment", daemon=True).start()
         in_flight = 0
-        drivers = ThreadPoolExecutor(max_workers=self.runner.max_concurrent, thread_name_prefix="marin-driver")
+        drivers = _Drivers(max_drivers, self._drive)
         restore = _install_signal_handlers(done_events, interrupt)
         try:
             while ready or in_flight:
-                while ready and in_flight < self.runner.max_concurrent:
+                while ready and in_flight < max_drivers:
                     i = ready.pop()
                     if steps[i].state == BLOCKED:
                         self._block(i, steps[i].reason, children, waiting_on)
@@ -184,7 +194,7 @@ class _Run:
                     in_flight += 1
                     dep_steps = [steps[d] for d in steps[i].deps]
                     dep_paths = {d.name: d.output_path for d in dep_steps}
-                    drivers.submit(self._drive, i, dep_paths, dep_steps, settings, done_events)
+                    drivers.submit((i, dep_paths, dep_steps, settings, done_events))
                 if not in_flight:
                     continue
                 i, outcome = done_events.get()  # wakes exactly when a step finishes (or a signal arrives)
@@ -201,7 +211,7 @@ class _Run:
                         ready.append(c)
         finally:
             # After an interrupt a step that cannot be stopped (a ThreadCluster's) is not waited for.
-            drivers.shutdown(wait=not interrupt.is_set, cancel_futures=interrupt.is_set)
+            drivers.shutdown(wait=not interrupt.is_set)
             heartbeat.stop()
             if not interrupt.is_set:
                 restore()  # after an interrupt the handler stays: a second signal exits at once
@@ -279,6 +289,52 @@ class _Run:
             self.result.outcomes[step.output_path] = BLOCKED
             self.progress.step_done("blocked", step.name, detail="a dependency of it failed")
             stack.extend(children.get(c, ()))
+
+
+REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_schedule`)
+_PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000 rows a second
+class _Drivers:
+    """Up to `size` threads that each drive one step at a time, fed by a queue.
+
+    A step is handed over with one `SimpleQueue.put` (a thread pool's `submit` allocates a Future
+    and its Condition per step: a quarter of a millisecond of a 10,000-step run's critical path).
+    Threads start as steps need them. After `shutdown(wait=False)` (an interrupt) the steps still
+    queued are dropped and running ones are not waited for.
+    """
+
+    def __init__(self, size: int, drive: Any):
+        self._size = size
+        self._drive = drive
+        self._work: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._dropping = False
+
+    def submit(self, item: tuple) -> None:
+        with self._lock:
+            start = self._idle == 0 and len(self._threads) < self._size
+            self._idle -= 0 if start else 1
+        if start:
+            thread = threading.Thread(target=self._loop, name=f"marin-driver_{len(self._threads)}")
+            self._threads.append(thread)
+            thread.start()
+        self._work.put(item)
+
+    def _loop(self) -> None:
+        while (item := self._work.get()) is not None:
+            if not self._dropping:
+                self._drive(*item)
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, wait: bool) -> None:
+        self._dropping = not wait
+        for _ in self._threads:
+            self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
 
 
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded

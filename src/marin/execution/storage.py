@@ -139,6 +139,33 @@ def write_bytes(path: str, data: bytes) -> None:
     fs.pipe_file(p, data)
 
 
+_pool = None
+
+
+def overlapped(fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """`[fn(x) for x in items]`, the calls made at once (up to 64 in flight) when they go to an object
+    store: each is a round trip, and waiting for them one after another adds their latencies."""
+    global _pool
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _fs_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="marin-storage")
+    return list(_pool.map(fn, items))
+
+
+def write_many(items: list[tuple[str, bytes]]) -> None:
+    """`write_bytes` of each (path, data): one after another locally, at once on other stores."""
+    if all(is_local(path) for path, _ in items):
+        for path, data in items:
+            write_bytes(path, data)
+        return
+    overlapped(lambda item: write_bytes(*item), items)
+
+
 def append_bytes(path: str, data: bytes) -> None:
     """Append `data` to the file at `path`, creating it if needed (read-modify-write off local disk)."""
     if is_local(path):
