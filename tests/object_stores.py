@@ -45,7 +45,7 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
             return  # it answers
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
+                raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no server at {url} after {timeout} s")
             time.sleep(0.1)
@@ -67,7 +67,7 @@ def s3_server(bucket: str = "marin-test") -> Iterator[Server]:
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # a log per request: never a pipe
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_http(f"{url}/moto-api/", proc)
@@ -89,7 +89,7 @@ def gcs_server(bucket: str = "marin-test") -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory",
                              "-host", "127.0.0.1", "-port", str(port), "-external-url", url, "-log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_http(f"{url}/storage/v1/b", proc)
         request = urllib.request.Request(f"{url}/storage/v1/b?project=test", method="POST",

@@ -368,7 +368,10 @@ def find_dirs_with(root: str, wanted: Callable[[str], bool]) -> Iterator[tuple[s
     except FileNotFoundError:
         return
     by_dir: dict[str, list[str]] = {}
+    base = p.rstrip("/") + "/"
     for full in found:
+        if not full.startswith(base):
+            continue  # `root` is a file itself (S3 and GCS find it by name), or a sibling sharing its prefix
         directory, _, name = full.rpartition("/")
         by_dir.setdefault(directory, []).append(name)
     for directory, names in sorted(by_dir.items()):
