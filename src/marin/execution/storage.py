@@ -317,7 +317,14 @@ def move(src: str, dst: str) -> None:
         return
     fs, p = fs_and_path(src)
     _, q = fs_and_path(dst)
-    fs.mv(p, q, recursive=True)
+    files = [rel for rel, _ in walk_files(src)]
+    if not files:
+        fs.mv(p, q)  # a single object
+        return
+    # Copy the objects by name, then delete: fsspec's recursive mv also tries to copy the folder itself,
+    # which S3 has no object for.
+    fs.copy([f"{p}/{rel}" for rel in files], [f"{q}/{rel}" for rel in files])
+    fs.rm(p, recursive=True)
 
 
 def walk_files(path: str) -> Iterator[tuple[str, int]]:
