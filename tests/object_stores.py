@@ -121,3 +121,24 @@ def environment(env: dict[str, str]) -> Iterator[None]:
             else:
                 os.environ[k] = v
         storage._fs_cache.clear()
+
+
+def conditional_create_missing(root: str) -> str | None:
+    """Why the store at `root` cannot be trusted with exclusive creates (its server ignores the
+    precondition: a second conditional PUT overwrote the first), or None when it refuses as a real store does."""
+    import uuid
+
+    from marin.execution import storage
+
+    if storage.is_local(root):
+        return None
+    fs, p = storage.fs_and_path(storage.join(root, f"probe-{uuid.uuid4().hex[:8]}"))
+    fs.pipe_file(p, b"first", mode="create")
+    try:
+        fs.pipe_file(p, b"second", mode="create")
+    except FileExistsError:
+        return None
+    finally:
+        fs.rm_file(p)
+    precondition = storage.CONDITIONAL_CREATE[root.split("://", 1)[0]]
+    return f"this server ignores {precondition} on create (a real store refuses it with 412)"

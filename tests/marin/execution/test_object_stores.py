@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from marin.execution import storage
-from object_stores import environment, gcs_server, s3_server
+from object_stores import conditional_create_missing, environment, gcs_server, s3_server
 
 STORES = ["local", "s3", "gs"]
 
@@ -69,6 +69,12 @@ def store(request, tmp_path_factory):
     server_of = {"s3": s3_server, "gs": gcs_server}[request.param]
     with server_of() as server, environment(server.env):
         yield f"{server.scheme}://{server.bucket}"
+
+
+def _needs_conditional_create(root):
+    """Skip, saying why, where the server lacks the precondition that exactly-once rests on."""
+    if missing := conditional_create_missing(root):
+        pytest.skip(missing)
 
 
 @pytest.fixture
@@ -128,7 +134,8 @@ def test_run_then_rerun_is_fully_cached(dag):
     assert len(executions()) == 4  # the rerun ran nothing
 
 
-def test_two_runner_processes_race_and_run_each_step_exactly_once(dag):
+def test_two_runner_processes_race_and_run_each_step_exactly_once(dag, store):
+    _needs_conditional_create(store)
     start, executions, _, output = dag
     env = {"LAYERS": 3, "WIDTH": 4, "STEP_S": 0.05}
     first, second = start(**env), start(**env)
@@ -157,6 +164,7 @@ def test_kill_9_of_a_runner_then_a_new_runner_takes_the_step_over(dag):
 
 
 def test_exclusive_create_under_a_race_has_one_winner_and_whole_bytes(store):
+    _needs_conditional_create(store)
     path = storage.join(store, f"race-{uuid.uuid4().hex[:8]}", "lease")
     storage.makedirs(storage.parent(path))
     wins, barrier = [], threading.Barrier(8)
@@ -214,6 +222,7 @@ def test_marin_status_info_and_gc_on_the_store(dag):
 def test_exclusive_create_is_the_stores_precondition_not_a_check_then_write(store, monkeypatch):
     if storage.is_local(store):
         pytest.skip("local disk uses a hard link, covered in test_leases.py")
+    _needs_conditional_create(store)
     path = storage.join(store, f"precondition-{uuid.uuid4().hex[:8]}", "lease")
     fs, _ = storage.fs_and_path(path)
 
