@@ -40,7 +40,9 @@ def fs_and_path(path: str) -> tuple[Any, str]:
     if cached is None:
         import fsspec.core  # lazy: 60 ms that a local run never pays
 
-        fs, _ = fsspec.core.url_to_fs(path)
+        # Object stores' listing caches never expire: another process's lease or status would stay unseen.
+        options = {"use_listings_cache": False} if protocol in CONDITIONAL_CREATE else {}
+        fs, _ = fsspec.core.url_to_fs(path, **options)
         with _fs_lock:
             _fs_cache[protocol] = (fs, protocol)
     else:
@@ -201,31 +203,49 @@ def write_atomic(path: str, data: bytes) -> None:
     fs.pipe_file(p, data)
 
 
+# Stores whose own precondition makes `pipe_file(..., mode="create")` one conditional PUT that the
+# server refuses when the object exists (gcsfs: `ifGenerationMatch=0`; s3fs: `If-None-Match: *`,
+# which AWS S3 honours since 2024-08). fsspec's default "create" is check-then-write: never used.
+CONDITIONAL_CREATE = {"gs": "ifGenerationMatch=0", "gcs": "ifGenerationMatch=0",
+                      "s3": "If-None-Match: *", "s3a": "If-None-Match: *"}
+_memory_create_lock = threading.Lock()
+
+
 def create_exclusive(path: str, data: bytes) -> bool:
     """Create `path` holding `data` only if nothing is there; True when this call created it.
 
     Locally the bytes go to a temporary file that is then hard-linked to `path` (the link fails when
     `path` exists), so the file appears whole or not at all; a link that NFS replays (EEXIST, yet our
     temporary file has two links) counts as created, and only a filesystem without hard links
-    (EPERM, ENOTSUP, ENOSYS) falls back to an `O_EXCL` create then a write. On other stores it is fsspec's exclusive mode `"xb"`, which
-    gcsfs implements with `ifGenerationMatch=0` and s3fs with `If-None-Match: *` (both conditional
-    creates), and memory:// under its lock. A store without "xb" falls back to check-then-write,
-    which is not atomic; the runner's verify step after acquiring narrows but cannot close that gap.
+    (EPERM, ENOTSUP, ENOSYS) falls back to an `O_EXCL` create then a write. On GCS and S3 it is one
+    PUT carrying the store's precondition (`CONDITIONAL_CREATE`); a refusal whose object holds our own
+    bytes is a retried PUT that had succeeded (callers' `data` is unique, e.g. a lease token), so it
+    counts as created. memory:// (one process) creates under a lock. Any other protocol must support
+    fsspec's exclusive open mode "xb"; without it this raises rather than check-then-write.
     """
     if is_local(path):
         return _create_exclusive_local(_local(path), data)
     fs, p = fs_and_path(path)
+    protocol = path.split("://", 1)[0]
+    if protocol == "memory":
+        with _memory_create_lock:
+            if fs.exists(p):
+                return False
+            fs.pipe_file(p, data)
+            return True
     try:
-        with fs.open(p, "xb") as f:
-            f.write(data)
+        if protocol in CONDITIONAL_CREATE:
+            fs.pipe_file(p, data, mode="create")
+        else:
+            with fs.open(p, "xb") as f:
+                f.write(data)
         return True
     except FileExistsError:
-        return False
-    except (ValueError, NotImplementedError):
-        if fs.exists(p):
-            return False
-        fs.pipe_file(p, data)
-        return True
+        return read_bytes(path) == data
+    except (ValueError, NotImplementedError) as e:
+        raise NotImplementedError(
+            f"{protocol}:// offers no exclusive create (fsspec mode 'xb'), which leases need to run each step "
+            f"once; use a local path, gs:// or s3:// as MARIN_PREFIX (creating {path})") from e
 
 
 # Filesystems without hard links answer link() with these; only then is the non-atomic create used.
@@ -324,7 +344,14 @@ def move(src: str, dst: str) -> None:
         return
     fs, p = fs_and_path(src)
     _, q = fs_and_path(dst)
-    fs.mv(p, q, recursive=True)
+    files = [rel for rel, _ in walk_files(src)]
+    if not files:
+        fs.mv(p, q)  # a single object
+        return
+    # Copy the objects by name, then delete: fsspec's recursive mv also tries to copy the folder itself,
+    # which S3 has no object for.
+    fs.copy([f"{p}/{rel}" for rel in files], [f"{q}/{rel}" for rel in files])
+    fs.rm(p, recursive=True)
 
 
 def walk_files(path: str) -> Iterator[tuple[str, int]]:
@@ -375,7 +402,10 @@ def find_dirs_with(root: str, wanted: Callable[[str], bool]) -> Iterator[tuple[s
     except FileNotFoundError:
         return
     by_dir: dict[str, list[str]] = {}
+    base = p.rstrip("/") + "/"
     for full in found:
+        if not full.startswith(base):
+            continue  # `root` is a file itself (S3 and GCS find it by name), or a sibling sharing its prefix
         directory, _, name = full.rpartition("/")
         by_dir.setdefault(directory, []).append(name)
     for directory, names in sorted(by_dir.items()):

