@@ -127,6 +127,9 @@ class LocalRayCluster:
     def processes(self) -> list[psutil.Process]:
         """Every process of this cluster: its daemons (named by temp dir or address) and their children."""
         marks = [m for m in (self.temp_dir, self.address) if m]
+        if self.address:
+            # Ray's client-server proxy names the head by the node's own IP, not by 127.0.0.1.
+            marks.append(f":{self.address.rsplit(':', 1)[1]} ")
         found: dict[int, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):
             try:
