@@ -111,7 +111,7 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
-    storage._fs_cache.clear()
+    _forget_filesystems()
     try:
         yield
     finally:
@@ -120,7 +120,19 @@ def environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        storage._fs_cache.clear()
+        _forget_filesystems()
+
+
+def _forget_filesystems() -> None:
+    """Drop marin's and fsspec's cached filesystems: fsspec keys its instances by their arguments, not by
+    the environment, so a client made for an earlier (stopped) server would otherwise be reused."""
+    import fsspec
+
+    from marin.execution import storage
+
+    storage._fs_cache.clear()
+    for protocol in ("s3", "gs"):
+        fsspec.get_filesystem_class(protocol).clear_instance_cache()
 
 
 def conditional_create_missing(root: str) -> str | None:

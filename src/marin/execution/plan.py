@@ -37,7 +37,7 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.status import FAILED, RUNNING, SUCCESS, LeaseInfo, current_holder, read_status
+from marin.execution.status import FAILED, RUNNING, STATUS_FILE, SUCCESS, LeaseInfo, current_holder, read_status
 from marin.execution.step_spec import StepSpec
 
 CACHED = "cached"
@@ -394,6 +394,14 @@ def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[s
         own = step.status is not None and step.status.get("name") == step.name
         other = step.status.get("name", "?") if step.status is not None and not own else None
         foreign = [] if own or step.folder_absent else foreign_entries(step.output_path)
+        if STATUS_FILE in foreign:  # another runner wrote the status after ours was read: read it again
+            try:
+                step.status = read_status(step.output_path, strict=True)
+            except UnreadableRecordError:
+                step.status = None
+            own = step.status is not None and step.status.get("name") == step.name
+            other = step.status.get("name", "?") if step.status is not None and not own else None
+            foreign = [] if own else foreign
         if foreign and (other is not None or not step.spec.adopt):
             detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
             step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
