@@ -88,9 +88,16 @@ def shots(tmp_path):
 
 
 def _wait(predicate, timeout: float = 30.0, what: str = "condition"):
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        value = predicate()
+        try:
+            value = predicate()
+        except StaleElementReferenceException:
+            # htmx swaps a running step's log (outerHTML) every second; an element found just
+            # before a swap goes stale, so look it up again on the next poll.
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:
@@ -161,11 +168,11 @@ def test_running_step_log_updates_live(pipeline, server, browser, shots):
         browser.get(server + "/?state=RUNNING")
         _wait(lambda: (browser.refresh() or True) and len(_rows(browser)) == 1, what="the RUNNING step to appear")
         _rows(browser)[0].find_element(By.CSS_SELECTOR, "a.name").click()
-        _wait(lambda: "tick" in browser.find_element(By.ID, "log").text, what="the first log lines")
-        first = browser.find_element(By.ID, "log").text
+        first = _wait(lambda: "tick" in (text := browser.find_element(By.ID, "log").text) and text,
+                      what="the first log lines")
         _wait(lambda: browser.find_element(By.ID, "log").text.count("tick") > first.count("tick") + 2,
               what="the log to grow without a reload")
-        assert browser.find_element(By.ID, "log").get_attribute("data-running") == "yes"
+        assert _wait(lambda: browser.find_element(By.ID, "log").get_attribute("data-running")) == "yes"
         shots(browser, "running")
         _no_console_errors(browser)
     finally:
