@@ -49,7 +49,8 @@ OURS = textwrap.dedent("""
     z = ZephyrConfig(backend="sync", quiet=True)
     t = time.perf_counter()
     if task == "gopher":
-        run_document_step(DocumentStepConfig("filter_quality", (path,), FilterQuality((GopherQuality(),)), zephyr=z), out)
+        run_document_step(DocumentStepConfig("filter_quality", (path,),
+                          FilterQuality((GopherQuality(),)), zephyr=z), out)
     else:
         run_dedup_step(DedupConfig("fuzzy", (path,), threshold=0.8, num_perm=128, ngram=5, zephyr=z), out)
     print(json.dumps({"seconds": time.perf_counter() - t}))

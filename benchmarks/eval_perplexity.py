@@ -4,7 +4,8 @@
 A byte-level BPE (1,024 ids) is trained on embedded-corpus stories and a randomly initialised Llama
 (4 layers, width 128, 256-token context) is saved as a Hugging Face export; 96 held-out stories,
 joined in pairs so that most documents span several windows, are scored by both. Prints one JSON
-object: tokens/s of each (best of 3 alternating rounds after a warm-up), the speed ratio, and both bits-per-byte values with their difference.
+object: tokens/s of each (best of 3 alternating rounds after a warm-up), the speed ratio, and both
+bits-per-byte values with their difference.
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ def build_export(folder: str) -> None:
     train_byte_level_bpe(stories(0, 2000), 1024, folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     LlamaForCausalLM(config).save_pretrained(folder)
 
 
@@ -64,12 +73,19 @@ def main() -> None:
         loaded = load_hf_model(folder)
         docs = [EvalDocument("stories", "stories", len(t.encode("utf-8")), text=t) for t in texts]
 
-        harness = HFLM(pretrained=folder, device="cpu", dtype="float32", batch_size=BATCH_SIZE,
-                       prefix_token_id=prefix_token_id(loaded.tokenizer))
+        harness = HFLM(
+            pretrained=folder,
+            device="cpu",
+            dtype="float32",
+            batch_size=BATCH_SIZE,
+            prefix_token_id=prefix_token_id(loaded.tokenizer),
+        )
         requests = [Instance("loglikelihood_rolling", {}, (t,), i) for i, t in enumerate(texts)]
 
         def run_ours():
-            return summarize(score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, BATCH_SIZE))
+            return summarize(
+                score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, BATCH_SIZE)
+            )
 
         def run_harness():
             return harness.loglikelihood_rolling(requests, disable_tqdm=True)
@@ -83,21 +99,25 @@ def main() -> None:
 
     tokens = ours["micro"]["tokens"]
     harness_bpb = -sum(loglikelihoods) / math.log(2) / num_bytes
-    print(json.dumps({
-        "benchmark": "eval_perplexity",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "goal": None,  # none filed yet: the figures are the speed ratio and the bpb agreement
-        "meets_goal": None,
-        "documents": len(texts),
-        "tokens": tokens,
-        "context": loaded.max_length,
-        "ours_tokens_per_s": round(tokens / ours_s, 1),
-        "harness_tokens_per_s": round(tokens / harness_s, 1),
-        "speed_ratio_ours_over_harness": round(harness_s / ours_s, 3),
-        "ours_bpb": ours["micro"]["bpb"],
-        "harness_bpb": harness_bpb,
-        "bpb_abs_diff": abs(ours["micro"]["bpb"] - harness_bpb),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "eval_perplexity",
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "goal": None,  # none filed yet: the figures are the speed ratio and the bpb agreement
+                "meets_goal": None,
+                "documents": len(texts),
+                "tokens": tokens,
+                "context": loaded.max_length,
+                "ours_tokens_per_s": round(tokens / ours_s, 1),
+                "harness_tokens_per_s": round(tokens / harness_s, 1),
+                "speed_ratio_ours_over_harness": round(harness_s / ours_s, 3),
+                "ours_bpb": ours["micro"]["bpb"],
+                "harness_bpb": harness_bpb,
+                "bpb_abs_diff": abs(ours["micro"]["bpb"] - harness_bpb),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,22 +47,26 @@ def main() -> None:
     load_before = load_average()
     best = best_of_fresh(__file__, ["local", "thread", "loop"], args.repeats, "--steps", str(args.steps))
     local, thread, loop = best["local"], best["thread"], best["loop"]
-    print(json.dumps({
-        "benchmark": "execution_chain",
-        "steps": args.steps,
-        "fresh_interpreter_per_run": True,
-        "step_functions": "factory-made closures",
-        "repeats_best_of": args.repeats,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "cold_chain_local_cluster_s": round(local, 4),
-        "per_step_ms_local_cluster": round(local / args.steps * 1e3, 2),
-        "cold_chain_thread_cluster_s": round(thread, 4),
-        "plain_loop_s": round(loop, 6),
-        "ratio_local_vs_plain_loop": round(local / loop, 1),
-        "goal_s": GOAL_S,
-        "meets_goal": local <= GOAL_S,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "execution_chain",
+                "steps": args.steps,
+                "fresh_interpreter_per_run": True,
+                "step_functions": "factory-made closures",
+                "repeats_best_of": args.repeats,
+                "load_average_before": load_before,
+                "load_average_after": load_average(),
+                "cold_chain_local_cluster_s": round(local, 4),
+                "per_step_ms_local_cluster": round(local / args.steps * 1e3, 2),
+                "cold_chain_thread_cluster_s": round(thread, 4),
+                "plain_loop_s": round(loop, 6),
+                "ratio_local_vs_plain_loop": round(local / loop, 1),
+                "goal_s": GOAL_S,
+                "meets_goal": local <= GOAL_S,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -34,22 +34,30 @@ def main() -> None:
         imports.append(float(seconds))
         heavy |= set(eval(modules))  # noqa: S307 - our own probe's printed list
     bare = statistics.median(
-        float(fresh("import subprocess, sys, time; t = time.perf_counter(); "
-                    "subprocess.run([sys.executable, '-c', 'pass']); print(time.perf_counter() - t)"))
+        float(
+            fresh(
+                "import subprocess, sys, time; t = time.perf_counter(); "
+                "subprocess.run([sys.executable, '-c', 'pass']); print(time.perf_counter() - t)"
+            )
+        )
         for _ in range(3)
     )
     median = statistics.median(imports)
-    print(json.dumps({
-        "benchmark": "execution_import",
-        "import_step_runner_s": round(median, 4),
-        "import_step_runner_min_s": round(min(imports), 4),
-        "interpreter_start_s": round(bare, 4),
-        "ratio_vs_interpreter_start": round(median / bare, 2),
-        "heavy_modules_loaded": sorted(heavy),
-        "load_average": load_average(),
-        "goal_s": GOAL_S,
-        "meets_goal": median <= GOAL_S and not heavy,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "execution_import",
+                "import_step_runner_s": round(median, 4),
+                "import_step_runner_min_s": round(min(imports), 4),
+                "interpreter_start_s": round(bare, 4),
+                "ratio_vs_interpreter_start": round(median / bare, 2),
+                "heavy_modules_loaded": sorted(heavy),
+                "load_average": load_average(),
+                "goal_s": GOAL_S,
+                "meets_goal": median <= GOAL_S and not heavy,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

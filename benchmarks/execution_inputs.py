@@ -24,7 +24,7 @@ import time
 
 GOAL_MS = 5.0
 
-CHILD = '''
+CHILD = """
 import glob, json, os, sys, time
 
 from marin.execution.step_runner import StepRunner
@@ -67,7 +67,7 @@ for _ in range(20):
     stats.append(time.perf_counter() - t)
 print(json.dumps({"first_plan_s": first, "best_plan_s": best, "plan_without_inputs_s": best_without,
                   "stat_baseline_s": min(stats), "files": len(files)}))
-'''
+"""
 
 
 def main() -> None:
@@ -82,31 +82,38 @@ def main() -> None:
         for i in range(args.files):
             with open(os.path.join(data, f"part-{i:05d}.jsonl"), "wb") as f:
                 f.write(line * 36)
-        time.sleep(0.3)  # files written just now are re-hashed on each plan until they age past the racy window
+        time.sleep(
+            0.3
+        )  # files written just now are re-hashed on each plan until they age past the racy window
         script = os.path.join(root, "child.py")
         with open(script, "w") as f:
             f.write(CHILD)
         prefix = os.path.join(root, "prefix")
         subprocess.run([sys.executable, script, data, prefix, "setup"], check=True, stdout=subprocess.DEVNULL)
-        out = subprocess.run([sys.executable, script, data, prefix, "measure"], check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, script, data, prefix, "measure"], check=True, capture_output=True, text=True
+        ).stdout
         figures = json.loads(out.strip().splitlines()[-1])
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ms = {k: v * 1e3 for k, v in figures.items() if k.endswith("_s")}
-    print(json.dumps({
-        "benchmark": "execution_inputs",
-        "files": figures["files"],
-        "first_plan_in_fresh_process_ms": round(ms["first_plan_s"], 2),
-        "plan_cached_step_ms": round(ms["best_plan_s"], 2),
-        "plan_same_step_without_inputs_ms": round(ms["plan_without_inputs_s"], 2),
-        "baseline_os_stat_ms": round(ms["stat_baseline_s"], 2),
-        "ratio_vs_os_stat": round(ms["best_plan_s"] / ms["stat_baseline_s"], 2),
-        "goal_ms": GOAL_MS,
-        "goal_met": ms["best_plan_s"] <= GOAL_MS,
-        "first_plan_goal_met": ms["first_plan_s"] <= GOAL_MS,
-        "loadavg": open("/proc/loadavg").read().split()[:3],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "execution_inputs",
+                "files": figures["files"],
+                "first_plan_in_fresh_process_ms": round(ms["first_plan_s"], 2),
+                "plan_cached_step_ms": round(ms["best_plan_s"], 2),
+                "plan_same_step_without_inputs_ms": round(ms["plan_without_inputs_s"], 2),
+                "baseline_os_stat_ms": round(ms["stat_baseline_s"], 2),
+                "ratio_vs_os_stat": round(ms["best_plan_s"] / ms["stat_baseline_s"], 2),
+                "goal_ms": GOAL_MS,
+                "goal_met": ms["best_plan_s"] <= GOAL_MS,
+                "first_plan_goal_met": ms["first_plan_s"] <= GOAL_MS,
+                "loadavg": open("/proc/loadavg").read().split()[:3],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

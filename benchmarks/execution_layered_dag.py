@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-DAG = '''
+DAG = """
 import os
 import sys
 import time
@@ -59,7 +59,7 @@ for d in range(LAYERS):
     previous = layer
 
 StepRunner().run(previous)
-'''
+"""
 
 CACHED_GOAL_S = 0.3
 COLD_GOAL_S = 10.0
@@ -83,8 +83,10 @@ def main() -> None:
         with open(script, "w") as f:
             f.write(DAG)
         env = dict(os.environ)
-        baseline = min(_timed([sys.executable, "-c", "import marin.execution.step_runner"], env, root)
-                       for _ in range(max(3, args.repeats)))
+        baseline = min(
+            _timed([sys.executable, "-c", "import marin.execution.step_runner"], env, root)
+            for _ in range(max(3, args.repeats))
+        )
         colds, cacheds = [], []
         for i in range(args.repeats):
             prefix = os.path.join(root, f"prefix{i}")
@@ -103,23 +105,27 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     cold, cached_raw = min(colds), min(cacheds)
     cached = cached_raw - baseline
-    print(json.dumps({
-        "benchmark": "execution_layered_dag",
-        "steps": args.layers * args.width,
-        "cluster": "default (LocalCluster)",
-        "repeats": args.repeats,
-        "import_baseline_s": round(baseline, 3),
-        "cold_s": round(cold, 3),
-        "cached_minus_import_s": round(cached, 3),
-        "cached_raw_s": round(cached_raw, 3),
-        "cold_ratio_vs_import": round(cold / baseline, 1),
-        "cached_raw_ratio_vs_import": round(cached_raw / baseline, 2),
-        "goal_cached_s": CACHED_GOAL_S,
-        "goal_cold_s": COLD_GOAL_S,
-        "cached_goal_met": cached <= CACHED_GOAL_S,
-        "cold_goal_met": cold <= COLD_GOAL_S,
-        "loadavg": open("/proc/loadavg").read().split()[:3],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "execution_layered_dag",
+                "steps": args.layers * args.width,
+                "cluster": "default (LocalCluster)",
+                "repeats": args.repeats,
+                "import_baseline_s": round(baseline, 3),
+                "cold_s": round(cold, 3),
+                "cached_minus_import_s": round(cached, 3),
+                "cached_raw_s": round(cached_raw, 3),
+                "cold_ratio_vs_import": round(cold / baseline, 1),
+                "cached_raw_ratio_vs_import": round(cached_raw / baseline, 2),
+                "goal_cached_s": CACHED_GOAL_S,
+                "goal_cold_s": COLD_GOAL_S,
+                "cached_goal_met": cached <= CACHED_GOAL_S,
+                "cold_goal_met": cold <= COLD_GOAL_S,
+                "loadavg": open("/proc/loadavg").read().split()[:3],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

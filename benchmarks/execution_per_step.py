@@ -45,22 +45,26 @@ def main() -> None:
     best = best_of_fresh(__file__, ["local", "thread", "loop"], args.repeats, "--steps", str(args.steps))
     n = args.steps
     local_us, thread_us, loop_us = (best[k] / n * 1e6 for k in ("local", "thread", "loop"))
-    print(json.dumps({
-        "benchmark": "execution_per_step",
-        "steps": n,
-        "fresh_interpreter_per_run": True,
-        "step_functions": "factory-made closures",
-        "repeats_best_of": args.repeats,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "local_cluster_s": round(best["local"], 3),
-        "local_cluster_us_per_step": round(local_us, 1),
-        "thread_cluster_us_per_step": round(thread_us, 1),
-        "plain_loop_us_per_step": round(loop_us, 1),
-        "ratio_local_vs_plain_loop": round(local_us / loop_us, 1),
-        "goal_us_per_step": GOAL_US,
-        "meets_goal": local_us <= GOAL_US,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "execution_per_step",
+                "steps": n,
+                "fresh_interpreter_per_run": True,
+                "step_functions": "factory-made closures",
+                "repeats_best_of": args.repeats,
+                "load_average_before": load_before,
+                "load_average_after": load_average(),
+                "local_cluster_s": round(best["local"], 3),
+                "local_cluster_us_per_step": round(local_us, 1),
+                "thread_cluster_us_per_step": round(thread_us, 1),
+                "plain_loop_us_per_step": round(loop_us, 1),
+                "ratio_local_vs_plain_loop": round(local_us / loop_us, 1),
+                "goal_us_per_step": GOAL_US,
+                "meets_goal": local_us <= GOAL_US,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

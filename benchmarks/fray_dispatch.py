@@ -127,28 +127,32 @@ def main() -> None:
         finally:
             shutil.rmtree(ray_root, ignore_errors=True)
     local_steps = figures(best["local-steps"], best["thread-steps"], n)
-    print(json.dumps({
-        "benchmark": "fray_dispatch",
-        "units": n,
-        "cpus": os.cpu_count(),
-        "fresh_interpreter_per_run": True,
-        "repeats_best_of": args.repeats,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "tasks": {
-            "in_thread_ms_per_unit": round(best["inline-tasks"] / n * 1e3, 6),
-            "local": figures(best["local-tasks"], best["inline-tasks"], n),
-            "ray": None if ray is None else figures(ray["seconds"], best["inline-tasks"], n),
-        },
-        "steps": {
-            "thread_cluster_ms_per_step": round(best["thread-steps"] / n * 1e3, 3),
-            "local": local_steps,
-            "ray": None if ray is None else figures(ray["steps_seconds"], best["thread-steps"], n),
-        },
-        "ray_start_s": None if ray is None else round(ray["ray_start_s"], 2),
-        "goal_local_step_overhead_ms": GOAL_STEP_OVERHEAD_MS,
-        "meets_goal": local_steps["overhead_ms_per_unit"] <= GOAL_STEP_OVERHEAD_MS,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "fray_dispatch",
+                "units": n,
+                "cpus": os.cpu_count(),
+                "fresh_interpreter_per_run": True,
+                "repeats_best_of": args.repeats,
+                "load_average_before": load_before,
+                "load_average_after": load_average(),
+                "tasks": {
+                    "in_thread_ms_per_unit": round(best["inline-tasks"] / n * 1e3, 6),
+                    "local": figures(best["local-tasks"], best["inline-tasks"], n),
+                    "ray": None if ray is None else figures(ray["seconds"], best["inline-tasks"], n),
+                },
+                "steps": {
+                    "thread_cluster_ms_per_step": round(best["thread-steps"] / n * 1e3, 3),
+                    "local": local_steps,
+                    "ray": None if ray is None else figures(ray["steps_seconds"], best["thread-steps"], n),
+                },
+                "ray_start_s": None if ray is None else round(ray["ray_start_s"], 2),
+                "goal_local_step_overhead_ms": GOAL_STEP_OVERHEAD_MS,
+                "meets_goal": local_steps["overhead_ms_per_unit"] <= GOAL_STEP_OVERHEAD_MS,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

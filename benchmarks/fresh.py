@@ -18,8 +18,13 @@ def load_average() -> list[float]:
 def fresh_json(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict:
     """Run `python script args...` in a new interpreter and parse the JSON object its last stdout line
     prints; a failure raises with the child's stderr."""
-    proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, script, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{script} {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -64,7 +69,11 @@ def run_steps_seconds(kind: str, prefix: str, targets: list) -> float:
     from fray.cluster import ThreadCluster
     from marin.execution.step_runner import StepRunner
 
-    runner = StepRunner(prefix=prefix) if kind == "local" else StepRunner(prefix=prefix, cluster=ThreadCluster(max_workers=4))
+    runner = (
+        StepRunner(prefix=prefix)
+        if kind == "local"
+        else StepRunner(prefix=prefix, cluster=ThreadCluster(max_workers=4))
+    )
     start = time.perf_counter()
     result = runner.run(targets)
     seconds = time.perf_counter() - start
@@ -91,6 +100,6 @@ def plain_loop_seconds(fns: list[Callable[[str], object]], root: str) -> float:
     for p in paths:
         os.makedirs(p)
     t = time.perf_counter()
-    for fn, p in zip(fns, paths):
+    for fn, p in zip(fns, paths, strict=False):
         fn(p)
     return time.perf_counter() - t

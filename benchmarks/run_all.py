@@ -46,12 +46,20 @@ def machine() -> dict:
     """What the figures were measured on."""
     model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         pass
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE
+        ).stdout.strip()
     except OSError:
         commit = ""
     return {
@@ -73,15 +81,24 @@ def run_one(name: str, args: list[str], timeout: float) -> dict:
         return {"skipped": "no GPU on this machine"}
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout,
-                              cwd=HERE.parent)
+        proc = subprocess.run(
+            [sys.executable, str(script), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=HERE.parent,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s", "args": args}
     seconds = round(time.perf_counter() - start, 1)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"error": f"exit code {proc.returncode}", "stderr_tail": proc.stderr[-2000:], "args": args,
-                "wall_s": seconds}
+        return {
+            "error": f"exit code {proc.returncode}",
+            "stderr_tail": proc.stderr[-2000:],
+            "args": args,
+            "wall_s": seconds,
+        }
     return {"args": args, "wall_s": seconds, "result": json.loads(lines[-1])}
 
 
@@ -97,7 +114,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes: check, do not quote")
     parser.add_argument("--out", default=str(HERE / "results" / "latest.json"))
-    parser.add_argument("--only", nargs="*", default=None, help="run only these benchmarks (names without .py)")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="run only these benchmarks (names without .py)"
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per benchmark")
     args = parser.parse_args()
     names = args.only or list(BENCHMARKS)

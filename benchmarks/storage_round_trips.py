@@ -41,9 +41,37 @@ COLD_GOAL_S = 60.0  # 1,000 cold trivial steps at 20 ms
 CACHED_CALLS_GOAL = 1.0
 COLD_CALLS_GOAL = 10.0
 
-_COUNTED = ("ls", "info", "exists", "isdir", "isfile", "cat_file", "cat", "pipe_file", "pipe", "open", "rm_file",
-            "rm", "find", "makedirs", "mkdir", "mv", "modified", "created", "get_file", "put_file", "du", "glob",
-            "walk", "touch", "copy", "size", "sizes", "lexists", "cp_file")
+_COUNTED = (
+    "ls",
+    "info",
+    "exists",
+    "isdir",
+    "isfile",
+    "cat_file",
+    "cat",
+    "pipe_file",
+    "pipe",
+    "open",
+    "rm_file",
+    "rm",
+    "find",
+    "makedirs",
+    "mkdir",
+    "mv",
+    "modified",
+    "created",
+    "get_file",
+    "put_file",
+    "du",
+    "glob",
+    "walk",
+    "touch",
+    "copy",
+    "size",
+    "sizes",
+    "lexists",
+    "cp_file",
+)
 
 
 def register():
@@ -73,7 +101,7 @@ def register():
 
         @classmethod
         def _strip_protocol(cls, path):
-            path = path[len("latency://"):] if path.startswith("latency://") else path
+            path = path[len("latency://") :] if path.startswith("latency://") else path
             return path.rstrip("/")
 
     def counted(name):
@@ -83,13 +111,18 @@ def register():
             depth = getattr(LatencyFileSystem.depth, "n", 0)
             if depth == 0:
                 thread = threading.current_thread()
-                who = "engine" if thread is threading.main_thread() or thread.name.startswith("marin-") else "cluster"
+                who = (
+                    "engine"
+                    if thread is threading.main_thread() or thread.name.startswith("marin-")
+                    else "cluster"
+                )
                 with LatencyFileSystem.lock:
                     LatencyFileSystem.calls[name] += 1
                     LatencyFileSystem.callers[who] += 1
                     LatencyFileSystem.in_flight += 1
-                    LatencyFileSystem.most_in_flight = max(LatencyFileSystem.most_in_flight,
-                                                           LatencyFileSystem.in_flight)
+                    LatencyFileSystem.most_in_flight = max(
+                        LatencyFileSystem.most_in_flight, LatencyFileSystem.in_flight
+                    )
                 try:
                     time.sleep(float(os.environ.get("LATENCY_S", "0")))
                 finally:
@@ -125,7 +158,6 @@ def child(kind: str, steps: int, prefix: str) -> None:
     """Run one case in this (fresh) interpreter and print its JSON."""
     register()
     from fray.cluster import ThreadCluster
-
     from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
 
@@ -144,8 +176,16 @@ def child(kind: str, steps: int, prefix: str) -> None:
     want = "cached" if kind == "cached" else "succeeded"
     assert outcomes == {want: steps}, outcomes
     calls = dict(fs.calls)
-    print(json.dumps({"seconds": seconds, "calls": sum(calls.values()), "by_method": calls,
-                      "by_caller": dict(fs.callers)}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "calls": sum(calls.values()),
+                "by_method": calls,
+                "by_caller": dict(fs.callers),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -179,32 +219,38 @@ def main() -> None:
     per_cold = cold["calls"] / args.cold_steps
     cached_goal = CACHED_GOAL_S * args.cached_steps / 10_000
     cold_goal = COLD_GOAL_S * args.cold_steps / 1_000
-    print(json.dumps({
-        "benchmark": "storage_round_trips",
-        "cluster": "default (LocalCluster)",
-        "latency_ms": args.latency_ms,
-        "cached_steps": args.cached_steps,
-        "cold_steps": args.cold_steps,
-        "calls_per_cached_step": round(per_cached, 3),
-        "calls_per_cold_step": round(per_cold, 3),
-        "engine_calls_per_cold_step": round(cold["by_caller"].get("engine", 0) / args.cold_steps, 3),
-        "cluster_calls_per_cold_step": round(cold["by_caller"].get("cluster", 0) / args.cold_steps, 3),
-        "cached_calls_by_method": cached["by_method"],
-        "cold_calls_by_method": cold["by_method"],
-        "cached_s": round(cached["seconds"], 3),
-        "cached_zero_latency_s": round(cached0["seconds"], 3),
-        "cached_ratio_vs_zero_latency": round(cached["seconds"] / cached0["seconds"], 2),
-        "cold_s": round(cold["seconds"], 3),
-        "cold_zero_latency_s": round(cold0["seconds"], 3),
-        "cold_ratio_vs_zero_latency": round(cold["seconds"] / cold0["seconds"], 2),
-        "goal_cached_s": cached_goal,
-        "goal_cold_s": cold_goal,
-        "load_average": load_average(),
-        "cached_goal_met": cached["seconds"] <= cached_goal,
-        "cold_goal_met": cold["seconds"] <= cold_goal,
-        "calls_per_cached_step_goal_met": per_cached <= CACHED_CALLS_GOAL,
-        "calls_per_cold_step_goal_met": per_cold <= COLD_CALLS_GOAL,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "storage_round_trips",
+                "cluster": "default (LocalCluster)",
+                "latency_ms": args.latency_ms,
+                "cached_steps": args.cached_steps,
+                "cold_steps": args.cold_steps,
+                "calls_per_cached_step": round(per_cached, 3),
+                "calls_per_cold_step": round(per_cold, 3),
+                "engine_calls_per_cold_step": round(cold["by_caller"].get("engine", 0) / args.cold_steps, 3),
+                "cluster_calls_per_cold_step": round(
+                    cold["by_caller"].get("cluster", 0) / args.cold_steps, 3
+                ),
+                "cached_calls_by_method": cached["by_method"],
+                "cold_calls_by_method": cold["by_method"],
+                "cached_s": round(cached["seconds"], 3),
+                "cached_zero_latency_s": round(cached0["seconds"], 3),
+                "cached_ratio_vs_zero_latency": round(cached["seconds"] / cached0["seconds"], 2),
+                "cold_s": round(cold["seconds"], 3),
+                "cold_zero_latency_s": round(cold0["seconds"], 3),
+                "cold_ratio_vs_zero_latency": round(cold["seconds"] / cold0["seconds"], 2),
+                "goal_cached_s": cached_goal,
+                "goal_cold_s": cold_goal,
+                "load_average": load_average(),
+                "cached_goal_met": cached["seconds"] <= cached_goal,
+                "cold_goal_met": cold["seconds"] <= cold_goal,
+                "calls_per_cached_step_goal_met": per_cached <= CACHED_CALLS_GOAL,
+                "calls_per_cold_step_goal_met": per_cold <= COLD_CALLS_GOAL,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

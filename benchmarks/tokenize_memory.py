@@ -3,7 +3,8 @@
 For each size (default 100 MB and 1 GB of text) JSONL files of --file-mb each are generated in a temp
 dir from embedded-corpus stories (each prefixed with its number, so no two documents are equal), then
 a fresh Python process runs the tokenize step on them with zephyr's processes backend, and reports
-its own peak RSS and the largest RSS any of its worker processes reached (sampled every 20 ms). The baseline, measured in the
+its own peak RSS and the largest RSS any of its worker processes reached (sampled every 20 ms). The
+baseline, measured in the
 same run, is a process that only imports marin and loads the tokenizer: the floor any tokenize run
 pays. Prints one JSON object with every size's peaks and the ratio of the largest size's peak to
 the smallest's (flat means ~1.0). Use --sizes 100,300 for a quicker run.
@@ -84,8 +85,11 @@ def generate(folder: str, size_mb: int, file_mb: int) -> int:
 
 
 def measure(mode: str, folder: str, tokenizer: str, out: str, workers: int) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, mode, folder, tokenizer, out, str(workers)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, folder, tokenizer, out, str(workers)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -112,23 +116,31 @@ def main() -> None:
             folder = os.path.join(work, f"text-{size}")
             text_bytes = generate(folder, size, args.file_mb)
             result = measure("run", folder, tokenizer, os.path.join(work, f"cache-{size}"), args.workers)
-            runs.append({"size_mb": size, "text_bytes": text_bytes, **{k: round(v, 1) for k, v in result.items()}})
+            runs.append(
+                {"size_mb": size, "text_bytes": text_bytes, **{k: round(v, 1) for k, v in result.items()}}
+            )
             shutil.rmtree(folder)
             shutil.rmtree(os.path.join(work, f"cache-{size}"))
         peak = lambda r: max(r["driver_peak_rss_mb"], r["worker_peak_rss_mb"])  # noqa: E731
-        print(json.dumps({
-            "benchmark": "tokenize_memory",
-            "backend": "processes",
-            "workers": args.workers,
-            "file_mb": args.file_mb,
-            "baseline_import_and_tokenizer_rss_mb": round(baseline["driver_peak_rss_mb"], 1),
-            "runs": runs,
-            "peak_ratio_largest_vs_smallest": round(peak(runs[-1]) / peak(runs[0]), 3),
-            "peak_over_baseline_mb": [round(peak(r) - baseline["driver_peak_rss_mb"], 1) for r in runs],
-            "goal": "flat: peak_ratio_largest_vs_smallest <= 1.1",
-            "meets_goal": peak(runs[-1]) / peak(runs[0]) <= 1.1,
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-        }))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "tokenize_memory",
+                    "backend": "processes",
+                    "workers": args.workers,
+                    "file_mb": args.file_mb,
+                    "baseline_import_and_tokenizer_rss_mb": round(baseline["driver_peak_rss_mb"], 1),
+                    "runs": runs,
+                    "peak_ratio_largest_vs_smallest": round(peak(runs[-1]) / peak(runs[0]), 3),
+                    "peak_over_baseline_mb": [
+                        round(peak(r) - baseline["driver_peak_rss_mb"], 1) for r in runs
+                    ],
+                    "goal": "flat: peak_ratio_largest_vs_smallest <= 1.1",
+                    "meets_goal": peak(runs[-1]) / peak(runs[0]) <= 1.1,
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                }
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

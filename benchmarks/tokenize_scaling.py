@@ -81,35 +81,45 @@ def main() -> None:
         os.makedirs(inputs)
         for f in range(args.files):
             with open(os.path.join(inputs, f"part-{f}.jsonl"), "wb") as out:
-                out.write(b"".join(orjson.dumps({"text": t}) + b"\n" for t in texts[f * per_file : (f + 1) * per_file]))
+                out.write(
+                    b"".join(
+                        orjson.dumps({"text": t}) + b"\n" for t in texts[f * per_file : (f + 1) * per_file]
+                    )
+                )
         tokenizer = os.path.join(work, "tokenizer")
         train_byte_level_bpe(texts[:5_000], 4096, tokenizer)
         best = {1: float("inf"), 2: float("inf")}
         tokens = {}
         for r in range(args.rounds):
             for workers in best:
-                seconds, tokens[workers] = fresh_run(inputs, tokenizer, workers, os.path.join(work, f"cache-{workers}-{r}"))
+                seconds, tokens[workers] = fresh_run(
+                    inputs, tokenizer, workers, os.path.join(work, f"cache-{workers}-{r}")
+                )
                 best[workers] = min(best[workers], seconds)
         assert tokens[1] == tokens[2], tokens
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratio = best[1] / best[2]
-    print(json.dumps({
-        "benchmark": "tokenize_scaling",
-        "documents": args.documents,
-        "files": args.files,
-        "tokens": tokens[1],
-        "cpu_count": os.cpu_count(),
-        "fresh_interpreter_per_run": True,
-        "rounds_best_of": args.rounds,
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "one_worker_tokens_per_s": round(tokens[1] / best[1]),
-        "two_workers_tokens_per_s": round(tokens[2] / best[2]),
-        "two_vs_one_worker": round(ratio, 3),
-        "goal": GOAL,
-        "meets_goal": ratio >= GOAL,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "tokenize_scaling",
+                "documents": args.documents,
+                "files": args.files,
+                "tokens": tokens[1],
+                "cpu_count": os.cpu_count(),
+                "fresh_interpreter_per_run": True,
+                "rounds_best_of": args.rounds,
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                "one_worker_tokens_per_s": round(tokens[1] / best[1]),
+                "two_workers_tokens_per_s": round(tokens[2] / best[2]),
+                "two_vs_one_worker": round(ratio, 3),
+                "goal": GOAL,
+                "meets_goal": ratio >= GOAL,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

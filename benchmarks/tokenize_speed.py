@@ -92,23 +92,27 @@ def main() -> None:
         ours_rate = (ours_tokens - len(texts)) / ours_best
         raw_rate = raw_tokens / raw_best
         fast_rate = raw_tokens / fast_best
-        print(json.dumps({
-            "benchmark": "tokenize_speed",
-            "documents": len(texts),
-            "text_mb": round(text_bytes / 1e6, 2),
-            "tokens": raw_tokens,
-            "vocab_size": tok.get_vocab_size(),
-            "cores": 1,
-            "ours_tokens_per_s_per_core": round(ours_rate),
-            "raw_encode_batch_tokens_per_s_per_core": round(raw_rate),
-            "raw_encode_batch_fast_tokens_per_s_per_core": round(fast_rate),
-            "ratio_vs_encode_batch": round(ours_rate / raw_rate, 3),
-            "ratio_vs_encode_batch_fast": round(ours_rate / fast_rate, 3),
-            "goal_ratio": 0.85,
-            "meets_goal": ours_rate / raw_rate >= 0.85,
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-            "rounds": args.rounds,
-        }))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "tokenize_speed",
+                    "documents": len(texts),
+                    "text_mb": round(text_bytes / 1e6, 2),
+                    "tokens": raw_tokens,
+                    "vocab_size": tok.get_vocab_size(),
+                    "cores": 1,
+                    "ours_tokens_per_s_per_core": round(ours_rate),
+                    "raw_encode_batch_tokens_per_s_per_core": round(raw_rate),
+                    "raw_encode_batch_fast_tokens_per_s_per_core": round(fast_rate),
+                    "ratio_vs_encode_batch": round(ours_rate / raw_rate, 3),
+                    "ratio_vs_encode_batch_fast": round(ours_rate / fast_rate, 3),
+                    "goal_ratio": 0.85,
+                    "meets_goal": ours_rate / raw_rate >= 0.85,
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                    "rounds": args.rounds,
+                }
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

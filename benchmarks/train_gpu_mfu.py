@@ -48,16 +48,31 @@ def write_random_cache(root: str, vocab_size: int, tokens: int, seed: int = 0) -
         docs = count // 1024
         writer.add(rng.integers(0, vocab_size, docs * 1024), np.full(docs, 1024), np.full(docs, 4096))
         splits[split] = writer.publish().to_json()
-    tokenizer = {"vocab_size": vocab_size, "eos_id": vocab_size - 1, "bos_id": None, "eos_token": "<eos>",
-                 "bos_token": None, "tokenizer_fingerprint": "synthetic:uniform", "tokenizer": "synthetic"}
-    ledger = build_ledger([{"index": 0, "splits": splits, "bad_examples": [], "bad_records": 0}], dtype=dtype.str,
-                          tokenizer=tokenizer, source={"kind": "synthetic"}, sample_count=None,
-                          validation_fraction=0.0, bad_records_policy="fail")
+    tokenizer = {
+        "vocab_size": vocab_size,
+        "eos_id": vocab_size - 1,
+        "bos_id": None,
+        "eos_token": "<eos>",
+        "bos_token": None,
+        "tokenizer_fingerprint": "synthetic:uniform",
+        "tokenizer": "synthetic",
+    }
+    ledger = build_ledger(
+        [{"index": 0, "splits": splits, "bad_examples": [], "bad_records": 0}],
+        dtype=dtype.str,
+        tokenizer=tokenizer,
+        source={"kind": "synthetic"},
+        sample_count=None,
+        validation_fraction=0.0,
+        bad_records_policy="fail",
+    )
     write_ledger(root, ledger)
     return root
 
 
-def plain_loop(model_config: LlamaConfig, batch: int, seq: int, steps: int, device: torch.device, compile: bool) -> list[float]:
+def plain_loop(
+    model_config: LlamaConfig, batch: int, seq: int, steps: int, device: torch.device, compile: bool
+) -> list[float]:
     """Seconds per step of a minimal loop with the same model and settings (no loader, no logging)."""
     torch.manual_seed(0)
     model = Llama(model_config).to(device)
@@ -81,9 +96,13 @@ def plain_loop(model_config: LlamaConfig, batch: int, seq: int, steps: int, devi
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--smoke", action="store_true", help="tiny CPU run: checks the script, measures nothing")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny CPU run: checks the script, measures nothing"
+    )
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--warmup", type=int, default=10, help="untimed first steps (compilation, autotuning)")
+    parser.add_argument(
+        "--warmup", type=int, default=10, help="untimed first steps (compilation, autotuning)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--no-compile", action="store_true")
@@ -97,46 +116,58 @@ def main() -> None:
         model, vocab, device, compile = llama_150m, REFERENCE_VOCAB_SIZE, "cuda", not args.no_compile
         torch.backends.cuda.matmul.allow_tf32 = True
     with tempfile.TemporaryDirectory(prefix="marin-bench-mfu-") as root:
-        cache = write_random_cache(os.path.join(root, "cache"), vocab, (args.steps + 2) * args.batch_size * args.seq_len)
+        cache = write_random_cache(
+            os.path.join(root, "cache"), vocab, (args.steps + 2) * args.batch_size * args.seq_len
+        )
         config = TrainConfig(
-            model=model, optimizer=AdamConfig(learning_rate=3e-4, warmup=2), batch_size=args.batch_size,
-            seq_len=args.seq_len, num_train_steps=args.steps, eval_max_tokens=args.seq_len + 1, keep_last_k=1,
-            device=device, compile=compile,
+            model=model,
+            optimizer=AdamConfig(learning_rate=3e-4, warmup=2),
+            batch_size=args.batch_size,
+            seq_len=args.seq_len,
+            num_train_steps=args.steps,
+            eval_max_tokens=args.seq_len + 1,
+            keep_last_k=1,
+            device=device,
+            compile=compile,
         )
         summary = train(TrainJob(config, (DatasetInput("random", cache, 1.0),), os.path.join(root, "run")))
         with open(os.path.join(root, "run", "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f][args.warmup:]
+            records = [json.loads(line) for line in f][args.warmup :]
     dev = torch.device(device)
     model_config = model.with_vocab_size(vocab)
-    plain = plain_loop(model_config, args.batch_size, args.seq_len, args.steps, dev, compile)[args.warmup:]
+    plain = plain_loop(model_config, args.batch_size, args.seq_len, args.steps, dev, compile)[args.warmup :]
     tokens = args.batch_size * args.seq_len
     ours_tps = tokens / statistics.median(r["step_seconds"] for r in records)
     plain_tps = tokens / statistics.median(plain)
     flops = model_config.flops_per_token(args.seq_len)
     peak = peak_flops_per_device(dev)
-    print(json.dumps({
-        "benchmark": "train_gpu_mfu",
-        "smoke": args.smoke,
-        "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-        "model": "llama_150m" if not args.smoke else "smoke",
-        "vocab_size": vocab,
-        "batch_size": args.batch_size,
-        "seq_len": args.seq_len,
-        "compile": compile,
-        "timed_steps": len(records),
-        "flops_per_token": flops,
-        "peak_flops": peak,
-        "marin_tokens_per_s": round(ours_tps, 1),
-        "marin_mfu": round(ours_tps * flops / peak, 4),
-        "plain_pytorch_tokens_per_s": round(plain_tps, 1),
-        "plain_pytorch_mfu": round(plain_tps * flops / peak, 4),
-        "ratio": round(ours_tps / plain_tps, 4),
-        "goal_mfu": 0.40,
-        "meets_goal": None if args.smoke else ours_tps * flops / peak >= 0.40,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "data_wait_fraction": round(summary["data_wait_fraction"], 6),
-        "final_loss": summary["final_loss"],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "train_gpu_mfu",
+                "smoke": args.smoke,
+                "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
+                "model": "llama_150m" if not args.smoke else "smoke",
+                "vocab_size": vocab,
+                "batch_size": args.batch_size,
+                "seq_len": args.seq_len,
+                "compile": compile,
+                "timed_steps": len(records),
+                "flops_per_token": flops,
+                "peak_flops": peak,
+                "marin_tokens_per_s": round(ours_tps, 1),
+                "marin_mfu": round(ours_tps * flops / peak, 4),
+                "plain_pytorch_tokens_per_s": round(plain_tps, 1),
+                "plain_pytorch_mfu": round(plain_tps * flops / peak, 4),
+                "ratio": round(ours_tps / plain_tps, 4),
+                "goal_mfu": 0.40,
+                "meets_goal": None if args.smoke else ours_tps * flops / peak >= 0.40,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "data_wait_fraction": round(summary["data_wait_fraction"], 6),
+                "final_loss": summary["final_loss"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

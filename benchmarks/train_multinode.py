@@ -42,17 +42,21 @@ from marin.training.launch import run_job  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainConfig, TrainJob  # noqa: E402
 
+
 def _ray_nodes():
     """tests/ray_nodes.py, loaded by path (tests/ on sys.path would shadow the marin package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("ray_nodes", os.path.join(HERE, "..", "tests", "ray_nodes.py"))
+    spec = importlib.util.spec_from_file_location(
+        "ray_nodes", os.path.join(HERE, "..", "tests", "ray_nodes.py")
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules["ray_nodes"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
-TORCHRUN_WORKER = "from marin.training.trainer import train; import pickle, sys; train(pickle.load(open(sys.argv[1], 'rb')))"
+
+TORCHRUN_WORKER = "from marin.training.trainer import train; import pickle, sys; train(pickle.load(open(sys.argv[1], 'rb')))"  # noqa: E501 (a script in a string)
 
 
 def tokens_per_s(out: str, warmup: int) -> float:
@@ -68,8 +72,20 @@ def run_torchrun(job: TrainJob, folder: str) -> None:
     script = os.path.join(folder, "worker.py")
     with open(script, "w") as f:
         f.write(TORCHRUN_WORKER)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                    script, job_file], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            script,
+            job_file,
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def _started(folder: str) -> None:
@@ -81,8 +97,9 @@ def dispatch_seconds(cluster: RayCluster, folder: str) -> float:
     """Seconds from submit to the last rank of a 2-replica gang running."""
     os.makedirs(folder)
     submitted = time.time()
-    cluster.submit(functools.partial(_started, folder), name="dispatch",
-                   resources=ResourceConfig.with_cpu(1, replicas=2)).result(timeout=300)
+    cluster.submit(
+        functools.partial(_started, folder), name="dispatch", resources=ResourceConfig.with_cpu(1, replicas=2)
+    ).result(timeout=300)
     starts = [float(open(os.path.join(folder, f"start-{r}")).read()) for r in range(2)]
     return max(starts) - submitted
 
@@ -99,39 +116,64 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="bench-multinode-")
     cache = build_cache(root)
     vocab = TokenCache.open(cache).vocab_size
-    config = TrainConfig(model=llama_30m.with_vocab_size(vocab), optimizer=AdamConfig(learning_rate=3e-4),
-                         batch_size=args.batch_size, seq_len=args.seq_len, num_train_steps=args.steps,
-                         cpu_threads=1, prefetch=2)
+    config = TrainConfig(
+        model=llama_30m.with_vocab_size(vocab),
+        optimizer=AdamConfig(learning_rate=3e-4),
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        num_train_steps=args.steps,
+        cpu_threads=1,
+        prefetch=2,
+    )
     datasets = (DatasetInput("bench", cache, 1.0),)
     nodes = _ray_nodes().LocalRayCluster(workers=1, cpus_per_node=1).start()
     os.environ["RAY_ADDRESS"] = nodes.address
     try:
         cluster = RayCluster(max_retries=0)
         cold = dispatch_seconds(cluster, os.path.join(root, "dispatch-cold"))
-        warm = statistics.median(dispatch_seconds(cluster, os.path.join(root, f"dispatch-{i}")) for i in range(5))
+        warm = statistics.median(
+            dispatch_seconds(cluster, os.path.join(root, f"dispatch-{i}")) for i in range(5)
+        )
         ours, baseline = [], []
         for i in range(args.rounds):
             out = os.path.join(root, f"torchrun-{i}")
             run_torchrun(TrainJob(config, datasets, out), tempfile.mkdtemp(dir=root))
             baseline.append(tokens_per_s(out, args.warmup))
             out = os.path.join(root, f"ray-{i}")
-            cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out), 1), name="train",
-                           resources=ResourceConfig.with_cpu(1, replicas=2)).result(timeout=3600)
+            cluster.submit(
+                functools.partial(run_job, TrainJob(config, datasets, out), 1),
+                name="train",
+                resources=ResourceConfig.with_cpu(1, replicas=2),
+            ).result(timeout=3600)
             ours.append(tokens_per_s(out, args.warmup))
         cluster.shutdown()
     finally:
         nodes.stop()
     ratio = max(ours) / max(baseline)
-    print(json.dumps({
-        "benchmark": "train_multinode",
-        "model": "llama_30m", "vocab_size": vocab, "batch_size": args.batch_size, "seq_len": args.seq_len,
-        "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds,
-        "ray_gang_2_nodes_tokens_per_s": round(max(ours), 1), "ray_rounds": [round(x, 1) for x in ours],
-        "torchrun_2_procs_tokens_per_s": round(max(baseline), 1), "torchrun_rounds": [round(x, 1) for x in baseline],
-        "ratio": round(ratio, 3), "goal_ratio": 0.9, "goal_met": ratio >= 0.9,
-        "gang_dispatch_cold_s": round(cold, 3), "gang_dispatch_warm_median_s": round(warm, 3),
-        "loadavg": open("/proc/loadavg").read().split()[:3],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "train_multinode",
+                "model": "llama_30m",
+                "vocab_size": vocab,
+                "batch_size": args.batch_size,
+                "seq_len": args.seq_len,
+                "steps": args.steps,
+                "warmup": args.warmup,
+                "rounds": args.rounds,
+                "ray_gang_2_nodes_tokens_per_s": round(max(ours), 1),
+                "ray_rounds": [round(x, 1) for x in ours],
+                "torchrun_2_procs_tokens_per_s": round(max(baseline), 1),
+                "torchrun_rounds": [round(x, 1) for x in baseline],
+                "ratio": round(ratio, 3),
+                "goal_ratio": 0.9,
+                "goal_met": ratio >= 0.9,
+                "gang_dispatch_cold_s": round(cold, 3),
+                "gang_dispatch_warm_median_s": round(warm, 3),
+                "loadavg": open("/proc/loadavg").read().split()[:3],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,9 +35,13 @@ def result(i: int) -> dict:
 def make_prefix(prefix: str, n: int) -> float:
     import functools
 
-    steps = [StepSpec(name=f"group{i % 50}/step{i}", fn=functools.partial(result, i), hash_attrs={"i": i})
-             for i in range(n)]
-    runner = StepRunner(prefix=prefix, max_concurrent=16, cluster=ThreadCluster(max_workers=16), progress=False)
+    steps = [
+        StepSpec(name=f"group{i % 50}/step{i}", fn=functools.partial(result, i), hash_attrs={"i": i})
+        for i in range(n)
+    ]
+    runner = StepRunner(
+        prefix=prefix, max_concurrent=16, cluster=ThreadCluster(max_workers=16), progress=False
+    )
     t = time.perf_counter()
     runner.run(steps)
     return time.perf_counter() - t
@@ -56,6 +60,7 @@ def main() -> None:
         prefix = os.path.join(root, "outputs")
         fill_s = make_prefix(prefix, n)
         with TestClient(create_app(UiConfig(prefix))) as client:
+
             def load(**params):
                 response = client.get("/", params=params)
                 assert response.status_code == 200 and f"{n} outputs" in response.text, response.text[:500]
@@ -71,13 +76,24 @@ def main() -> None:
         baseline = min(timed(lambda: list_outputs(prefix)) for _ in range(3))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps({
-        "benchmark": "ui_outputs", "outputs": n, "fill_prefix_s": round(fill_s, 1),
-        "cold_page_s": round(cold, 3), "warm_page_s": round(warm, 3), "warm_sorted_by_age_s": round(warm_sorted, 3),
-        "warm_filtered_s": round(filtered, 3), "baseline_list_outputs_s": round(baseline, 3),
-        "ratio_warm_vs_baseline": round(warm / baseline, 2), "goal_warm_page_s": 1.0, "meets_goal": warm < 1.0,
-        "loadavg": open("/proc/loadavg").read().split()[:3],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "ui_outputs",
+                "outputs": n,
+                "fill_prefix_s": round(fill_s, 1),
+                "cold_page_s": round(cold, 3),
+                "warm_page_s": round(warm, 3),
+                "warm_sorted_by_age_s": round(warm_sorted, 3),
+                "warm_filtered_s": round(filtered, 3),
+                "baseline_list_outputs_s": round(baseline, 3),
+                "ratio_warm_vs_baseline": round(warm / baseline, 2),
+                "goal_warm_page_s": 1.0,
+                "meets_goal": warm < 1.0,
+                "loadavg": open("/proc/loadavg").read().split()[:3],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

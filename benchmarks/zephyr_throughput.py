@@ -85,8 +85,12 @@ def run_once(kind: str, input_dir: str, out_dir: str) -> None:
 
 
 def fresh_run(kind: str, input_dir: Path, out_dir: Path) -> tuple[float, int]:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(input_dir), str(out_dir)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(input_dir), str(out_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     shutil.rmtree(out_dir, ignore_errors=True)
     return float(out[0]), int(out[1])
 
@@ -127,25 +131,29 @@ def main() -> None:
         "sync_vs_plain_loop_1m": round(big["plain"] / big["sync"], 3),
         "processes_vs_sync_small": round(small["sync"] / small["processes"], 3),
     }
-    print(json.dumps({
-        "benchmark": "zephyr_throughput",
-        "records": args.records,
-        "small_records": args.small,
-        "files": FILES,
-        "cpu_count": os.cpu_count(),
-        "fresh_interpreter_per_run": True,
-        "repeats_best_of": args.repeats,
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "baseline_plain_loop_records_per_s": round(args.records / big["plain"]),
-        "sync_records_per_s": round(args.records / big["sync"]),
-        "processes_records_per_s": round(args.records / big["processes"]),
-        "small_sync_s": round(small["sync"], 4),
-        "small_processes_s": round(small["processes"], 4),
-        **ratios,
-        "goals": GOALS,
-        "meets_goals": {name: ratios[name] >= goal for name, goal in GOALS.items()},
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "zephyr_throughput",
+                "records": args.records,
+                "small_records": args.small,
+                "files": FILES,
+                "cpu_count": os.cpu_count(),
+                "fresh_interpreter_per_run": True,
+                "repeats_best_of": args.repeats,
+                "load_average_before": [round(x, 2) for x in load_before],
+                "load_average_after": [round(x, 2) for x in os.getloadavg()],
+                "baseline_plain_loop_records_per_s": round(args.records / big["plain"]),
+                "sync_records_per_s": round(args.records / big["sync"]),
+                "processes_records_per_s": round(args.records / big["processes"]),
+                "small_sync_s": round(small["sync"], 4),
+                "small_processes_s": round(small["processes"], 4),
+                **ratios,
+                "goals": GOALS,
+                "meets_goals": {name: ratios[name] >= goal for name, goal in GOALS.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

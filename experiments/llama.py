@@ -26,7 +26,12 @@ REFERENCE_VOCAB_SIZE = 128_256
 """The vocabulary the documented parameter counts assume (Llama 3 / Marin tokenizer)."""
 
 llama_nano = LlamaConfig(
-    hidden_dim=32, intermediate_dim=128, num_layers=2, num_heads=2, num_kv_heads=2, max_seq_len=2048,
+    hidden_dim=32,
+    intermediate_dim=128,
+    num_layers=2,
+    num_heads=2,
+    num_kv_heads=2,
+    max_seq_len=2048,
     output_multiplier=8.0,
 )
 llama_30m = LlamaConfig(

@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Style first: it takes seconds, and a failure names the file and line to fix.
+.venv/bin/ruff check src tests benchmarks experiments scripts infra
+.venv/bin/ruff format --check src tests benchmarks experiments scripts infra
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

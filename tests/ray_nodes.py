@@ -95,22 +95,36 @@ class LocalRayCluster:
         self.address = f"127.0.0.1:{port}"
         self.dashboard_url = f"http://127.0.0.1:{dash_port}"
         head = [
-            RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-            f"--num-cpus={self.cpus_per_node if self.head_cpus is None else self.head_cpus}", f"--temp-dir={self.temp_dir}",
+            RAY,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.cpus_per_node if self.head_cpus is None else self.head_cpus}",
+            f"--temp-dir={self.temp_dir}",
             f"--include-dashboard={'true' if self.dashboard else 'false'}",
-            f"--dashboard-port={dash_port}", "--dashboard-host=127.0.0.1",
-            f"--ray-client-server-port={free_port()}", "--disable-usage-stats",
+            f"--dashboard-port={dash_port}",
+            "--dashboard-host=127.0.0.1",
+            f"--ray-client-server-port={free_port()}",
+            "--disable-usage-stats",
             *_node_ports(),
         ]
         if self.head_resources:
             head.append(f"--resources={json.dumps(self.head_resources)}")
         self._run(head + _labels_flag(self.head_labels))
         for _ in range(self.workers):
-            self._run([
-                RAY, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1",
-                f"--num-cpus={self.cpus_per_node}", "--disable-usage-stats", *_node_ports(),
-                *_labels_flag(self.worker_labels),
-            ])
+            self._run(
+                [
+                    RAY,
+                    "start",
+                    f"--address={self.address}",
+                    "--node-ip-address=127.0.0.1",
+                    f"--num-cpus={self.cpus_per_node}",
+                    "--disable-usage-stats",
+                    *_node_ports(),
+                    *_labels_flag(self.worker_labels),
+                ]
+            )
         return self
 
     def _run(self, cmd: list[str]) -> None:

@@ -21,8 +21,13 @@ def fresh_env(**extra: str) -> dict[str, str]:
 
 def fresh_project_copy(dest: Path) -> None:
     """The project's files as a clone would have them (tracked and not ignored) under `dest`, and its .venv."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\0")
     for name in filter(None, files):
         if (ROOT / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)

@@ -18,40 +18,42 @@ THIS = Path(__file__).resolve()
 
 SHELL_TAGS = {"bash", "sh", "shell", "console", "zsh"}
 # An untagged block is a shell block when its first line starts like one of these.
-COMMAND_STARTS = ("marin ", ".venv/bin/", "python ", "bash ", "ray ", "pulumi ", "kubectl ", "gcloud ", "helm ",
-                  "docker ", "pip ")
+COMMAND_STARTS = (
+    "marin ",
+    ".venv/bin/",
+    "python ",
+    "bash ",
+    "ray ",
+    "pulumi ",
+    "kubectl ",
+    "gcloud ",
+    "helm ",
+    "docker ",
+    "pip ",
+)
 
 NEEDS_GCP = "needs Google Cloud credentials and a real project"
 NEEDS_PULUMI = "needs the pulumi CLI, a Pulumi backend and Google Cloud credentials"
 NEEDS_K8S = "needs a Kubernetes cluster with the KubeRay operator"
 
 CANNOT_RUN_HERE: dict[str, str] = {
-    ".venv/bin/ray start --head --port=6379 --dashboard-host=0.0.0.0 --num-cpus=8":
-        "the three-machine walkthrough's head; tests/ray_nodes.py starts heads on loopback instead",
-    ".venv/bin/ray start --address=HEAD_IP:6379 --num-cpus=8":
-        "joins a second machine to a head at HEAD_IP; tests/ray_nodes.py joins local worker nodes instead",
-    ".venv/bin/marin submit --address http://HEAD_IP:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py":
-        "needs a multi-machine cluster and a bucket; tests/test_readme_ray_commands.py submits to a local head",
-    ".venv/bin/marin jobs list --address http://HEAD_IP:8265":
-        "needs the three-machine cluster; tests/test_readme_ray_commands.py lists jobs on a local head",
+    ".venv/bin/ray start --head --port=6379 --dashboard-host=0.0.0.0 --num-cpus=8": "the three-machine walkthrough's head; tests/ray_nodes.py starts heads on loopback instead",
+    ".venv/bin/ray start --address=HEAD_IP:6379 --num-cpus=8": "joins a second machine to a head at HEAD_IP; tests/ray_nodes.py joins local worker nodes instead",
+    ".venv/bin/marin submit --address http://HEAD_IP:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py": "needs a multi-machine cluster and a bucket; tests/test_readme_ray_commands.py submits to a local head",
+    ".venv/bin/marin jobs list --address http://HEAD_IP:8265": "needs the three-machine cluster; tests/test_readme_ray_commands.py lists jobs on a local head",
     "bash scripts/test.sh": "it is the test run itself",
     ".venv/bin/python -m pytest tests/infra tests/fray/test_kuberay_manifest.py -q": "it is a test run itself",
-    'ray start --address=HEAD_IP:6379 --labels="ray.io/availability-region=us-central1,ray.io/market-type=spot"':
-        "joins a second machine to a head at HEAD_IP; tests/fray runs labelled local nodes instead",
-    ".venv/bin/marin jobs logs raysubmit_XXXX --follow --address http://127.0.0.1:8265":
-        "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "
-        "command with the real id",
-    ".venv/bin/marin jobs stop raysubmit_XXXX --address http://127.0.0.1:8265":
-        "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "
-        "command with the real id",
+    'ray start --address=HEAD_IP:6379 --labels="ray.io/availability-region=us-central1,ray.io/market-type=spot"': "joins a second machine to a head at HEAD_IP; tests/fray runs labelled local nodes instead",
+    ".venv/bin/marin jobs logs raysubmit_XXXX --follow --address http://127.0.0.1:8265": "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "
+    "command with the real id",
+    ".venv/bin/marin jobs stop raysubmit_XXXX --address http://127.0.0.1:8265": "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "
+    "command with the real id",
     "helm repo add kuberay https://ray-project.github.io/kuberay-helm/": "needs the network and helm",
     "helm install kuberay-operator kuberay/kuberay-operator": NEEDS_K8S,
-    "docker build -f deploy/Dockerfile -t ghcr.io/YOUR_ORG/marin:latest . && docker push ghcr.io/YOUR_ORG/marin:latest":
-        "needs docker and a registry to push to",
+    "docker build -f deploy/Dockerfile -t ghcr.io/YOUR_ORG/marin:latest . && docker push ghcr.io/YOUR_ORG/marin:latest": "needs docker and a registry to push to",
     "kubectl apply -f deploy/kuberay-raycluster.yaml": NEEDS_K8S,
     "kubectl port-forward svc/marin-head-svc 8265:8265": NEEDS_K8S,
-    "marin submit --address http://127.0.0.1:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py":
-        f"{NEEDS_K8S} and a GCS bucket (tests/test_readme_ray_commands.py submits to a local head)",
+    "marin submit --address http://127.0.0.1:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py": f"{NEEDS_K8S} and a GCS bucket (tests/test_readme_ray_commands.py submits to a local head)",
     "gcloud auth application-default login": NEEDS_GCP,
     "cd infra": "only the start of the Pulumi session that follows, which needs credentials",
     "pulumi login": NEEDS_PULUMI,
@@ -63,14 +65,12 @@ CANNOT_RUN_HERE: dict[str, str] = {
     "--target 'urn:pulumi:gpu::marin-infra::gcp:artifactregistry/repository:Repository::marin-images'": NEEDS_PULUMI,
     "IMAGE=$(pulumi stack output image)": NEEDS_PULUMI,
     "gcloud auth configure-docker us-central1-docker.pkg.dev": NEEDS_GCP,
-    '(cd .. && docker build -f deploy/Dockerfile -t "$IMAGE" . && docker push "$IMAGE")':
-        f"{NEEDS_GCP} and docker",
+    '(cd .. && docker build -f deploy/Dockerfile -t "$IMAGE" . && docker push "$IMAGE")': f"{NEEDS_GCP} and docker",
     "pulumi up": NEEDS_PULUMI,
     "gcloud container clusters get-credentials marin --region us-central1 --project YOUR_PROJECT": NEEDS_GCP,
     "kubectl -n marin port-forward svc/marin-head-svc 8265:8265 &": NEEDS_K8S,
     "export MARIN_PREFIX=$(pulumi stack output marinPrefix)": NEEDS_PULUMI,
-    'marin submit --address http://127.0.0.1:8265 --prefix "$MARIN_PREFIX" experiments/tutorials/demo.py':
-        f"{NEEDS_K8S} and the stack's bucket (tests/test_readme_ray_commands.py submits to a local head)",
+    'marin submit --address http://127.0.0.1:8265 --prefix "$MARIN_PREFIX" experiments/tutorials/demo.py': f"{NEEDS_K8S} and the stack's bucket (tests/test_readme_ray_commands.py submits to a local head)",
     "gcloud run services proxy marin-ui --region us-central1 --project YOUR_PROJECT --port 8642": NEEDS_GCP,
     "pulumi destroy": NEEDS_PULUMI,
     "pulumi stack rm gpu": NEEDS_PULUMI,
@@ -119,20 +119,33 @@ def _test_sources() -> str:
 def test_the_extractor_finds_the_commands_of_every_kind_of_block():
     commands = documented_commands()
     assert "marin gc marin-outputs --keep-latest 2" in commands  # an untagged block (docs/execution.md)
-    assert ".venv/bin/marin run experiments/tutorials/demo.py --cluster ray:127.0.0.1:6379" in commands  # `# or:`
-    assert "pulumi up --target 'urn:pulumi:gpu::marin-infra::gcp:projects/service:Service::artifactregistry' " \
-           "--target 'urn:pulumi:gpu::marin-infra::gcp:artifactregistry/repository:Repository::marin-images'" \
-           in commands  # continued lines, joined
-    assert "marin ui" in commands and "# then browse http://127.0.0.1:8642/?token=THE_UI_TOKEN" not in commands
-    assert not any(c.startswith("from ") or c.startswith(">>>") for c in commands)  # python blocks are not shell
+    assert (
+        ".venv/bin/marin run experiments/tutorials/demo.py --cluster ray:127.0.0.1:6379" in commands
+    )  # `# or:`
+    assert (
+        "pulumi up --target 'urn:pulumi:gpu::marin-infra::gcp:projects/service:Service::artifactregistry' "
+        "--target 'urn:pulumi:gpu::marin-infra::gcp:artifactregistry/repository:Repository::marin-images'"
+        in commands
+    )  # continued lines, joined
+    assert (
+        "marin ui" in commands and "# then browse http://127.0.0.1:8642/?token=THE_UI_TOKEN" not in commands
+    )
+    assert not any(
+        c.startswith("from ") or c.startswith(">>>") for c in commands
+    )  # python blocks are not shell
 
 
 def test_every_documented_command_runs_verbatim_in_a_test_or_says_why_it_cannot():
     sources = _test_sources()
-    missing = [f"{command}   ({', '.join(docs)})" for command, docs in documented_commands().items()
-               if command not in CANNOT_RUN_HERE and command not in sources]
-    assert not missing, "documented commands that no test runs verbatim (add a test, or to CANNOT_RUN_HERE " \
-                        "with the reason):\n" + "\n".join(missing)
+    missing = [
+        f"{command}   ({', '.join(docs)})"
+        for command, docs in documented_commands().items()
+        if command not in CANNOT_RUN_HERE and command not in sources
+    ]
+    assert not missing, (
+        "documented commands that no test runs verbatim (add a test, or to CANNOT_RUN_HERE "
+        "with the reason):\n" + "\n".join(missing)
+    )
 
 
 def test_every_command_that_cannot_run_here_is_still_documented():

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(1800)
 def _bash_block(section: str, index: int = 0) -> list[str]:
     """The commands (comments dropped) of the `index`-th ```bash block under README's `section` heading."""
     text = (ROOT / "README.md").read_text()
-    text = text[text.index(section):]
+    text = text[text.index(section) :]
     block = re.findall(r"```bash\n(.*?)```", text, re.S)[index]
     return [re.sub(r"\s+#\s.*$", "", line).strip() for line in block.splitlines() if line.strip()]
 
@@ -38,15 +38,18 @@ def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path):
     ]
     stamp = ROOT / ".venv" / ".marin-installed"
     if not stamp.exists() or (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
-        pytest.fail(".venv is older than pyproject.toml: run `bash scripts/setup.sh` first (the demo would "
-                    "reinstall marin into it from this test's temporary copy)")
+        pytest.fail(
+            ".venv is older than pyproject.toml: run `bash scripts/setup.sh` first (the demo would "
+            "reinstall marin into it from this test's temporary copy)"
+        )
     project = tmp_path / "marin"
     fresh_project_copy(project)
     env = fresh_env(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
     def sh(line: str, timeout: float = 300) -> str:
-        done = subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+        )
         assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-5000:])
         return done.stdout + done.stderr
 

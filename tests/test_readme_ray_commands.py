@@ -10,7 +10,6 @@ TMPDIR and is killed by pid at the end (never `ray stop`).
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -32,7 +31,7 @@ SECTION = "## From a laptop to a Ray cluster"
 def readme_ray_commands() -> list[str]:
     """The lines of the bash block in the README's Ray section."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION):]
+    section = text[text.index(SECTION) :]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     return [line for line in block.splitlines() if line.strip()]
 
@@ -52,26 +51,43 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
     assert start.startswith(".venv/bin/ray start --head") and "MARIN_CLUSTER=ray" in run_on_ray
     assert submit.startswith(".venv/bin/marin submit")
     if _port_busy(6379) or _port_busy(8265):
-        pytest.skip("Ray's default ports 6379/8265, which the README's commands use, are taken on this machine")
+        pytest.skip(
+            "Ray's default ports 6379/8265, which the README's commands use, are taken on this machine"
+        )
     project = tmp_path / "marin"
     project.mkdir()
     fresh_project_copy(project)
     home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
     token = subprocess.run(
-        [sys.executable, "-c", "from ray._private.authentication.authentication_token_generator import "
-         "generate_new_authentication_token as g; print(g())"], capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "from ray._private.authentication.authentication_token_generator import "
+            "generate_new_authentication_token as g; print(g())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     (home / ".ray" / "auth_token").write_text(token)
     ray_tmp = tempfile.mkdtemp(prefix="rdme-", dir="/tmp")  # short: Ray's socket paths are length-limited
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": ray_tmp, "LANG": "C.UTF-8",
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": ray_tmp,
+        "LANG": "C.UTF-8",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     assert not any(k.startswith("RAY_") for k in env)
     head = LocalRayCluster(temp_dir=ray_tmp)  # only to find and kill what the commands started
 
     def sh(line: str, timeout: float) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            ["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+        )
 
     try:
         started = sh(start, 180)
@@ -82,8 +98,11 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-5000:]
         assert "InvalidAuthToken" not in ran.stderr
         # The training step ran as a Ray task, its progress bar shown here as it ran.
-        progress = [line for line in ran.stderr.splitlines()
-                    if "(checkpoints/marin-nano-tinystories pid=" in line and "train:" in line]
+        progress = [
+            line
+            for line in ran.stderr.splitlines()
+            if "(checkpoints/marin-nano-tinystories pid=" in line and "train:" in line
+        ]
         assert progress, ran.stderr[-5000:]
         outputs = project / "marin-outputs"
         [model] = outputs.glob("checkpoints/marin-nano-tinystories-*")
@@ -92,8 +111,9 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         alternative = ".venv/bin/marin run experiments/tutorials/demo.py --cluster ray:127.0.0.1:6379"
         assert f"# or: {alternative}" in (ROOT / "docs" / "clusters.md").read_text()
         again = sh(alternative, 600)
-        assert again.returncode == 0 and f"4 steps under {outputs}: 4 cached" in again.stdout + again.stderr, (
-            again.stdout[-3000:] + again.stderr[-3000:])
+        assert (
+            again.returncode == 0 and f"4 steps under {outputs}: 4 cached" in again.stdout + again.stderr
+        ), again.stdout[-3000:] + again.stderr[-3000:]
 
         submitted = sh(submit, 300)
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
@@ -103,8 +123,12 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         follow = sh(f".venv/bin/marin jobs logs {job_id} --follow --address http://127.0.0.1:8265", 900)
         assert follow.returncode == 0, follow.stderr
         # The job's interpreter is the venv's (the head's PATH has none), so its packages import.
-        entry = re.search(rf"Running entrypoint for job {job_id}: (\S+) experiments/tutorials/demo.py", follow.stdout)
-        assert entry and Path(entry.group(1)).samefile(project / ".venv" / "bin" / "python"), follow.stdout[-3000:]
+        entry = re.search(
+            rf"Running entrypoint for job {job_id}: (\S+) experiments/tutorials/demo.py", follow.stdout
+        )
+        assert entry and Path(entry.group(1)).samefile(project / ".venv" / "bin" / "python"), follow.stdout[
+            -3000:
+        ]
         assert "ModuleNotFoundError" not in follow.stdout
         listed = sh(".venv/bin/marin jobs list --address http://127.0.0.1:8265", 120)
         assert f"{job_id}\tSUCCEEDED" in listed.stdout, listed.stdout + listed.stderr + follow.stdout[-3000:]

@@ -1,12 +1,13 @@
 """The seed's second example, unchanged: a custom StepSpec run by StepRunner."""
 
-from marin.execution.step_spec import StepSpec
 from marin.execution.step_runner import StepRunner
+from marin.execution.step_spec import StepSpec
 
 # Define a generic step (e.g., a preprocessing script)
 
-def preprocess():
-    ...  # your data preprocessing code
+
+def preprocess(): ...  # your data preprocessing code
+
 
 preprocess_step = StepSpec(
     name="preprocess",

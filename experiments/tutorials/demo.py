@@ -11,17 +11,16 @@ unigram entropy of the training tokens (the loss of a model that knows only word
 the evaluation's bits-per-byte. A second run finds every step cached.
 """
 
+from experiments.llama import llama_nano
+from experiments.marin_tokenizer import marin_tokenizer
 from fray.cluster import ResourceConfig
-from marin.training.optim import AdamConfig
 from marin.execution.artifact import read_artifact
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.evaluate import evaluate
 from marin.experiment.train import train_lm
-
-from experiments.llama import llama_nano
-from experiments.marin_tokenizer import marin_tokenizer
+from marin.training.optim import AdamConfig
 
 tinystories_tokenized = tokenized(
     name="tokenized/tinystories",
@@ -59,7 +58,10 @@ def main() -> None:
     scores = read_artifact(run.output_path(evaluation))["result"]
     print()
     print(f"final training loss      {train['final_loss']:.3f} nats/token")
-    print(f"unigram entropy          {train['train_unigram_entropy']:.3f} nats/token  (a model that knows only word frequencies)")
+    print(
+        f"unigram entropy          {train['train_unigram_entropy']:.3f} nats/token  (a model "
+        "that knows only word frequencies)"
+    )
     print(f"evaluation               {scores['headline']['metric']} = {scores['headline']['value']:.3f}")
     print(f"Hugging Face export      {train['hf_path']}")
 

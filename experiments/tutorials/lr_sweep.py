@@ -6,27 +6,44 @@ The report step writes table.md, table.csv and plot.png (eval loss and bits-per-
 training tokens, one line per learning rate); `marin info reports/lr-sweep` shows the best run.
 """
 
+from experiments.llama import llama_nano
+from experiments.marin_tokenizer import marin_tokenizer
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.evaluate import evaluate, sweep_report
 from marin.experiment.train import train_lm
 from marin.training.optim import AdamConfig
 
-from experiments.llama import llama_nano
-from experiments.marin_tokenizer import marin_tokenizer
-
-stories = tokenized(name="tokenized/tinystories-synth", source="marin://tinystories-synth",
-                    tokenizer=marin_tokenizer, sample_count=2000)
+stories = tokenized(
+    name="tokenized/tinystories-synth",
+    source="marin://tinystories-synth",
+    tokenizer=marin_tokenizer,
+    sample_count=2000,
+)
 
 models = {
-    f"lr={lr:g}": train_lm(name=f"checkpoints/nano-lr{lr:g}", model=llama_nano,
-                           optimizer=AdamConfig(learning_rate=lr, weight_decay=0.1), datasets={stories: 1.0},
-                           batch_size=8, seq_len=256, num_train_steps=60, steps_per_eval=10)
+    f"lr={lr:g}": train_lm(
+        name=f"checkpoints/nano-lr{lr:g}",
+        model=llama_nano,
+        optimizer=AdamConfig(learning_rate=lr, weight_decay=0.1),
+        datasets={stories: 1.0},
+        batch_size=8,
+        seq_len=256,
+        num_train_steps=60,
+        steps_per_eval=10,
+    )
     for lr in (1e-3, 3e-3, 1e-2)
 }
-evaluations = [evaluate(f"eval/nano-{label.replace('=', '')}", model_step=model, datasets=[stories],
-                        harness_tasks=("marin_story_endings",), prompts=("Once upon a time",))
-               for label, model in models.items()]
+evaluations = [
+    evaluate(
+        f"eval/nano-{label.replace('=', '')}",
+        model_step=model,
+        datasets=[stories],
+        harness_tasks=("marin_story_endings",),
+        prompts=("Once upon a time",),
+    )
+    for label, model in models.items()
+]
 report = sweep_report("reports/lr-sweep", models)
 
 if __name__ == "__main__":

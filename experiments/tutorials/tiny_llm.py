@@ -4,15 +4,14 @@ It tokenizes 1,000 TinyStories from the Hugging Face hub, so it needs network ac
 cache). `experiments/tutorials/demo.py` is the same pipeline on the embedded corpus, offline.
 """
 
+from experiments.llama import llama_nano
+from experiments.marin_tokenizer import marin_tokenizer
 from fray.cluster import ResourceConfig
-from marin.training.optim import AdamConfig
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
-
-from experiments.llama import llama_nano
-from experiments.marin_tokenizer import marin_tokenizer
+from marin.training.optim import AdamConfig
 
 # 1️⃣  Tokenize a small dataset – nothing is downloaded yet.
 

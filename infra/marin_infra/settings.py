@@ -199,7 +199,8 @@ def load(config: pulumi.Config) -> Settings:
         if gpu_count is not None:
             raise _fail(
                 "gpuCount",
-                f"is {gpu_count} but gpuType is not set; set {NAMESPACE}:gpuType (e.g. nvidia-h100-80gb) or remove gpuCount",
+                f"is {gpu_count} but gpuType is not set; set {NAMESPACE}:gpuType (e.g. "
+                "nvidia-h100-80gb) or remove gpuCount",
             )
         if gpu_raw is not None:
             raise _fail(
@@ -240,7 +241,8 @@ def load(config: pulumi.Config) -> Settings:
     if gc_keep_latest is not None and gc_schedule is None:
         raise _fail(
             "gcKeepLatest",
-            f"is {gc_keep_latest!r} but gcSchedule is not set; set {NAMESPACE}:gcSchedule (e.g. '0 3 * * 0') or remove gcKeepLatest",
+            f"is {gc_keep_latest!r} but gcSchedule is not set; set {NAMESPACE}:gcSchedule (e.g. "
+            "'0 3 * * 0') or remove gcKeepLatest",
         )
 
     return Settings(

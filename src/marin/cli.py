@@ -46,17 +46,25 @@ def _fail(message: str, code: int = 1) -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--step", "step_names", multiple=True, help="Run only this step (step or variable name); repeatable.")
+@click.option(
+    "--step", "step_names", multiple=True, help="Run only this step (step or variable name); repeatable."
+)
 @click.option("--prefix", default=None, help=_PREFIX_HELP)
 @click.option("--max-concurrent", type=int, default=None, help="Steps run at once (default: CPU count).")
 @click.option("--force-run", multiple=True, help="Rerun this step even if cached; repeatable.")
 @click.option("--force-run-failed", is_flag=True, help="Retry steps that failed in an earlier run.")
-@click.option("--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale.")
+@click.option(
+    "--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale."
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and run nothing (same as `marin plan`).")
-@click.option("--cluster", default=None,
-              help="Where steps run: local (default), thread, ray or ray:ADDRESS; sets $MARIN_CLUSTER.")
-def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run,
-        cluster) -> None:
+@click.option(
+    "--cluster",
+    default=None,
+    help="Where steps run: local (default), thread, ray or ray:ADDRESS; sets $MARIN_CLUSTER.",
+)
+def run(
+    file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run, cluster
+) -> None:
     """Run the steps FILE.py declares (and their dependencies)."""
     if cluster:
         import os
@@ -82,7 +90,9 @@ def run(file, step_names, prefix, max_concurrent, force_run, force_run_failed, l
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--step", "step_names", multiple=True, help="Plan only this step (step or variable name); repeatable.")
+@click.option(
+    "--step", "step_names", multiple=True, help="Plan only this step (step or variable name); repeatable."
+)
 @click.option("--prefix", default=None, help=_PREFIX_HELP)
 @click.option("--force-run", multiple=True, help="Plan this step as forced; repeatable.")
 @click.option("--force-run-failed", is_flag=True, help="Plan a retry of failed steps.")
@@ -128,15 +138,21 @@ def status(prefix, as_json, show_all) -> None:
         table.add_column(column, overflow="fold")
     for r in rows:
         rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
-        table.add_row(r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.headline,
-                      r.detail)
+        table.add_row(
+            r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.headline, r.detail
+        )
     Console(width=160).print(table)
 
 
 @main.command()
 @click.argument("prefix")
-@click.option("--keep-latest", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Keep this many most recent outputs of each step name.")
+@click.option(
+    "--keep-latest",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Keep this many most recent outputs of each step name.",
+)
 @click.option("--yes", is_flag=True, help="Delete what is listed (without it, gc only lists).")
 @click.option("--dry-run", is_flag=True, help="Only list what would be deleted (the default).")
 def gc(prefix, keep_latest, yes, dry_run) -> None:
@@ -154,8 +170,10 @@ def gc(prefix, keep_latest, yes, dry_run) -> None:
         click.echo(f"{verb} {g.path}  ({format_bytes(g.size)}; {g.why})")
     for path, why in sorted(report.kept):
         click.echo(f"kept {path}: {why}")
-    summary = (f"{verb} {len(report.garbage)} folder(s) under {prefix}: "
-               f"{'reclaimed' if delete else 'would reclaim'} {report.bytes} bytes ({format_bytes(report.bytes)})")
+    summary = (
+        f"{verb} {len(report.garbage)} folder(s) under {prefix}: "
+        f"{'reclaimed' if delete else 'would reclaim'} {report.bytes} bytes ({format_bytes(report.bytes)})"
+    )
     click.echo(summary + ("" if delete else "; pass --yes to delete them"))
 
 
@@ -193,8 +211,10 @@ def verify(path) -> None:
     for line in check.lines():
         click.echo(line)
     if not check.ok:
-        _fail(f"{path}: {len(check.changed)} changed, {len(check.missing)} missing, {len(check.added)} added "
-              f"(of {check.checked + len(check.missing)} recorded files)")
+        _fail(
+            f"{path}: {len(check.changed)} changed, {len(check.missing)} missing, {len(check.added)} added "
+            f"(of {check.checked + len(check.missing)} recorded files)"
+        )
     click.echo(f"ok: {check.checked} files match the manifest of {path}", err=True)
 
 
@@ -226,13 +246,25 @@ def diff(path_a, path_b, as_json) -> None:
 
 @main.command()
 @click.argument("prefix", required=False)
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; anything but loopback needs --token.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback needs --token.",
+)
 @click.option("--port", type=int, default=8642, show_default=True, help="Port to listen on.")
-@click.option("--token", envvar="MARIN_UI_TOKEN", default=None,
-              help="Secret every request must carry (default: $MARIN_UI_TOKEN); required off loopback.")
-@click.option("--experiment", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Also show this experiment file's plan: each step's state and why it would rerun.")
+@click.option(
+    "--token",
+    envvar="MARIN_UI_TOKEN",
+    default=None,
+    help="Secret every request must carry (default: $MARIN_UI_TOKEN); required off loopback.",
+)
+@click.option(
+    "--experiment",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Also show this experiment file's plan: each step's state and why it would rerun.",
+)
 def ui(prefix, host, port, token, experiment) -> None:
     """Marina: a read-only web interface over the outputs under PREFIX (docs/ui.md)."""
     from marin.execution.plan import resolve_prefix
@@ -244,7 +276,12 @@ def ui(prefix, host, port, token, experiment) -> None:
         _fail(f"`marin ui` needs the ui extra: pip install 'marin[ui]' ({e})", 2)
     try:
         config = UiConfig(resolve_prefix(prefix), token=token, experiment=experiment)
-        serve(config, host, port, on_ready=lambda url: click.echo(f"Marina serves {config.prefix} at {url}", err=True))
+        serve(
+            config,
+            host,
+            port,
+            on_ready=lambda url: click.echo(f"Marina serves {config.prefix} at {url}", err=True),
+        )
     except (UiStartError, MarinError) as e:
         _fail(str(e), 2)
 

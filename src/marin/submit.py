@@ -34,9 +34,34 @@ from marin.execution.errors import MarinError
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"
 _MAX_DIFF_CHARS = 64 * 1024  # one environment variable must stay well under Linux's 128 KiB
-_NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "glusterfs",
-                        "beegfs", "fuse.gcsfuse", "fuse.s3fs", "fuse.juicefs", "fuse.sshfs", "9p", "virtiofs")
-DEFAULT_EXCLUDES = (".venv", "venv", ".git", "marin-outputs", "outputs", "**/__pycache__", "*.pyc", ".pytest_cache")
+_NETWORK_FILESYSTEMS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "gpfs",
+    "ceph",
+    "glusterfs",
+    "beegfs",
+    "fuse.gcsfuse",
+    "fuse.s3fs",
+    "fuse.juicefs",
+    "fuse.sshfs",
+    "9p",
+    "virtiofs",
+)
+DEFAULT_EXCLUDES = (
+    ".venv",
+    "venv",
+    ".git",
+    "marin-outputs",
+    "outputs",
+    "**/__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+)
 
 
 class SubmitError(MarinError):
@@ -96,7 +121,9 @@ class JobRequest:
         """The job's Ray metadata (strings only): who submitted what, at which git state."""
         out = {"submitted_by": "marin submit", "file": self.file}
         if self.git is not None:
-            out.update({f"git_{k}": str(v) for k, v in self.git.items() if k in ("commit", "dirty", "diff_sha256")})
+            out.update(
+                {f"git_{k}": str(v) for k, v in self.git.items() if k in ("commit", "dirty", "diff_sha256")}
+            )
         return out
 
 
@@ -165,7 +192,9 @@ def count_machines(address: str | None) -> int:
     try:
         nodes = list_nodes(address=_address(address), filters=[("state", "=", "ALIVE")], timeout=30)
     except Exception as exc:  # noqa: BLE001 - connection and authentication errors come in many types
-        raise SubmitError(f"cannot list the nodes of the Ray cluster at {_address(address)}: {_why(exc)}") from None
+        raise SubmitError(
+            f"cannot list the nodes of the Ray cluster at {_address(address)}: {_why(exc)}"
+        ) from None
     return len({node.node_ip for node in nodes})
 
 
@@ -180,8 +209,11 @@ def is_shared_storage(prefix: str) -> bool:
     import psutil
 
     path = os.path.realpath(prefix)
-    mounts = [p for p in psutil.disk_partitions(all=True) if path == p.mountpoint or
-              path.startswith(p.mountpoint.rstrip("/") + "/")]
+    mounts = [
+        p
+        for p in psutil.disk_partitions(all=True)
+        if path == p.mountpoint or path.startswith(p.mountpoint.rstrip("/") + "/")
+    ]
     if not mounts:
         return False
     return max(mounts, key=lambda p: len(p.mountpoint)).fstype in _NETWORK_FILESYSTEMS
@@ -303,18 +335,34 @@ def _one_line_errors(command):
 @click.command("submit", context_settings={"ignore_unknown_options": True})
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--address", default=None, help=f"The Ray Jobs API (default: ${ADDRESS_ENV}, else {DEFAULT_ADDRESS}).")
-@click.option("--working-dir", default=".", type=click.Path(exists=True, file_okay=False), help="Packaged and shipped.")
-@click.option("--prefix", default=None, help="MARIN_PREFIX on the cluster: storage every node sees (gs://, s3://).")
+@click.option(
+    "--address", default=None, help=f"The Ray Jobs API (default: ${ADDRESS_ENV}, else {DEFAULT_ADDRESS})."
+)
+@click.option(
+    "--working-dir", default=".", type=click.Path(exists=True, file_okay=False), help="Packaged and shipped."
+)
+@click.option(
+    "--prefix", default=None, help="MARIN_PREFIX on the cluster: storage every node sees (gs://, s3://)."
+)
 @click.option("--env", "env", multiple=True, help="KEY=VALUE set for the job; repeatable.")
-@click.option("--exclude", multiple=True, help="Another path pattern to leave out of the package; repeatable.")
+@click.option(
+    "--exclude", multiple=True, help="Another path pattern to leave out of the package; repeatable."
+)
 @click.option("--pip", multiple=True, help="A pip requirement to install for the job; repeatable.")
 @click.option("--job-id", default=None, help="The submission id (default: Ray picks one).")
-@click.option("--follow", is_flag=True, help="Stream the job's logs until it ends; exit 1 unless it succeeded.")
-@click.option("--python", "python", default=None,
-              help="The job's interpreter (default: this one for a head on this machine, else `python`).")
+@click.option(
+    "--follow", is_flag=True, help="Stream the job's logs until it ends; exit 1 unless it succeeded."
+)
+@click.option(
+    "--python",
+    "python",
+    default=None,
+    help="The job's interpreter (default: this one for a head on this machine, else `python`).",
+)
 @_one_line_errors
-def submit_command(file, args, address, working_dir, prefix, env, exclude, pip, job_id, follow, python) -> None:
+def submit_command(
+    file, args, address, working_dir, prefix, env, exclude, pip, job_id, follow, python
+) -> None:
     """Run experiment FILE.py (with ARGS) on a Ray cluster as a Ray job."""
     env_vars = {}
     for item in env:
@@ -327,8 +375,16 @@ def submit_command(file, args, address, working_dir, prefix, env, exclude, pip, 
     if warning:
         click.echo(warning, err=True)
     request = JobRequest(
-        file, working_dir, args, prefix, env_vars, exclude, pip, job_id,
-        python=python or interpreter_for(where), git=git_snapshot(os.path.realpath(working_dir)),
+        file,
+        working_dir,
+        args,
+        prefix,
+        env_vars,
+        exclude,
+        pip,
+        job_id,
+        python=python or interpreter_for(where),
+        git=git_snapshot(os.path.realpath(working_dir)),
     )
     submitted = submit(request, address)
     click.echo(submitted)
@@ -351,7 +407,9 @@ def jobs_group() -> None:
     """The Ray jobs of a cluster: list them, read or follow their logs, stop one."""
 
 
-_ADDRESS = click.option("--address", default=None, help=f"The Ray Jobs API (default: ${ADDRESS_ENV}, else {DEFAULT_ADDRESS}).")
+_ADDRESS = click.option(
+    "--address", default=None, help=f"The Ray Jobs API (default: ${ADDRESS_ENV}, else {DEFAULT_ADDRESS})."
+)
 
 
 @jobs_group.command("list")

@@ -28,7 +28,9 @@ class Dataset:
 
     # -- constructors -------------------------------------------------------------------------
     @staticmethod
-    def from_files(patterns: str | Sequence[str], *, format: str | None = None, bad_records: str = "fail") -> Dataset:
+    def from_files(
+        patterns: str | Sequence[str], *, format: str | None = None, bad_records: str = "fail"
+    ) -> Dataset:
         """One shard per file matching the glob(s), in sorted order; format from the extension unless given.
 
         `bad_records="skip"` drops malformed lines (invalid JSON, invalid UTF-8) and counts them;
@@ -80,8 +82,12 @@ class Dataset:
             raise PlanError(f"reshard needs at least 1 shard, got {num_shards}")
         return self._then(Reshard(num_shards))
 
-    def group_by(self, key: Callable[[Any], Any], reducer: Callable[[Any, Iterator], Any],
-                 num_shards: int | None = None) -> Dataset:
+    def group_by(
+        self,
+        key: Callable[[Any], Any],
+        reducer: Callable[[Any, Iterator], Any],
+        num_shards: int | None = None,
+    ) -> Dataset:
         """`reducer(key, records)` once per distinct `key(record)`; records of a key arrive in input order.
 
         Keys are grouped as Python's `==` compares them (`1`, `1.0`, `True`, `Decimal("1")` and
@@ -112,20 +118,43 @@ class Dataset:
         report = execute(self.source, self.ops, CountSink(), resolve_config(config, options))
         return sum(report.values)
 
-    def write_jsonl(self, output_dir: str, *, compression: str | None = None, skip_existing: bool = False,
-                    config: ZephyrConfig | None = None, **options: Any) -> WriteResult:
+    def write_jsonl(
+        self,
+        output_dir: str,
+        *,
+        compression: str | None = None,
+        skip_existing: bool = False,
+        config: ZephyrConfig | None = None,
+        **options: Any,
+    ) -> WriteResult:
         """Write `output_dir/part-00000-of-0000N.jsonl[.gz|.zst]`, one file per shard of the last stage."""
         return self._write(WriteSpec("jsonl", output_dir, compression), skip_existing, config, options)
 
-    def write_text(self, output_dir: str, *, compression: str | None = None, skip_existing: bool = False,
-                   config: ZephyrConfig | None = None, **options: Any) -> WriteResult:
+    def write_text(
+        self,
+        output_dir: str,
+        *,
+        compression: str | None = None,
+        skip_existing: bool = False,
+        config: ZephyrConfig | None = None,
+        **options: Any,
+    ) -> WriteResult:
         """Write str records as lines to `output_dir/part-00000-of-0000N.txt[.gz|.zst]`."""
         return self._write(WriteSpec("text", output_dir, compression), skip_existing, config, options)
 
-    def write_parquet(self, output_dir: str, *, row_group_size: int = 65536, skip_existing: bool = False,
-                      config: ZephyrConfig | None = None, **options: Any) -> WriteResult:
+    def write_parquet(
+        self,
+        output_dir: str,
+        *,
+        row_group_size: int = 65536,
+        skip_existing: bool = False,
+        config: ZephyrConfig | None = None,
+        **options: Any,
+    ) -> WriteResult:
         """Write dict records to `output_dir/part-00000-of-0000N.parquet` in row groups of `row_group_size`."""
-        return self._write(WriteSpec("parquet", output_dir, None, row_group_size), skip_existing, config, options)
+        return self._write(
+            WriteSpec("parquet", output_dir, None, row_group_size), skip_existing, config, options
+        )
 
     def plan(self, sink: Sink | None = None) -> Plan:
         """The stages this pipeline runs: row operations fused, cut at each shuffle."""
@@ -144,8 +173,12 @@ class Dataset:
     def _then(self, op: Any) -> Dataset:
         return Dataset(self.source, self.ops + (op,))
 
-    def _write(self, spec: WriteSpec, skip_existing: bool, config: ZephyrConfig | None, options: dict) -> WriteResult:
-        report = execute(self.source, self.ops, spec, resolve_config(config, options), skip_existing=skip_existing)
+    def _write(
+        self, spec: WriteSpec, skip_existing: bool, config: ZephyrConfig | None, options: dict
+    ) -> WriteResult:
+        report = execute(
+            self.source, self.ops, spec, resolve_config(config, options), skip_existing=skip_existing
+        )
         num_shards = len(report.values)
         return WriteResult(
             paths=tuple(spec.path_for(i, num_shards) for i in range(num_shards)),

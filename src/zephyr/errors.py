@@ -65,7 +65,11 @@ class ShardFailedError(ZephyrError):
         self.file, self.line = file, line
         self.error_type, self.error_message = error_type, message
         self.attempts, self.traceback = attempts, traceback
-        where = f"{file}:{line}" if file is not None and line is not None else (file or "(before the first record)")
+        where = (
+            f"{file}:{line}"
+            if file is not None and line is not None
+            else (file or "(before the first record)")
+        )
         text = (
             f"stage {stage}, shard {shard} of {num_shards} failed after {attempts} attempt(s) "
             f"at record {where}: {error_type}: {message}"
@@ -76,8 +80,14 @@ class ShardFailedError(ZephyrError):
 
     def __reduce__(self):  # the constructor takes keywords only
         fields = dict(
-            stage=self.stage, shard=self.shard, num_shards=self.num_shards, file=self.file, line=self.line,
-            error_type=self.error_type, message=self.error_message, attempts=self.attempts,
+            stage=self.stage,
+            shard=self.shard,
+            num_shards=self.num_shards,
+            file=self.file,
+            line=self.line,
+            error_type=self.error_type,
+            message=self.error_message,
+            attempts=self.attempts,
             traceback=self.traceback,
         )
         return partial(type(self), **fields), ()

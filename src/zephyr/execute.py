@@ -54,7 +54,9 @@ class WriteResult:
     shards_skipped: int
 
 
-def execute(source: Source, ops: tuple, sink: Sink, config: ZephyrConfig, skip_existing: bool = False) -> JobReport:
+def execute(
+    source: Source, ops: tuple, sink: Sink, config: ZephyrConfig, skip_existing: bool = False
+) -> JobReport:
     """Run the pipeline `source | ops | sink` to completion and report what it produced."""
     plan = build_plan(source, ops, sink)
     job_dir = join(config.spill_dir or tempfile.gettempdir(), f"zephyr-{uuid.uuid4().hex[:12]}")
@@ -81,11 +83,17 @@ def execute(source: Source, ops: tuple, sink: Sink, config: ZephyrConfig, skip_e
             if not last:
                 inputs = _partition_inputs(stage, results, counts[stage.index + 1])
         values: list[Any] = [None] * counts[-1]
-        for shard, result in zip(wanted, results):
+        for shard, result in zip(wanted, results, strict=False):
             values[shard] = result.value
         totals.log()
-        return JobReport(tuple(values), totals.records_in, totals.records_out, totals.bad_records,
-                         tuple(totals.bad_examples), counts[-1] - len(wanted))
+        return JobReport(
+            tuple(values),
+            totals.records_in,
+            totals.records_out,
+            totals.bad_records,
+            tuple(totals.bad_examples),
+            counts[-1] - len(wanted),
+        )
     finally:
         if backend is not None:
             backend.close()
@@ -100,8 +108,9 @@ def _unfinished_outputs(sink: Sink, num_shards: int) -> list[int]:
     return [i for i in range(num_shards) if not exists(sink.path_for(i, num_shards))]
 
 
-def _task(stage: Stage, shard: int, counts: list[int], shard_input: ShardInput, job_dir: str,
-          config: ZephyrConfig) -> ShardTask:
+def _task(
+    stage: Stage, shard: int, counts: list[int], shard_input: ShardInput, job_dir: str, config: ZephyrConfig
+) -> ShardTask:
     output = stage.output
     is_last = stage.index == len(counts) - 1
     return ShardTask(
@@ -151,5 +160,6 @@ class _Totals:
         if self.bad_records:
             logger.warning(
                 "zephyr: skipped %d malformed record(s) (bad_records='skip'); first: %s",
-                self.bad_records, "; ".join(self.bad_examples),
+                self.bad_records,
+                "; ".join(self.bad_examples),
             )

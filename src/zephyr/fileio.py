@@ -97,7 +97,9 @@ def open_read(path: str) -> Iterator[BinaryIO]:
         elif compression == "zstd":
             import zstandard
 
-            with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False) as stream:
+            with zstandard.ZstdDecompressor().stream_reader(
+                raw, read_across_frames=True, closefd=False
+            ) as stream:
                 yield stream
         else:
             yield raw

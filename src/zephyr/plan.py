@@ -75,7 +75,9 @@ class Plan:
                 lines.append("  -> (no sink yet: a writer, collect(), take() or count() runs the pipeline)")
             elif isinstance(stage.output, SHUFFLE_OPS):
                 target = stage.output.num_shards or (counts[stage.index] if counts else "as many")
-                lines.append(f"  -> shuffle: {_shuffle_text(stage.output)} into {target} partition(s), spilled to disk")
+                lines.append(
+                    f"  -> shuffle: {_shuffle_text(stage.output)} into {target} partition(s), spilled to disk"
+                )
             else:
                 lines.append(f"  -> {stage.output.describe()}")
         return "\n".join(lines)

@@ -18,7 +18,9 @@ class StageProgress:
         self._start = time.monotonic()
         self._bar = None
         if not quiet:
-            self._bar = tqdm(total=total, desc=f"zephyr stage {stage}", unit="shard", file=sys.stderr, leave=True)
+            self._bar = tqdm(
+                total=total, desc=f"zephyr stage {stage}", unit="shard", file=sys.stderr, leave=True
+            )
 
     def skipped(self, shards: int) -> None:
         """Shards that need no work (their output exists) count as done."""

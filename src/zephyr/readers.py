@@ -117,8 +117,15 @@ def _read_text(path: str, bad_records: str, pos: Position, stats: ShardStats) ->
     return _read_lines(path, _decode_text, UnicodeDecodeError, "not UTF-8", bad_records, pos, stats)
 
 
-def _read_lines(path: str, decode, decode_error: type[Exception], what: str, bad_records: str, pos: Position,
-                stats: ShardStats) -> Iterator:
+def _read_lines(
+    path: str,
+    decode,
+    decode_error: type[Exception],
+    what: str,
+    bad_records: str,
+    pos: Position,
+    stats: ShardStats,
+) -> Iterator:
     """Records decoded from the file's lines; bad lines are skipped and counted or raise BadRecordError."""
     return chain.from_iterable(_decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats))
 
@@ -135,8 +142,9 @@ def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats) -
                 try:
                     records, lines = list(map(decode, batch)), None
                 except decode_error:
-                    records, lines = _decode_carefully(path, batch, line_before, decode, decode_error, what,
-                                                       bad_records, stats)
+                    records, lines = _decode_carefully(
+                        path, batch, line_before, decode, decode_error, what, bad_records, stats
+                    )
                 iterator = iter(records)
                 pos.start_block(line_before, iterator, len(records), lines)
                 yield iterator

@@ -78,8 +78,9 @@ def encode_key(key: Any) -> bytes:
     if isinstance(key, date):
         return b"a%d" % key.toordinal()
     if isinstance(key, time):
-        since_midnight = timedelta(hours=key.hour, minutes=key.minute, seconds=key.second,
-                                   microseconds=key.microsecond)
+        since_midnight = timedelta(
+            hours=key.hour, minutes=key.minute, seconds=key.second, microseconds=key.microsecond
+        )
         offset = key.utcoffset()
         if offset is None:
             return b"T%d" % _nanoseconds(since_midnight)
@@ -198,10 +199,12 @@ class RoundRobinWriter:
         """Close the files and return each partition's (single) file, or none if it got no record."""
         for f in self._files:
             f.close()
-        return [[path] if used else [] for path, used in zip(self._paths, self._used)]
+        return [[path] if used else [] for path, used in zip(self._paths, self._used, strict=False)]
 
 
-def write_frames_round_robin(records: Iterator, directory: str, num_files: int, block: int = 1024) -> list[str]:
+def write_frames_round_robin(
+    records: Iterator, directory: str, num_files: int, block: int = 1024
+) -> list[str]:
     """Spread records over `num_files` frame files in blocks of `block` records; return the paths."""
     writer_paths = [join(directory, f"input-{i:05d}.bin") for i in range(num_files)]
     files = [fsspec.open(p, "wb").open() for p in writer_paths]

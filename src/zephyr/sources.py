@@ -100,7 +100,9 @@ class FileSource:
 
     def describe(self) -> str:
         fmt = self.format or "format by extension"
-        return f"read files {list(self.patterns)} ({fmt}, bad_records={self.bad_records!r}), one shard per file"
+        return (
+            f"read files {list(self.patterns)} ({fmt}, bad_records={self.bad_records!r}), one shard per file"
+        )
 
 
 @dataclass(frozen=True)
@@ -157,5 +159,3 @@ Source = FileSource | ListSource | IterableSource
 def file_source(patterns: str | Sequence[str], format: str | None, bad_records: str) -> FileSource:
     """A FileSource from one glob or several."""
     return FileSource((patterns,) if isinstance(patterns, str) else tuple(patterns), format, bad_records)
-
-

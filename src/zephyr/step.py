@@ -93,7 +93,9 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
     context = current()
     dataset = config.build(context)
     if not isinstance(dataset, Dataset):
-        raise PlanError(f"step {context.step_name!r}: build() returned {type(dataset).__name__}, not a zephyr Dataset")
+        raise PlanError(
+            f"step {context.step_name!r}: build() returned {type(dataset).__name__}, not a zephyr Dataset"
+        )
     out = context.output_path.rstrip("/") + (f"/{config.subdir}" if config.subdir else "")
     options: dict[str, Any] = {"skip_existing": True, "config": config.zephyr}
     already = _part_names(out)  # finished by an earlier attempt: skip_existing keeps them

@@ -114,7 +114,10 @@ def _consume(task: ShardTask, records, stats: ShardStats) -> Any:
         return writer.runs()
     if isinstance(output, GroupBy | Deduplicate):
         sorter = SortedRunWriter(
-            directory, task.num_partitions, task.memory_budget_bytes, keep_first=isinstance(output, Deduplicate)
+            directory,
+            task.num_partitions,
+            task.memory_budget_bytes,
+            keep_first=isinstance(output, Deduplicate),
         )
         key = output.key
         try:
@@ -124,7 +127,9 @@ def _consume(task: ShardTask, records, stats: ShardStats) -> Any:
         except UnsupportedKeyError as e:
             raise UnsupportedKeyError(e.key_type, output.describe()) from None
         return sorter.runs()
-    raise PlanError(f"stage {task.stage} has no sink: end the pipeline with a writer, collect(), take() or count()")
+    raise PlanError(
+        f"stage {task.stage} has no sink: end the pipeline with a writer, collect(), take() or count()"
+    )
 
 
 def _failure(e: BaseException, pos: Position, retryable: bool) -> TaskFailure:

@@ -77,7 +77,9 @@ def _jsonl_lines(records: Iterable) -> Iterator[bytes]:
 def _text_lines(records: Iterable) -> Iterator[bytes]:
     for record in records:
         if not isinstance(record, str):
-            raise PlanError(f"write_text writes str records, got {type(record).__name__}: {record!r:.80}; map to str first")
+            raise PlanError(
+                f"write_text writes str records, got {type(record).__name__}: {record!r:.80}; map to str first"
+            )
         yield record.encode("utf-8") + b"\n"
 
 

@@ -46,14 +46,22 @@ def _gone(pid: int) -> bool:
 def test_local_cluster_cancel_kills_the_running_task_and_keeps_a_queued_one_from_starting(tmp_path):
     cluster = LocalCluster(cpu=1, gpus=0)
     try:
-        running = cluster.submit(functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")), name="hang",
-                                 resources=ResourceConfig.with_cpu(1))
-        queued = cluster.submit(functools.partial(_touch, str(tmp_path / "queued-ran")), name="queued",
-                                resources=ResourceConfig.with_cpu(1))
+        running = cluster.submit(
+            functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")),
+            name="hang",
+            resources=ResourceConfig.with_cpu(1),
+        )
+        queued = cluster.submit(
+            functools.partial(_touch, str(tmp_path / "queued-ran")),
+            name="queued",
+            resources=ResourceConfig.with_cpu(1),
+        )
         pid = _wait_for_pid(tmp_path / "pid")
         cluster.cancel(queued, reason="not needed")
         cluster.cancel(running, reason="its step lost its lease")
-        with pytest.raises(TaskCancelledError, match=r"'hang' was cancelled \(its step lost its lease\).*killed"):
+        with pytest.raises(
+            TaskCancelledError, match=r"'hang' was cancelled \(its step lost its lease\).*killed"
+        ):
             running.result(timeout=60)
         assert queued.cancelled() and _gone(pid)
         after = cluster.submit(os.getpid, name="after")  # the cluster goes on with a fresh worker
@@ -78,8 +86,11 @@ def test_thread_cluster_cancel_keeps_a_queued_task_from_starting(tmp_path):
 
 
 def test_ray_cluster_cancel_kills_the_running_task(ray_cluster, tmp_path):
-    future = ray_cluster.submit(functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")), name="hang",
-                                resources=ResourceConfig.with_cpu(1))
+    future = ray_cluster.submit(
+        functools.partial(_publish_pid_and_hang, str(tmp_path / "pid")),
+        name="hang",
+        resources=ResourceConfig.with_cpu(1),
+    )
     pid = _wait_for_pid(tmp_path / "pid")
     ray_cluster.cancel(future, reason="its step lost its lease")
     with pytest.raises(TaskCancelledError, match="its step lost its lease"):
@@ -115,7 +126,9 @@ def test_local_cluster_cancel_as_each_task_resolves_never_kills_the_next_task(tm
         futures = []
         for i in range(40):
             future = cluster.submit(os.getpid, name=f"task-{i}")
-            future.add_done_callback(functools.partial(cluster.cancel, reason="lease lost as the step finished"))
+            future.add_done_callback(
+                functools.partial(cluster.cancel, reason="lease lost as the step finished")
+            )
             futures.append(future)
         pids = [future.result(timeout=120) for future in futures]
     finally:
@@ -124,7 +137,9 @@ def test_local_cluster_cancel_as_each_task_resolves_never_kills_the_next_task(tm
 
 
 def test_ray_cluster_cancel_of_a_settled_future_changes_nothing(ray_cluster):
-    done = ray_cluster.submit(functools.partial(int, "7"), name="done", resources=ResourceConfig.with_cpu(0.5))
+    done = ray_cluster.submit(
+        functools.partial(int, "7"), name="done", resources=ResourceConfig.with_cpu(0.5)
+    )
     failed = ray_cluster.submit(_raise_value_error, name="failed", resources=ResourceConfig.with_cpu(0.5))
     assert done.result(timeout=120) == 7
     with pytest.raises(ValueError, match="the task's own bug"):

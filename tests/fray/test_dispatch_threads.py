@@ -16,8 +16,10 @@ def test_sequential_tasks_reuse_dispatch_threads_and_shutdown_ends_them(tmp_path
     before = set(_dispatch_threads())
     cluster = LocalCluster(cpu=2, gpus=0)
     try:
-        pids = [cluster.submit(os.getpid, name=f"t{i}", log_path=str(tmp_path / f"t{i}.log")).result()
-                for i in range(20)]
+        pids = [
+            cluster.submit(os.getpid, name=f"t{i}", log_path=str(tmp_path / f"t{i}.log")).result()
+            for i in range(20)
+        ]
         started = set(_dispatch_threads()) - before
         assert 1 <= len(started) <= 2  # one task at a time needs no thread per task
         assert len(set(pids)) == 1  # and one warm worker
@@ -37,8 +39,10 @@ def _sleep_then_touch(path: str) -> None:
 def test_shutdown_waits_for_running_tasks_and_cancels_queued_ones(tmp_path):
     before = set(_dispatch_threads())
     cluster = LocalCluster(cpu=2, gpus=0)
-    futures = [cluster.submit(lambda i=i: _sleep_then_touch(str(tmp_path / f"done.{i}")), name=f"slow{i}")
-               for i in range(3)]
+    futures = [
+        cluster.submit(lambda i=i: _sleep_then_touch(str(tmp_path / f"done.{i}")), name=f"slow{i}")
+        for i in range(3)
+    ]
     while sum(f.running() for f in futures) < 2:  # two run (one core each); the third waits for a core
         pass
     started = set(_dispatch_threads()) - before

@@ -28,8 +28,14 @@ def _all_reduce_ranks(fail_rank: int | None = None) -> dict:
         node = os.environ.get("FRAY_TEST_NODE") or _ray_node()
         nodes = [None] * world
         dist.all_gather_object(nodes, node)
-        return {"rank": rank, "world": world, "sum": total.item(), "nodes": nodes,
-                "master": os.environ["MASTER_ADDR"], "port": int(os.environ["MASTER_PORT"])}
+        return {
+            "rank": rank,
+            "world": world,
+            "sum": total.item(),
+            "nodes": nodes,
+            "master": os.environ["MASTER_ADDR"],
+            "port": int(os.environ["MASTER_PORT"]),
+        }
     finally:
         dist.destroy_process_group()
 
@@ -38,7 +44,11 @@ def _ray_node() -> str:
     try:
         import ray
 
-        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else f"pid-host-{os.uname().nodename}"
+        return (
+            ray.get_runtime_context().get_node_id()
+            if ray.is_initialized()
+            else f"pid-host-{os.uname().nodename}"
+        )
     except ImportError:
         return os.uname().nodename
 
@@ -47,8 +57,12 @@ def test_local_gang_of_two_forms_one_group_and_returns_rank_zeros_value(tmp_path
     cluster = LocalCluster(cpu=2)
     try:
         log = tmp_path / "gang.log"
-        future = cluster.submit(_all_reduce_ranks, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2),
-                                log_path=str(log))
+        future = cluster.submit(
+            _all_reduce_ranks,
+            name="gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+            log_path=str(log),
+        )
         result = future.result(timeout=240)
         assert (result["rank"], result["world"], result["sum"]) == (0, 2, 3.0)
         assert result["master"] == "127.0.0.1" and result["port"] > 0
@@ -61,8 +75,11 @@ def test_local_gang_of_two_forms_one_group_and_returns_rank_zeros_value(tmp_path
 def test_local_gang_fails_with_the_failing_replicas_own_error_and_stops_the_others(tmp_path):
     cluster = LocalCluster(cpu=2)
     try:
-        future = cluster.submit(functools.partial(_all_reduce_ranks, fail_rank=1), name="gang",
-                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        future = cluster.submit(
+            functools.partial(_all_reduce_ranks, fail_rank=1),
+            name="gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
         with pytest.raises(ValueError, match="rank 1 fails on purpose"):
             future.result(timeout=240)
         # The gang released its two cores: a plain task runs after it.
@@ -73,8 +90,9 @@ def test_local_gang_fails_with_the_failing_replicas_own_error_and_stops_the_othe
 
 def test_ray_gang_spreads_two_replicas_over_two_nodes_in_one_group(ray_cluster, tmp_path):
     log = tmp_path / "gang.log"
-    future = ray_cluster.submit(_all_reduce_ranks, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2),
-                                log_path=str(log))
+    future = ray_cluster.submit(
+        _all_reduce_ranks, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(log)
+    )
     result = future.result(timeout=240)
     assert (result["rank"], result["world"], result["sum"]) == (0, 2, 3.0)
     assert len(set(result["nodes"])) == 2  # SPREAD: one replica on each node
@@ -83,13 +101,18 @@ def test_ray_gang_spreads_two_replicas_over_two_nodes_in_one_group(ray_cluster, 
 
 
 def test_ray_gang_fails_with_a_replicas_error_and_frees_its_placement_group(ray_cluster):
-    future = ray_cluster.submit(functools.partial(_all_reduce_ranks, fail_rank=1), name="gang",
-                                resources=ResourceConfig.with_cpu(1, replicas=2))
+    future = ray_cluster.submit(
+        functools.partial(_all_reduce_ranks, fail_rank=1),
+        name="gang",
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+    )
     with pytest.raises(ValueError, match="rank 1 fails on purpose") as raised:
         future.result(timeout=240)
     assert any("replica rank 1 of 2 failed" in note for note in raised.value.__notes__)
     # Both nodes' CPUs are free again: another gang of two is placed and runs.
-    again = ray_cluster.submit(_all_reduce_ranks, name="again", resources=ResourceConfig.with_cpu(1, replicas=2))
+    again = ray_cluster.submit(
+        _all_reduce_ranks, name="again", resources=ResourceConfig.with_cpu(1, replicas=2)
+    )
     assert again.result(timeout=240)["sum"] == 3.0
 
 
@@ -118,7 +141,11 @@ def test_a_gang_step_that_lost_a_replica_records_the_preemption_apart_from_failu
     out = result.output_path(step)
     assert result.results[out]["sum"] == 3.0  # the retried gang completed
     events = json.load(open(os.path.join(out, ".executor_status")))["events"]
-    assert [e["state"] for e in events] == ["RUNNING", "RUNNING", "SUCCESS"]  # no FAILED: a preemption is no failure
+    assert [e["state"] for e in events] == [
+        "RUNNING",
+        "RUNNING",
+        "SUCCESS",
+    ]  # no FAILED: a preemption is no failure
     preempted = events[1]["preempted"]
     assert (preempted["replica"], preempted["retry"], preempted["of"]) == (1, 1, 2)
     assert preempted["node"] and "worker or node died" in preempted["error"]
@@ -140,8 +167,11 @@ def _store_listens_on() -> list[str]:
     dist.init_process_group("gloo", store=rendezvous_store(rank, world), rank=rank, world_size=world)
     try:
         port = int(os.environ["MASTER_PORT"])
-        return [c.laddr.ip for c in psutil.Process().net_connections("inet")
-                if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+        return [
+            c.laddr.ip
+            for c in psutil.Process().net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        ]
     finally:
         dist.destroy_process_group()
 
@@ -149,7 +179,11 @@ def _store_listens_on() -> list[str]:
 def test_the_rendezvous_store_listens_on_the_masters_address_not_every_interface(tmp_path):
     cluster = LocalCluster(cpu=2)
     try:
-        future = cluster.submit(_store_listens_on, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2))
-        assert future.result(timeout=240) == ["127.0.0.1"]  # MASTER_ADDR of a local gang; torch's default is '*'
+        future = cluster.submit(
+            _store_listens_on, name="gang", resources=ResourceConfig.with_cpu(1, replicas=2)
+        )
+        assert future.result(timeout=240) == [
+            "127.0.0.1"
+        ]  # MASTER_ADDR of a local gang; torch's default is '*'
     finally:
         cluster.shutdown()

@@ -16,7 +16,12 @@ import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
-QUANTITY = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"}]}
+QUANTITY = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "string", "pattern": r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"},
+    ]
+}
 RESOURCE_LIST = {"type": "object", "additionalProperties": QUANTITY}
 CONTAINER = {
     "type": "object",
@@ -30,14 +35,25 @@ CONTAINER = {
             "items": {
                 "type": "object",
                 "required": ["containerPort"],
-                "properties": {"containerPort": {"type": "integer", "minimum": 1, "maximum": 65535}, "name": {"type": "string"}},
+                "properties": {
+                    "containerPort": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "name": {"type": "string"},
+                },
             },
         },
         "env": {
             "type": "array",
-            "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}}},
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+            },
         },
-        "resources": {"type": "object", "properties": {"requests": RESOURCE_LIST, "limits": RESOURCE_LIST}, "additionalProperties": False},
+        "resources": {
+            "type": "object",
+            "properties": {"requests": RESOURCE_LIST, "limits": RESOURCE_LIST},
+            "additionalProperties": False,
+        },
     },
 }
 POD_TEMPLATE = {
@@ -55,8 +71,14 @@ POD_TEMPLATE = {
         }
     },
 }
-RAY_START_PARAMS = {"type": "object", "additionalProperties": {"type": "string"}}  # map[string]string in the CRD
-GROUP_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}  # map[string]string (KubeRay >= 1.5.1)
+RAY_START_PARAMS = {
+    "type": "object",
+    "additionalProperties": {"type": "string"},
+}  # map[string]string in the CRD
+GROUP_LABELS = {
+    "type": "object",
+    "additionalProperties": {"type": "string"},
+}  # map[string]string (KubeRay >= 1.5.1)
 SCHEMA = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -66,7 +88,9 @@ SCHEMA = {
         "metadata": {
             "type": "object",
             "required": ["name"],
-            "properties": {"name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
+            "properties": {
+                "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+            },
         },
         "spec": {
             "type": "object",
@@ -120,7 +144,9 @@ def test_committed_manifest_is_the_generators_output():
 
     run = subprocess.run([sys.executable, "-m", "fray.kuberay"], capture_output=True, text=True, check=True)
     committed = (DEPLOY / "kuberay-raycluster.yaml").read_text()
-    assert run.stdout == committed, "deploy/kuberay-raycluster.yaml is stale: run `python -m fray.kuberay > deploy/kuberay-raycluster.yaml`"
+    assert run.stdout == committed, (
+        "deploy/kuberay-raycluster.yaml is stale: run `python -m fray.kuberay > deploy/kuberay-raycluster.yaml`"
+    )
     assert render_yaml(raycluster_manifest(RayClusterSpec())) == committed
     assert yaml.safe_load(committed) == raycluster_manifest(RayClusterSpec())
 
@@ -128,8 +154,13 @@ def test_committed_manifest_is_the_generators_output():
 def test_generator_names_the_group_whose_replicas_are_out_of_bounds():
     from fray.kuberay import RayClusterSpec, WorkerGroup, raycluster_manifest
 
-    bad = RayClusterSpec(groups=(WorkerGroup("gpu-a100", cpu=8, memory="64Gi", replicas=5, max_replicas=4, gpus=8),))
-    with pytest.raises(ValueError, match=r"worker group 'gpu-a100': replicas=5 must lie in \[min_replicas=0, max_replicas=4\]"):
+    bad = RayClusterSpec(
+        groups=(WorkerGroup("gpu-a100", cpu=8, memory="64Gi", replicas=5, max_replicas=4, gpus=8),)
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"worker group 'gpu-a100': replicas=5 must lie in \[min_replicas=0, max_replicas=4\]",
+    ):
         raycluster_manifest(bad)
     twice = RayClusterSpec(groups=(WorkerGroup("cpu", cpu=1, memory="1Gi", max_replicas=1),) * 2)
     with pytest.raises(ValueError, match="unique"):

@@ -116,7 +116,9 @@ def test_gpus_are_handed_out_one_task_each(tmp_path):
         ]
         seen = [f.result(timeout=120) for f in futures]
         assert seen[:2] == [2, 2] and seen[2] <= 2
-        devices = cluster.submit(functools.partial(_read_env, "CUDA_VISIBLE_DEVICES"), name="d", resources=gpu)
+        devices = cluster.submit(
+            functools.partial(_read_env, "CUDA_VISIBLE_DEVICES"), name="d", resources=gpu
+        )
         assert devices.result(timeout=60) in {"0", "1"}
         cpu_only = cluster.submit(functools.partial(_read_env, "CUDA_VISIBLE_DEVICES"), name="c")
         assert cpu_only.result(timeout=60) == ""
@@ -130,7 +132,10 @@ def test_memory_limit_serialises_tasks_that_do_not_fit_together(tmp_path):
     slots.mkdir()
     try:
         task = functools.partial(_occupy, str(slots), 1)
-        futures = [cluster.submit(task, name=f"m{i}", resources=ResourceConfig.with_cpu(1, ram="600MiB")) for i in range(3)]
+        futures = [
+            cluster.submit(task, name=f"m{i}", resources=ResourceConfig.with_cpu(1, ram="600MiB"))
+            for i in range(3)
+        ]
         assert [f.result(timeout=120) for f in futures] == [1, 1, 1]
     finally:
         cluster.shutdown()
@@ -145,7 +150,9 @@ def test_env_vars_reach_the_task(cluster):
 def test_log_on_a_remote_filesystem_is_uploaded():
     cluster = LocalCluster(cpu=1)
     try:
-        cluster.submit(_report_pid_and_print, name="remote", log_path="memory://fray-test/remote.log").result(timeout=60)
+        cluster.submit(_report_pid_and_print, name="remote", log_path="memory://fray-test/remote.log").result(
+            timeout=60
+        )
     finally:
         cluster.shutdown()
     with fsspec.open("memory://fray-test/remote.log", "r") as f:

@@ -73,8 +73,12 @@ def test_tasks_reuse_a_warm_worker_process(cluster):
 
 
 def test_each_task_of_one_worker_logs_only_its_own_output(cluster, tmp_path):
-    pids = [cluster.submit(functools.partial(_say, f"hello from {n}"), name=n, log_path=str(tmp_path / f"{n}.log"))
-            .result(timeout=60) for n in ("one", "two")]
+    pids = [
+        cluster.submit(
+            functools.partial(_say, f"hello from {n}"), name=n, log_path=str(tmp_path / f"{n}.log")
+        ).result(timeout=60)
+        for n in ("one", "two")
+    ]
     assert pids[0] == pids[1]
     one, two = (tmp_path / "one.log").read_text(), (tmp_path / "two.log").read_text()
     assert "=== fray: task 'one' starting on" in one and f"pid {pids[0]}" in one
@@ -84,9 +88,13 @@ def test_each_task_of_one_worker_logs_only_its_own_output(cluster, tmp_path):
 
 def test_cwd_environment_and_stdout_are_restored_after_each_task(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("FRAY_KEPT", "kept")
-    first = cluster.submit(functools.partial(_mess_up_process_state, str(tmp_path)), name="messy").result(timeout=60)
+    first = cluster.submit(functools.partial(_mess_up_process_state, str(tmp_path)), name="messy").result(
+        timeout=60
+    )
     log = tmp_path / "after.log"
-    pid, cwd, leaked, kept = cluster.submit(_process_state, name="after", log_path=str(log)).result(timeout=60)
+    pid, cwd, leaked, kept = cluster.submit(_process_state, name="after", log_path=str(log)).result(
+        timeout=60
+    )
     assert pid == first
     assert cwd == os.getcwd() != str(tmp_path)
     assert (leaked, kept) == (None, "kept")
@@ -99,7 +107,9 @@ def test_env_var_task_gets_its_own_process_and_later_tasks_do_not_see_its_env(cl
     own = cluster.submit(functools.partial(_pid_and_env, "FRAY_LEAKED"), name="env", resources=resources)
     own_pid, value = own.result(timeout=60)
     assert value == "set" and own_pid != warm
-    assert cluster.submit(functools.partial(_pid_and_env, "FRAY_LEAKED"), name="plain").result(timeout=60) == (warm, None)
+    assert cluster.submit(functools.partial(_pid_and_env, "FRAY_LEAKED"), name="plain").result(
+        timeout=60
+    ) == (warm, None)
     assert not psutil.pid_exists(own_pid)  # ended after its task
 
 
@@ -128,7 +138,7 @@ def test_shutdown_kill_running_fails_the_running_task(tmp_path):
     assert queued.cancelled()
 
 
-RUNNER = textwrap.dedent('''
+RUNNER = textwrap.dedent("""
     import functools, os, sys, time
     from pathlib import Path
     from fray.cluster import LocalCluster, ResourceConfig
@@ -147,7 +157,7 @@ RUNNER = textwrap.dedent('''
     cluster.submit(functools.partial(hang, str(control / "own.pid")), name="own",
                    resources=ResourceConfig.with_cpu(env_vars={"X": "1"}))
     time.sleep(300)
-''')
+""")
 
 
 def test_a_sigkilled_runner_leaves_no_worker_behind(tmp_path):
@@ -178,7 +188,9 @@ def test_echo_shows_each_line_of_a_running_task_prefixed_with_its_name(tmp_path,
         sys.stdout.write("no newline at the end")
 
     try:
-        futures = [cluster.submit(chatty, name=f"train/{i}", log_path=str(tmp_path / f"{i}.log")) for i in range(2)]
+        futures = [
+            cluster.submit(chatty, name=f"train/{i}", log_path=str(tmp_path / f"{i}.log")) for i in range(2)
+        ]
         for f in futures:
             f.result(timeout=60)
     finally:
@@ -186,7 +198,9 @@ def test_echo_shows_each_line_of_a_running_task_prefixed_with_its_name(tmp_path,
     err = capfd.readouterr().err.splitlines()
     for i in range(2):
         assert [line for line in err if line.startswith(f"[train/{i}]")] == [
-            f"[train/{i}] step 1/2 loss 3.21", f"[train/{i}] step 2/2 loss 2.90", f"[train/{i}] no newline at the end",
+            f"[train/{i}] step 1/2 loss 3.21",
+            f"[train/{i}] step 2/2 loss 2.90",
+            f"[train/{i}] no newline at the end",
         ]
 
 

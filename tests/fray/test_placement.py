@@ -153,14 +153,18 @@ def test_unknown_region_fails_at_once_naming_the_clusters_regions(ray_cluster, r
     with pytest.raises(ResourcesUnavailableError) as raised:
         future.result()
     message = str(raised.value)
-    assert message.startswith("task 'far' cannot run on this Ray cluster: it asks for regions=('mars-north1',) ")
+    assert message.startswith(
+        "task 'far' cannot run on this Ray cluster: it asks for regions=('mars-north1',) "
+    )
     assert "the cluster's regions: us-central1, us-east1" in message
 
 
 def test_region_of_only_preemptible_nodes_fails_at_once_for_a_non_preemptible_task(ray_cluster):
     resources = ResourceConfig(regions=["us-central1"], preemptible=False)
     future = ray_cluster.submit(_node_id, name="careful", resources=resources)
-    with pytest.raises(ResourcesUnavailableError, match="preemptible=False and every node in regions us-central1"):
+    with pytest.raises(
+        ResourcesUnavailableError, match="preemptible=False and every node in regions us-central1"
+    ):
         future.result(timeout=1)
 
 

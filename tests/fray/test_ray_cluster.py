@@ -48,7 +48,9 @@ def test_concurrent_tasks_each_log_their_own_output(ray_cluster, tmp_path):
     logs = [tmp_path / f"t{i}.log" for i in range(2)]
     slow = ResourceConfig.with_cpu(1)
     futures = [
-        ray_cluster.submit(functools.partial(_node_and_print, f"hello {i}"), name=f"t{i}", resources=slow, log_path=str(log))
+        ray_cluster.submit(
+            functools.partial(_node_and_print, f"hello {i}"), name=f"t{i}", resources=slow, log_path=str(log)
+        )
         for i, log in enumerate(logs)
     ]
     nodes = [f.result(timeout=120) for f in futures]
@@ -84,20 +86,33 @@ def test_killed_worker_process_is_retried_and_completes_exactly_once(ray_cluster
 
 
 def test_gpu_request_on_a_cpu_only_cluster_fails_at_once(ray_cluster):
-    future = ray_cluster.submit(lambda: "never runs", name="train", resources=ResourceConfig.with_gpu("auto", 1))
+    future = ray_cluster.submit(
+        lambda: "never runs", name="train", resources=ResourceConfig.with_gpu("auto", 1)
+    )
     assert future.done()
-    with pytest.raises(ResourcesUnavailableError, match=r"task 'train' cannot run on this Ray cluster: it asks for .*GPU=1"):
+    with pytest.raises(
+        ResourcesUnavailableError, match=r"task 'train' cannot run on this Ray cluster: it asks for .*GPU=1"
+    ):
         future.result()
     too_many_cpus = ray_cluster.submit(lambda: 1, name="wide", resources=ResourceConfig.with_cpu(2))
     with pytest.raises(ResourcesUnavailableError, match="CPU=2 and no node has that"):
         too_many_cpus.result(timeout=1)
     # A gang: the two 1-CPU nodes hold two 1-CPU replicas, not three, and not two on one node.
     three = ray_cluster.submit(lambda: 1, name="multi", resources=ResourceConfig.with_cpu(1, replicas=3))
-    with pytest.raises(ResourcesUnavailableError, match=r"3 replicas of CPU=1 and the whole cluster holds 2 \(per node: 1, 1\)"):
+    with pytest.raises(
+        ResourcesUnavailableError,
+        match=r"3 replicas of CPU=1 and the whole cluster holds 2 \(per node: 1, 1\)",
+    ):
         three.result(timeout=1)
-    packed = ray_cluster.submit(lambda: 1, name="multi",
-                                resources=ResourceConfig.with_cpu(1, replicas=2, gang_placement="STRICT_PACK"))
-    with pytest.raises(ResourcesUnavailableError, match="on one node \\(gang_placement=STRICT_PACK\\) and the largest node holds 1"):
+    packed = ray_cluster.submit(
+        lambda: 1,
+        name="multi",
+        resources=ResourceConfig.with_cpu(1, replicas=2, gang_placement="STRICT_PACK"),
+    )
+    with pytest.raises(
+        ResourcesUnavailableError,
+        match="on one node \\(gang_placement=STRICT_PACK\\) and the largest node holds 1",
+    ):
         packed.result(timeout=1)
 
 

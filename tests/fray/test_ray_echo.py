@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(300)
 
-DRIVER = textwrap.dedent('''
+DRIVER = textwrap.dedent("""
     import os, sys, time
     from fray.cluster.ray_cluster import RayCluster
 
@@ -32,15 +32,18 @@ DRIVER = textwrap.dedent('''
     print("result", cluster.submit(task, name="echoed", log_path=log).result(), flush=True)
     sys.stdin.read()  # Ray forwards a worker's lines asynchronously: live until the test has seen them
     cluster.shutdown()
-''')
+""")
 
 
 def test_a_running_ray_tasks_lines_reach_the_driver_while_it_runs(ray_nodes, tmp_path):
     flag, log = tmp_path / "flag", tmp_path / "task.log"
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(flag), str(log)],
-        env={**os.environ, "RAY_ADDRESS": ray_nodes.address}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "RAY_ADDRESS": ray_nodes.address},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     seen = []
     try:
@@ -49,7 +52,12 @@ def test_a_running_ray_tasks_lines_reach_the_driver_while_it_runs(ray_nodes, tmp
             if "first line from the task" in line:
                 flag.touch()  # the task waits for this: only a line shown while it runs can release it
             text = "".join(seen)
-            if "saw the flag" in text and "progress: 100%" in text and "result 7" in text or "gave up" in text:
+            if (
+                "saw the flag" in text
+                and "progress: 100%" in text
+                and "result 7" in text
+                or "gave up" in text
+            ):
                 break
         driver.stdin.close()
         driver.wait(timeout=60)

@@ -35,14 +35,20 @@ def test_a_size_that_is_not_a_size_is_rejected_with_how_to_write_it():
         (lambda: ResourceConfig(cpu="four"), r"cpu='four' is not a number of cores"),
         (lambda: ResourceConfig.with_gpu("H100", 0), r"count=0 must be a whole number >= 1"),
         (lambda: ResourceConfig.with_gpu("H 100"), r"type='H 100' is not a GPU type"),
-        (lambda: ResourceConfig.with_tpu("tpu-big"), r"type='tpu-big' is not a TPU type; write it like 'v4-8'"),
+        (
+            lambda: ResourceConfig.with_tpu("tpu-big"),
+            r"type='tpu-big' is not a TPU type; write it like 'v4-8'",
+        ),
         (lambda: ResourceConfig.with_tpu("v4-8", topology="2by2"), r"topology='2by2' is not a topology"),
         (lambda: ResourceConfig(device="gpu"), r"device='gpu' is not a device"),
         (lambda: ResourceConfig(replicas=0), r"replicas=0 must be a whole number >= 1"),
         (lambda: ResourceConfig(regions="us-central1"), r"regions='us-central1' must be a list or tuple"),
         (lambda: ResourceConfig(env_vars={"A": 1}), r"env_vars\['A'\]=1 must be a string"),
         (lambda: ResourceConfig(env_vars={"A-B": "x"}), r"env_vars has the name 'A-B'"),
-        (lambda: ResourceConfig(pip_packages=["lm-eval>>0.4"]), r"'lm-eval>>0.4', which is not a pip requirement"),
+        (
+            lambda: ResourceConfig(pip_packages=["lm-eval>>0.4"]),
+            r"'lm-eval>>0.4', which is not a pip requirement",
+        ),
         (lambda: ResourceConfig(preemptible="yes"), r"preemptible='yes' must be True or False"),
     ],
 )
@@ -74,7 +80,9 @@ def test_config_is_frozen_hashable_and_equal_by_value():
 
 
 def test_to_json_is_a_complete_json_record():
-    config = ResourceConfig.with_gpu("A100", 2, ram="64GiB", regions=["us-east1"], pip_packages=["lm-eval>=0.4"])
+    config = ResourceConfig.with_gpu(
+        "A100", 2, ram="64GiB", regions=["us-east1"], pip_packages=["lm-eval>=0.4"]
+    )
     record = json.loads(json.dumps(config.to_json()))
     assert record == {
         "cpu": 1.0,

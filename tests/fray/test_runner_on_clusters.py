@@ -62,9 +62,13 @@ def report(path):
 def build_dag() -> list[StepSpec]:
     """Five steps, each asking for different resources (all of which fit a 1-CPU node)."""
     numbers = StepSpec(name="numbers", fn=make_numbers, resources=ResourceConfig.with_cpu(1))
-    squared = StepSpec(name="square", fn=square, deps=[numbers], resources=ResourceConfig.with_cpu(0.5, ram="64MiB"))
+    squared = StepSpec(
+        name="square", fn=square, deps=[numbers], resources=ResourceConfig.with_cpu(0.5, ram="64MiB")
+    )
     even = StepSpec(
-        name="evens", fn=evens, deps=[numbers],
+        name="evens",
+        fn=evens,
+        deps=[numbers],
         resources=ResourceConfig.with_cpu(0.25, env_vars={"EVENS_FLAG": "set-by-resources"}),
     )
     summed = StepSpec(name="total", fn=total, deps=[squared, even], resources=None)
@@ -85,7 +89,9 @@ def _records(result, steps) -> dict[str, dict]:
             "key": status["key"],
             "states": [e["state"] for e in status["events"]],
             "artifact": json.loads((out / ".artifact.json").read_text()),
-            "info": {k: info[k] for k in ("name", "key", "hash_attrs", "version", "fn", "resources", "key_record")},
+            "info": {
+                k: info[k] for k in ("name", "key", "hash_attrs", "version", "fn", "resources", "key_record")
+            },
             "deps": [(d["name"], d["key"]) for d in info["deps"]],
         }
     return records
@@ -163,11 +169,14 @@ def train_with_checkpoints(path):
     return {"resumed_from": start, "units": 6}
 
 
-def test_worker_killed_mid_step_is_retried_resumes_from_its_checkpoint_and_completes_once(ray_cluster, tmp_path):
+def test_worker_killed_mid_step_is_retried_resumes_from_its_checkpoint_and_completes_once(
+    ray_cluster, tmp_path
+):
     control = tmp_path / "control"
     control.mkdir()
     step = StepSpec(
-        name="train", fn=train_with_checkpoints,
+        name="train",
+        fn=train_with_checkpoints,
         resources=ResourceConfig.with_cpu(1, env_vars={"FRAY_TEST_CONTROL": str(control)}),
     )
     runner = StepRunner(prefix=str(tmp_path / "out"), cluster=ray_cluster, progress=False)
@@ -190,7 +199,7 @@ def test_worker_killed_mid_step_is_retried_resumes_from_its_checkpoint_and_compl
     assert (out / ".executor_log").read_text().count("=== fray: task 'train' starting") == 2
 
 
-CLI_EXPERIMENT = '''
+CLI_EXPERIMENT = """
 import os
 from pathlib import Path
 
@@ -203,14 +212,20 @@ def where(path):
 
 
 located = StepSpec(name="located", fn=where)
-'''
+"""
 
 
 def test_marin_run_defaults_to_a_process_per_step(tmp_path):
     (tmp_path / "exp.py").write_text(CLI_EXPERIMENT)
     env = {k: v for k, v in os.environ.items() if k != "MARIN_CLUSTER"}
-    done = subprocess.run([sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     [out] = (tmp_path / "out").glob("located-*")
     runner_pid = json.loads((out / ".executor_status").read_text())["events"][-1]["pid"]

@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.timeout(240)
 
 MARIN = [sys.executable, "-m", "marin.cli"]
 
-EXPERIMENT = textwrap.dedent('''
+EXPERIMENT = textwrap.dedent("""
     import os
     from pathlib import Path
 
@@ -42,18 +41,24 @@ EXPERIMENT = textwrap.dedent('''
         print("shipped files:", sorted(os.listdir(".")))
         print("driver python:", sys.executable)
         StepRunner().run([step])
-''')
+""")
 
 
 def test_request_packages_the_working_directory_without_venv_outputs_or_git(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "exp.py").write_text("print(1)")
-    request = JobRequest(str(tmp_path / "exp.py"), str(tmp_path), ["--lr", "3e-4"], prefix="gs://bucket/marin")
+    request = JobRequest(
+        str(tmp_path / "exp.py"), str(tmp_path), ["--lr", "3e-4"], prefix="gs://bucket/marin"
+    )
     assert request.entrypoint() == "python exp.py --lr 3e-4"
     env = request.runtime_env()
     assert env["working_dir"] == os.path.realpath(tmp_path)
     assert {".venv", ".git", "marin-outputs"} <= set(env["excludes"])
-    assert env["env_vars"] == {"MARIN_CLUSTER": "ray", "MARIN_PREFIX": "gs://bucket/marin", "PYTHONPATH": "src"}
+    assert env["env_vars"] == {
+        "MARIN_CLUSTER": "ray",
+        "MARIN_PREFIX": "gs://bucket/marin",
+        "PYTHONPATH": "src",
+    }
     outside = tmp_path.parent / "elsewhere.py"
     outside.write_text("")
     with pytest.raises(SubmitError, match="is outside the working directory"):
@@ -61,8 +66,12 @@ def test_request_packages_the_working_directory_without_venv_outputs_or_git(tmp_
 
 
 def _git(project, *args):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=project, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_submit_runs_the_experiment_as_a_ray_job_whose_steps_are_ray_tasks(ray_nodes, tmp_path):
@@ -74,18 +83,35 @@ def test_submit_runs_the_experiment_as_a_ray_job_whose_steps_are_ray_tasks(ray_n
     _git(project, "init", "-q")
     _git(project, "add", ".")
     _git(project, "commit", "-qm", "experiment")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True
+    ).stdout.strip()
     (project / "experiment.py").write_text(EXPERIMENT + "# an uncommitted change\n")
     prefix = tmp_path / "outputs"
     env = {**os.environ, "MARIN_CLUSTER": ""}
     done = subprocess.run(
-        [*MARIN, "submit", "--address", ray_nodes.dashboard_url, "--prefix", str(prefix), "--follow", "experiment.py"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=200,
+        [
+            *MARIN,
+            "submit",
+            "--address",
+            ray_nodes.dashboard_url,
+            "--prefix",
+            str(prefix),
+            "--follow",
+            "experiment.py",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=200,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     job_id = done.stdout.splitlines()[0]
     assert "shipped files: ['.gitignore', 'experiment.py']" in done.stdout  # .venv and .git stayed home
-    assert f"driver python: {sys.executable}" in done.stdout  # the submitter's interpreter, the head being local
+    assert (
+        f"driver python: {sys.executable}" in done.stdout
+    )  # the submitter's interpreter, the head being local
     assert f"job {job_id}: SUCCEEDED" in done.stderr
     [out] = prefix.glob("hello-*")
     assert json.loads((out / ".executor_status").read_text())["state"] == "SUCCESS"
@@ -99,15 +125,29 @@ def test_submit_runs_the_experiment_as_a_ray_job_whose_steps_are_ray_tasks(ray_n
 
     metadata = JobSubmissionClient(ray_nodes.dashboard_url).get_job_info(job_id).metadata
     assert (metadata["git_commit"], metadata["git_dirty"]) == (commit, "True")
-    listed = subprocess.run([*MARIN, "jobs", "list", "--address", ray_nodes.dashboard_url], env=env,
-                            capture_output=True, text=True, timeout=60, check=True)
+    listed = subprocess.run(
+        [*MARIN, "jobs", "list", "--address", ray_nodes.dashboard_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert f"{job_id}\tSUCCEEDED\t{sys.executable} experiment.py" in listed.stdout
-    logs = subprocess.run([*MARIN, "jobs", "logs", job_id, "--address", ray_nodes.dashboard_url], env=env,
-                          capture_output=True, text=True, timeout=60, check=True)
+    logs = subprocess.run(
+        [*MARIN, "jobs", "logs", job_id, "--address", ray_nodes.dashboard_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "shipped files:" in logs.stdout
 
 
-def test_a_node_local_prefix_is_refused_across_machines_and_allowed_with_a_warning_on_one(tmp_path, monkeypatch):
+def test_a_node_local_prefix_is_refused_across_machines_and_allowed_with_a_warning_on_one(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MARIN_PREFIX", raising=False)
     assert resolve_prefix("gs://bucket/marin", machines=3) == ("gs://bucket/marin", None)

@@ -46,7 +46,6 @@ def _write_version(version: int, path: str) -> None:
 def _prefix_with_garbage(prefix: Path) -> dict[str, list[Path]]:
     """A real prefix: three versions of a hashed step and a fixed-path step rerun with a new key."""
     from fray.cluster import ThreadCluster
-
     from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
 
@@ -76,8 +75,15 @@ def test_marin_gc_commands_list_then_delete_moved_aside_copies_and_old_versions(
     env.update(MARIN_PREFIX=str(prefix), PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
 
     def run(line: str) -> str:
-        done = subprocess.run(["bash", "-c", line], env=env, cwd=tmp_path, capture_output=True, text=True,
-                              check=False, timeout=120)
+        done = subprocess.run(
+            ["bash", "-c", line],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         assert done.returncode == 0, (line, done.stderr)
         return done.stdout
 

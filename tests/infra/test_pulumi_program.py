@@ -307,7 +307,8 @@ def test_every_iam_grant_is_least_privilege(request, name):
         (
             {"marin-infra:region": "us-central1-a"},
             (),
-            r"^marin-infra:region: 'us-central1-a' is not a Google Cloud region .*is a zone, its region is 'us-central1'",
+            r"^marin-infra:region: 'us-central1-a' is not a Google Cloud region .*is a zone, its "
+            r"region is 'us-central1'",
         ),
         (
             {"marin-infra:region": "US Central"},
@@ -368,7 +369,8 @@ def test_every_iam_grant_is_least_privilege(request, name):
         (
             {"marin-infra:supersededGcSchedule": "0 3 * * 0"},
             (),
-            r"^marin-infra:supersededGcSchedule: is not a setting of this program; did you mean marin-infra:gcSchedule\?",
+            r"^marin-infra:supersededGcSchedule: is not a setting of this program; did you mean "
+            r"marin-infra:gcSchedule\?",
         ),
         (
             {"marin-infra:bucketName": "Marin_Bucket"},

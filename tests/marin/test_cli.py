@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-EXPERIMENT = textwrap.dedent('''
+EXPERIMENT = textwrap.dedent("""
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
 
@@ -27,13 +27,19 @@ EXPERIMENT = textwrap.dedent('''
     _private = StepSpec(name="never-run", fn=broken)
     if __name__ == "__main__":
         raise SystemExit("marin imports this file as a module, so this never runs")
-''')
+""")
 
 
 def marin(*args, cwd, **env_vars):
     env = {**os.environ, "MARIN_PREFIX": "", **env_vars}
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "marin.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_run_plan_status_info_round_trip(tmp_path):
@@ -58,8 +64,14 @@ def test_run_plan_status_info_round_trip(tmp_path):
     text_path = next(r["path"] for r in rows if r["name"] == "text")
     info = marin("info", text_path, cwd=tmp_path)
     assert info.returncode == 0, info.stderr
-    for expected in ("step     text", "state    SUCCESS", 'params   {"lang":"en"}', "make_text",
-                     'result   {"words":2}', "text.txt  11 B"):
+    for expected in (
+        "step     text",
+        "state    SUCCESS",
+        'params   {"lang":"en"}',
+        "make_text",
+        'result   {"words":2}',
+        "text.txt  11 B",
+    ):
         assert expected in info.stdout
     table = marin("status", prefix, cwd=tmp_path)
     assert "SUCCESS" in table.stdout and "loud" in table.stdout
@@ -79,18 +91,21 @@ def test_failed_run_exits_nonzero_with_traceback_and_log_location(tmp_path):
     ran = marin("run", "exp.py", "--prefix", "out", cwd=tmp_path)
     assert ran.returncode == 1
     assert "ValueError: broken on purpose" in ran.stderr and "/.executor_log" in ran.stderr
-    assert len(list((tmp_path / "out").glob("text-*/.artifact.json"))) == 1  # independent steps still finished
+    assert (
+        len(list((tmp_path / "out").glob("text-*/.artifact.json"))) == 1
+    )  # independent steps still finished
     info_missing = marin("info", str(tmp_path), cwd=tmp_path)
     assert info_missing.returncode == 2 and "holds no step output" in info_missing.stderr
 
-HEADLINE_EXPERIMENT = textwrap.dedent('''
+
+HEADLINE_EXPERIMENT = textwrap.dedent("""
     from marin.execution.step_spec import StepSpec
 
     def score():
         return {"headline": {"metric": "bpb", "value": 1.23456}, "other": 1}
 
     scored = StepSpec(name="evaluations/scored", fn=score)
-''')
+""")
 
 
 def test_status_and_info_show_a_steps_headline_metric(tmp_path):
@@ -105,7 +120,7 @@ def test_status_and_info_show_a_steps_headline_metric(tmp_path):
     assert "headline bpb = 1.235" in info.stdout
 
 
-REVISED = textwrap.dedent('''
+REVISED = textwrap.dedent("""
     import os
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
@@ -114,7 +129,7 @@ REVISED = textwrap.dedent('''
         Path(path, "v.txt").write_text(os.environ["V"])
 
     fixed = StepSpec(name="fixed", fn=write, hash_attrs={"v": os.environ["V"]}, output_path="fixed")
-''')
+""")
 
 
 def test_superseded_copies_are_hidden_from_status_and_removed_only_by_gc_yes(tmp_path):

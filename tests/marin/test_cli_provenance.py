@@ -14,7 +14,7 @@ from tests.shell_env import fresh_env
 REPO = Path(__file__).resolve().parents[2]
 CUSTOM_STEP = REPO / "experiments" / "tutorials" / "custom_step.py"
 
-EXPERIMENT = textwrap.dedent('''
+EXPERIMENT = textwrap.dedent("""
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
     from marin.execution.step_runner import StepRunner
@@ -34,13 +34,19 @@ EXPERIMENT = textwrap.dedent('''
     b = StepSpec(name="b", fn=make_b, deps=[a])
     result = StepRunner().run([a, b])  # at top level, as the seed's second example does
     print("b would write to", result.output_path(b))
-''')
+""")
 
 
 def marin(*args, cwd):
     env = {**os.environ, "MARIN_PREFIX": ""}
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "marin.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _output(prefix: Path, name: str) -> Path:
@@ -51,7 +57,9 @@ def _output(prefix: Path, name: str) -> Path:
 def test_plan_of_a_file_that_calls_run_at_top_level_runs_nothing(tmp_path):
     planned = marin("plan", str(CUSTOM_STEP), "--prefix", "out", "--json", cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
-    assert [(s["name"], s["state"]) for s in json.loads(planned.stdout)["steps"]] == [("preprocess", "run: new")]
+    assert [(s["name"], s["state"]) for s in json.loads(planned.stdout)["steps"]] == [
+        ("preprocess", "run: new")
+    ]
     assert not (tmp_path / "out").exists()  # nothing ran, not even the output folder was made
 
     ran = marin("run", str(CUSTOM_STEP), "--prefix", "out", cwd=tmp_path)
@@ -78,7 +86,9 @@ def test_verify_names_each_changed_missing_and_added_file(tmp_path):
     out = _output(tmp_path / "out", "a")
     artifact = json.loads((out / ".artifact.json").read_text())
     assert [(f["path"], f["size"], len(f["xxh3_128"])) for f in artifact["files"]] == [
-        ("sub/count.txt", 1, 32), ("words.txt", 10, 32)]
+        ("sub/count.txt", 1, 32),
+        ("words.txt", 10, 32),
+    ]
 
     clean = marin("verify", str(out), cwd=tmp_path)
     assert clean.returncode == 0, clean.stderr
@@ -103,6 +113,7 @@ def test_diff_shows_field_by_field_how_two_outputs_differ(tmp_path):
     assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
     (tmp_path / "exp.py").write_text(EXPERIMENT.replace('{"lang": "en"}', '{"lang": "fr", "extra": 1}'))
     assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
+
     def by_end_time(path):
         return json.loads((path / ".executor_info").read_text())["end_time"]
 
@@ -112,8 +123,8 @@ def test_diff_shows_field_by_field_how_two_outputs_differ(tmp_path):
     shown = marin("diff", str(a_en), str(a_fr), cwd=tmp_path)
     assert shown.returncode == 1, shown.stderr
     lines = shown.stdout.splitlines()
-    assert 'hash_attrs hash_attrs.extra: (none) -> 1' in lines
-    assert 'hash_attrs hash_attrs.lang: en -> fr' in lines
+    assert "hash_attrs hash_attrs.extra: (none) -> 1" in lines
+    assert "hash_attrs hash_attrs.lang: en -> fr" in lines
     assert any(line.startswith("key        key: ") for line in lines)
     assert any(line.startswith("run        experiment.sha256: ") for line in lines)  # the file was edited
 
@@ -134,15 +145,19 @@ def test_diff_shows_field_by_field_how_two_outputs_differ(tmp_path):
     (elsewhere / ".executor_info").write_text(json.dumps(info))
     lines = marin("diff", str(a_fr), str(elsewhere), cwd=tmp_path).stdout.splitlines()
     assert f"versions   distributions.orjson: {orjson_version} -> 0.1" in lines
-    assert any(line.startswith("git        git.commit: ") and line.endswith(" -> " + "f" * 40) for line in lines)
+    assert any(
+        line.startswith("git        git.commit: ") and line.endswith(" -> " + "f" * 40) for line in lines
+    )
 
 
 def _doc_block(doc: str, heading: str) -> list[str]:
     """The commands of the first ```bash block under `heading` in docs/`doc`."""
     text = (REPO / "docs" / doc).read_text()
-    section = text[text.index(heading):]
-    block = section[section.index("```bash\n") + len("```bash\n"):]
-    return [line for line in block[:block.index("```")].splitlines() if line.strip() and not line.startswith("#")]
+    section = text[text.index(heading) :]
+    block = section[section.index("```bash\n") + len("```bash\n") :]
+    return [
+        line for line in block[: block.index("```")].splitlines() if line.strip() and not line.startswith("#")
+    ]
 
 
 def test_the_documented_verify_and_diff_commands_run_verbatim(tmp_path):
@@ -157,6 +172,12 @@ def test_the_documented_verify_and_diff_commands_run_verbatim(tmp_path):
         "marin diff marin-outputs/outputs/preprocess other-outputs/outputs/preprocess",
     ]
     for command in commands:
-        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
         # `marin diff` of two runs exits 1: they differ (in their command lines)
-        assert done.returncode == (1 if command.startswith("marin diff ") else 0), (command, done.stdout, done.stderr)
+        assert done.returncode == (1 if command.startswith("marin diff ") else 0), (
+            command,
+            done.stdout,
+            done.stderr,
+        )

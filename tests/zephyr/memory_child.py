@@ -57,20 +57,29 @@ def main(work: Path, budget: int, input_bytes: int, files: int) -> None:
     result = (
         Dataset.from_files(str(inputs / "*.jsonl"))
         .group_by(key_of, summarize, num_shards=4)
-        .write_jsonl(str(work / "out"), backend="sync", quiet=True, memory_budget_bytes=budget,
-                     spill_dir=str(work / "spill"))
+        .write_jsonl(
+            str(work / "out"),
+            backend="sync",
+            quiet=True,
+            memory_budget_bytes=budget,
+            spill_dir=str(work / "spill"),
+        )
     )
     peak = peak_rss()
     groups = [orjson.loads(line) for p in result.paths for line in Path(p).read_bytes().splitlines()]
-    print(json.dumps({
-        "input_bytes": written,
-        "rss_before": before,
-        "peak_rss": peak,
-        "records": per_file * files,
-        "groups": len(groups),
-        "grouped_records": sum(g["n"] for g in groups),
-        "hot": next(g["n"] for g in groups if g["k"] == "hot"),
-    }))
+    print(
+        json.dumps(
+            {
+                "input_bytes": written,
+                "rss_before": before,
+                "peak_rss": peak,
+                "records": per_file * files,
+                "groups": len(groups),
+                "grouped_records": sum(g["n"] for g in groups),
+                "hot": next(g["n"] for g in groups if g["k"] == "hot"),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
-
 from jsonl_files import read_jsonl_dir
+
 from zephyr import Dataset
 
 ray = pytest.importorskip("ray")
@@ -48,7 +48,9 @@ def pipeline(docs_dir: Path) -> Dataset:
 def shard_summary(records, shard) -> list[dict]:
     """A token-cache-like consumer: it would write its own files; here it reports what it saw."""
     ids = [r["id"] for r in records]
-    return [{"shard": shard.index, "of": shard.count, "files": [Path(p).name for p in shard.paths], "ids": ids}]
+    return [
+        {"shard": shard.index, "of": shard.count, "files": [Path(p).name for p in shard.paths], "ids": ids}
+    ]
 
 
 def output_bytes(result) -> list[bytes]:
@@ -66,7 +68,9 @@ def ray_cluster(ray_nodes):
 def test_sync_processes_and_ray_write_identical_bytes(docs_dir: Path, tmp_path: Path, ray_cluster):
     ds = pipeline(docs_dir)
     outputs = {
-        backend: output_bytes(ds.write_jsonl(str(tmp_path / backend), compression="gzip", backend=backend, quiet=True))
+        backend: output_bytes(
+            ds.write_jsonl(str(tmp_path / backend), compression="gzip", backend=backend, quiet=True)
+        )
         for backend in ("sync", "processes", "ray")
     }
     assert outputs["sync"] == outputs["processes"] == outputs["ray"]
@@ -75,8 +79,10 @@ def test_sync_processes_and_ray_write_identical_bytes(docs_dir: Path, tmp_path: 
 
 def test_map_shard_summaries_come_back_through_collect_on_every_backend(docs_dir: Path, ray_cluster):
     ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map_shard(shard_summary)
-    expected = [{"shard": i, "of": 3, "files": [f"docs-{i}.jsonl"], "ids": list(range(10 * i, 10 * i + 10))}
-                for i in range(3)]
+    expected = [
+        {"shard": i, "of": 3, "files": [f"docs-{i}.jsonl"], "ids": list(range(10 * i, 10 * i + 10))}
+        for i in range(3)
+    ]
     for backend in ("sync", "processes", "ray"):
         assert ds.collect(backend=backend, quiet=True) == expected
 
@@ -92,7 +98,9 @@ def die_once_at(record: dict, target: int, marker: str) -> dict:
 def test_worker_killed_mid_shard_is_replaced_and_output_is_complete(docs_dir: Path, tmp_path: Path):
     marker = tmp_path / "died"
     out = tmp_path / "out"
-    ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map(functools.partial(die_once_at, target=14, marker=str(marker)))
+    ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map(
+        functools.partial(die_once_at, target=14, marker=str(marker))
+    )
     result = ds.write_jsonl(str(out), backend="processes", num_workers=2, max_retries=2, quiet=True)
     assert marker.exists()  # the worker really died once
     assert sorted(r["id"] for r in read_jsonl_dir(out)) == list(range(30))

@@ -69,7 +69,12 @@ def test_window_groups_consecutive_records_within_each_shard():
 
 def test_map_shard_sees_index_count_and_source_file(docs_dir: Path):
     def summarize(records, shard):
-        yield {"index": shard.index, "count": shard.count, "paths": list(shard.paths), "n": sum(1 for _ in records)}
+        yield {
+            "index": shard.index,
+            "count": shard.count,
+            "paths": list(shard.paths),
+            "n": sum(1 for _ in records),
+        }
 
     summaries = Dataset.from_files(str(docs_dir / "*.jsonl")).map_shard(summarize).collect(**SYNC)
     files = sorted(str(p) for p in docs_dir.glob("*.jsonl"))

@@ -4,7 +4,7 @@ atomic part files and resuming with skip_existing."""
 from __future__ import annotations
 
 import gzip
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -12,9 +12,9 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from jsonl_files import read_jsonl_dir, write_jsonl
 
 from zephyr import BadRecordError, Dataset, ShardFailedError
-from jsonl_files import read_jsonl_dir, write_jsonl
 
 SYNC = {"backend": "sync", "quiet": True}
 RECORDS = [{"id": i, "text": f"line {i} é", "score": i / 7} for i in range(40)]
@@ -24,13 +24,18 @@ RECORDS = [{"id": i, "text": f"line {i} é", "score": i / 7} for i in range(40)]
 def test_jsonl_round_trips_through_compression(tmp_path: Path, compression, ext):
     out = tmp_path / "out"
     result = Dataset.from_list(RECORDS, num_shards=2).write_jsonl(str(out), compression=compression, **SYNC)
-    assert [Path(p).name for p in result.paths] == [f"part-00000-of-00002.{ext}", f"part-00001-of-00002.{ext}"]
+    assert [Path(p).name for p in result.paths] == [
+        f"part-00000-of-00002.{ext}",
+        f"part-00001-of-00002.{ext}",
+    ]
     assert result.records_written == len(RECORDS)
     raw = Path(result.paths[0]).read_bytes()
     if compression == "gzip":
         assert gzip.decompress(raw).startswith(orjson.dumps(RECORDS[0]))
     elif compression == "zstd":
-        assert zstandard.ZstdDecompressor().decompressobj().decompress(raw).startswith(orjson.dumps(RECORDS[0]))
+        assert (
+            zstandard.ZstdDecompressor().decompressobj().decompress(raw).startswith(orjson.dumps(RECORDS[0]))
+        )
     back = Dataset.from_files(str(out / f"*.{ext}")).collect(**SYNC)
     assert back == RECORDS
 
@@ -52,7 +57,9 @@ def test_parquet_round_trips_in_row_groups(tmp_path: Path):
 
 def test_text_round_trips_with_gzip(tmp_path: Path):
     lines = [f"sentence number {i}" for i in range(30)]
-    result = Dataset.from_list(lines, num_shards=3).write_text(str(tmp_path / "t"), compression="gzip", **SYNC)
+    result = Dataset.from_list(lines, num_shards=3).write_text(
+        str(tmp_path / "t"), compression="gzip", **SYNC
+    )
     assert Path(result.paths[0]).name == "part-00000-of-00003.txt.gz"
     assert Dataset.from_files(str(tmp_path / "t" / "*.txt.gz")).collect(**SYNC) == lines
 
@@ -109,11 +116,21 @@ def _ledger_parquet_files(directory: Path) -> list[dict]:
     """Two Parquet files with timestamp, date, decimal and float columns; rows repeat across files."""
     import pyarrow as pa
 
-    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("day", pa.date32()),
-                        ("amount", pa.decimal128(10, 2)), ("score", pa.float64())])
+    schema = pa.schema(
+        [
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("day", pa.date32()),
+            ("amount", pa.decimal128(10, 2)),
+            ("score", pa.float64()),
+        ]
+    )
     rows = [
-        {"ts": datetime(2024, 1, 1 + i % 3, 12, 0, i % 2, tzinfo=timezone.utc),
-         "day": date(2024, 1, 1 + i % 3), "amount": Decimal(f"{i % 4}.{i % 3}0"), "score": [2.0, 2.5, -0.0, 1e20][i % 4]}
+        {
+            "ts": datetime(2024, 1, 1 + i % 3, 12, 0, i % 2, tzinfo=UTC),
+            "day": date(2024, 1, 1 + i % 3),
+            "amount": Decimal(f"{i % 4}.{i % 3}0"),
+            "score": [2.0, 2.5, -0.0, 1e20][i % 4],
+        }
         for i in range(24)
     ]
     directory.mkdir()
@@ -157,7 +174,8 @@ def test_parquet_timestamps_and_decimals_deduplicate_and_group_keeping_their_typ
     # every part file's score column is double (an int key would make some shards int64).
     by_score_dir = str(tmp_path / "by_score")
     counts = source.group_by(lambda r: r["score"], count_score, num_shards=4).write_parquet(
-        by_score_dir, **SYNC)
+        by_score_dir, **SYNC
+    )
     tables = [pq.read_table(p) for p in counts.paths]
     assert {str(t.schema.field("score").type) for t in tables if t.num_rows} == {"double"}
     counts_by_score = sorted((r["score"], r["n"]) for t in tables for r in t.to_pylist())

@@ -17,8 +17,18 @@ FIXED_OVERHEAD = 48 * MIB
 def test_group_by_over_five_times_the_budget_stays_under_budget_plus_fixed_overhead(tmp_path: Path):
     child = Path(__file__).with_name("memory_child.py")
     out = subprocess.run(
-        [sys.executable, str(child), str(tmp_path), str(BUDGET), str(5 * BUDGET), "1"],  # one shard: without spilling it would hold it all,
-        capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            str(child),
+            str(tmp_path),
+            str(BUDGET),
+            str(5 * BUDGET),
+            "1",
+        ],  # one shard: without spilling it would hold it all,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["input_bytes"] >= 4.5 * BUDGET

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from jsonl_files import read_jsonl_dir
+
 from zephyr import Dataset
 from zephyr.backends.processes import default_start_method
 
@@ -30,15 +30,19 @@ def die_once_at(record: dict, target: int, marker: str) -> dict:
 
 
 def test_a_driver_without_other_python_threads_forks_even_with_numpy_loaded():
-    code = ("import os, numpy; from zephyr.backends.processes import default_start_method; "
-            "print(len(os.listdir('/proc/self/task')) > 1, default_start_method())")
+    code = (
+        "import os, numpy; from zephyr.backends.processes import default_start_method; "
+        "print(len(os.listdir('/proc/self/task')) > 1, default_start_method())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "fork"]  # numpy's OpenBLAS threads run, and are no bar
 
 
 def test_a_driver_with_only_fray_parent_watch_forks():
-    code = ("from fray.task_process import exit_when_parent_dies; exit_when_parent_dies(); "
-            "from zephyr.backends.processes import default_start_method; print(default_start_method())")
+    code = (
+        "from fray.task_process import exit_when_parent_dies; exit_when_parent_dies(); "
+        "from zephyr.backends.processes import default_start_method; print(default_start_method())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "fork"
 
@@ -55,20 +59,35 @@ def test_a_driver_with_another_thread_never_forks():
 
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver"])
-def test_forked_and_forkserver_workers_write_the_bytes_sync_writes(docs_dir: Path, tmp_path: Path, start_method):
+def test_forked_and_forkserver_workers_write_the_bytes_sync_writes(
+    docs_dir: Path, tmp_path: Path, start_method
+):
     ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map(tag).filter(lambda r: r["id"] % 2 == 0)
     expected = ds.write_jsonl(str(tmp_path / "sync"), backend="sync", quiet=True)
-    got = ds.write_jsonl(str(tmp_path / start_method), backend="processes", start_method=start_method,
-                         num_workers=2, quiet=True)
+    got = ds.write_jsonl(
+        str(tmp_path / start_method),
+        backend="processes",
+        start_method=start_method,
+        num_workers=2,
+        quiet=True,
+    )
     assert [Path(p).read_bytes() for p in got.paths] == [Path(p).read_bytes() for p in expected.paths]
     assert got.records_written == 15
 
 
 def test_a_forked_worker_that_dies_is_replaced(docs_dir: Path, tmp_path: Path):
     marker = tmp_path / "died"
-    ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map(functools.partial(die_once_at, target=7, marker=str(marker)))
-    result = ds.write_jsonl(str(tmp_path / "out"), backend="processes", start_method="fork", num_workers=2,
-                            max_retries=1, quiet=True)
+    ds = Dataset.from_files(str(docs_dir / "*.jsonl")).map(
+        functools.partial(die_once_at, target=7, marker=str(marker))
+    )
+    result = ds.write_jsonl(
+        str(tmp_path / "out"),
+        backend="processes",
+        start_method="fork",
+        num_workers=2,
+        max_retries=1,
+        quiet=True,
+    )
     assert marker.exists()
     assert sorted(r["id"] for r in read_jsonl_dir(tmp_path / "out")) == list(range(30))
     assert result.records_written == 30

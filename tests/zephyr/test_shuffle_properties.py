@@ -7,12 +7,11 @@ import os
 import pickle
 import subprocess
 import sys
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,23 +20,59 @@ from zephyr import Dataset, ShardFailedError, UnsupportedKeyError
 from zephyr.shuffle import encode_key
 
 pairs = st.lists(st.tuples(st.integers(-5, 30) | st.text(max_size=3), st.integers(-1000, 1000)), max_size=400)
-UTC, PLUS_TWO = timezone.utc, timezone(timedelta(hours=2))
+UTC, PLUS_TWO = UTC, timezone(timedelta(hours=2))
 # Keys Python's == calls equal although their types differ: True/1/1.0/Decimal("1")/numpy.int64(1),
 # 0.5/Decimal("0.5")/Fraction(1, 2)/numpy.float32(0.5), 12:00Z/14:00+02:00; and near misses that
 # differ: Decimal("0.1")/0.1, naive/aware datetimes, a date and its midnight.
-python_numbers = st.integers(-2, 3) | st.booleans() | st.sampled_from(
-    [0.0, -0.0, 1.0, 2.0, -1.0, 0.5, -2.5, 1e20, 0.1, float("inf")])
+python_numbers = (
+    st.integers(-2, 3)
+    | st.booleans()
+    | st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0, 0.5, -2.5, 1e20, 0.1, float("inf")])
+)
 # Decimal and numpy scalars are never drawn into one list: Python itself cannot compare them
 # (Decimal("1.0") == numpy.int64(1) raises TypeError), so no plain-dict reference exists for that mix.
-decimals = st.sampled_from([Decimal("1.0"), Decimal("-0"), Decimal("0.5"), Decimal("0.1"), Decimal("2E+0"),
-                            Decimal("-2.50"), Decimal("Infinity"), Fraction(1, 2), Fraction(1, 3)])
-numpy_numbers = st.sampled_from([np.int64(1), np.int32(-2), np.uint8(2), np.float64(0.5), np.float32(-2.5),
-                                 np.float64(2.0), np.bool_(True), np.bool_(False)])
-temporal = st.sampled_from([
-    datetime(2024, 1, 1, 12), datetime(2024, 1, 1, 12, tzinfo=UTC), datetime(2024, 1, 1, 14, tzinfo=PLUS_TWO),
-    datetime(2024, 1, 1), date(2024, 1, 1), date(2024, 1, 2), time(12), time(12, tzinfo=UTC),
-    time(14, tzinfo=PLUS_TWO), timedelta(0), timedelta(days=1), timedelta(hours=24), timedelta(microseconds=-1),
-])
+decimals = st.sampled_from(
+    [
+        Decimal("1.0"),
+        Decimal("-0"),
+        Decimal("0.5"),
+        Decimal("0.1"),
+        Decimal("2E+0"),
+        Decimal("-2.50"),
+        Decimal("Infinity"),
+        Fraction(1, 2),
+        Fraction(1, 3),
+    ]
+)
+numpy_numbers = st.sampled_from(
+    [
+        np.int64(1),
+        np.int32(-2),
+        np.uint8(2),
+        np.float64(0.5),
+        np.float32(-2.5),
+        np.float64(2.0),
+        np.bool_(True),
+        np.bool_(False),
+    ]
+)
+temporal = st.sampled_from(
+    [
+        datetime(2024, 1, 1, 12),
+        datetime(2024, 1, 1, 12, tzinfo=UTC),
+        datetime(2024, 1, 1, 14, tzinfo=PLUS_TWO),
+        datetime(2024, 1, 1),
+        date(2024, 1, 1),
+        date(2024, 1, 2),
+        time(12),
+        time(12, tzinfo=UTC),
+        time(14, tzinfo=PLUS_TWO),
+        timedelta(0),
+        timedelta(days=1),
+        timedelta(hours=24),
+        timedelta(microseconds=-1),
+    ]
+)
 
 
 def _keys(numeric):
@@ -49,7 +84,9 @@ def _pairs(numeric):
     return st.lists(st.tuples(_keys(numeric), st.integers(-1000, 1000)), max_size=200)
 
 
-mixed_keys = _keys(python_numbers | decimals) | _keys(python_numbers | numpy_numbers)  # a frozenset cannot mix them either
+mixed_keys = _keys(python_numbers | decimals) | _keys(
+    python_numbers | numpy_numbers
+)  # a frozenset cannot mix them either
 mixed_pairs = _pairs(python_numbers | decimals) | _pairs(python_numbers | numpy_numbers)
 layout = {
     "num_shards": st.integers(1, 4),
@@ -139,8 +176,13 @@ def test_container_keys_encode_the_same_whatever_the_order_or_hash_seed():
         " encode_key({f'k{i}': i for i in range(40)}).hex())"
     )
     outputs = {
-        subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", program],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
         for seed in ("1", "2", "3")
     }
     assert len(outputs) == 1
@@ -173,7 +215,9 @@ class Opaque:
 
 def test_an_unsupported_key_type_fails_the_job_naming_the_operation_and_type():
     with pytest.raises(ShardFailedError) as info:
-        Dataset.from_list([1, 2]).group_by(lambda r: Opaque(), lambda k, rs: k).collect(backend="sync", quiet=True)
+        Dataset.from_list([1, 2]).group_by(lambda r: Opaque(), lambda k, rs: k).collect(
+            backend="sync", quiet=True
+        )
     assert info.value.error_type == "UnsupportedKeyError"
     assert info.value.attempts == 1  # a plan error: retrying cannot fix it
     assert "group_by(key=" in str(info.value) and "Opaque" in str(info.value)

@@ -25,8 +25,10 @@ def write_raw() -> dict:
 
 def lower_even(ctx: StepContext) -> Dataset:
     raw = ctx.path_of("raw")
-    return Dataset.from_files(f"{raw}/*.jsonl").filter(lambda r: r["id"] % 2 == 0).map(
-        lambda r: {"id": r["id"], "text": r["text"].lower()}
+    return (
+        Dataset.from_files(f"{raw}/*.jsonl")
+        .filter(lambda r: r["id"] % 2 == 0)
+        .map(lambda r: {"id": r["id"], "text": r["text"].lower()})
     )
 
 
@@ -34,8 +36,13 @@ RAW = StepSpec(name="raw", fn=write_raw, hash_attrs={"rows": 10})
 
 
 def test_zephyr_step_writes_into_its_output_path_and_records_the_parts(tmp_path: Path):
-    step = zephyr_step("clean", lower_even, deps=[RAW], compression="zstd",
-                       zephyr_config=ZephyrConfig(backend="processes", num_workers=2, quiet=True))
+    step = zephyr_step(
+        "clean",
+        lower_even,
+        deps=[RAW],
+        compression="zstd",
+        zephyr_config=ZephyrConfig(backend="processes", num_workers=2, quiet=True),
+    )
     runner = StepRunner(prefix=str(tmp_path), progress=False)
     result = runner.run([step])
     out = Path(result.output_path(step))
@@ -52,7 +59,9 @@ def test_step_fn_resumes_a_half_written_output(tmp_path: Path):
     raw_dir, out_dir = tmp_path / "raw", tmp_path / "clean"
     with running(StepContext("raw", str(raw_dir), str(tmp_path))):
         write_raw()
-    step = zephyr_step("clean", lower_even, deps=[RAW], zephyr_config=ZephyrConfig(backend="sync", quiet=True))
+    step = zephyr_step(
+        "clean", lower_even, deps=[RAW], zephyr_config=ZephyrConfig(backend="sync", quiet=True)
+    )
     context = StepContext("clean", str(out_dir), str(tmp_path), {"raw": str(raw_dir)})
     with running(context):
         first = step.fn()
@@ -71,8 +80,14 @@ def test_resumed_totals_count_earlier_parts_in_every_format(tmp_path: Path):
         write_raw()
     for fmt, compression in (("jsonl", "zstd"), ("jsonl", "gzip"), ("text", None), ("parquet", None)):
         build = lower_even if fmt != "text" else texts_of_even
-        step = zephyr_step("clean", build, deps=[RAW], format=fmt, compression=compression,
-                           zephyr_config=ZephyrConfig(backend="sync", quiet=True))
+        step = zephyr_step(
+            "clean",
+            build,
+            deps=[RAW],
+            format=fmt,
+            compression=compression,
+            zephyr_config=ZephyrConfig(backend="sync", quiet=True),
+        )
         out_dir = tmp_path / f"clean-{fmt}-{compression}"
         context = StepContext("clean", str(out_dir), str(tmp_path), {"raw": str(raw_dir)})
         with running(context):

@@ -40,7 +40,7 @@ class Cluster(abc.ABC):
         """
         future.cancel()
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> None:  # noqa: B027 (a cluster that holds nothing has nothing to release)
         """Release whatever the cluster holds (processes, connections)."""
 
 
@@ -52,7 +52,9 @@ class ThreadCluster(Cluster):
     """
 
     def __init__(self, max_workers: int = 32):
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="marin-step")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="marin-step"
+        )
 
     def submit(self, task, *, name, resources=None, log_path=None):
         return self._pool.submit(task)

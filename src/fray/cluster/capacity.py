@@ -39,7 +39,9 @@ class Capacity:
         if resources.cpu > self.cpu:
             return f"it asks for cpu={resources.cpu:g} and this machine has {self.cpu:g} cores"
         if resources.ram is not None and resources.ram > self.ram:
-            return f"it asks for ram={format_size(resources.ram)} and this machine has {format_size(self.ram)}"
+            return (
+                f"it asks for ram={format_size(resources.ram)} and this machine has {format_size(self.ram)}"
+            )
         return None
 
 

@@ -18,8 +18,15 @@ _WRITE_LOCK = threading.Lock()
 class LogEcho:
     """Follows the local file `path` from its current end; `pump()` writes what was appended since."""
 
-    def __init__(self, path: str, name: str, *, update_interval_s: float = 1.0, out: TextIO | None = None,
-                 show_name: bool = True):
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        *,
+        update_interval_s: float = 1.0,
+        out: TextIO | None = None,
+        show_name: bool = True,
+    ):
         """`out`: where lines go (default: sys.stderr at each write); `show_name`: prefix them with
         `[name] ` (a Ray driver prefixes forwarded lines with the task's name itself)."""
         self.name = name

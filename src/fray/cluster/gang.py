@@ -38,8 +38,14 @@ from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig
 
 _TASK_FILE = "task.pkl"
 GRACE_S = 5.0  # how long the other replicas of a failed gang get to report their own errors
-_PEER_LOSS_MARKS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "gloo/transport",
-                    "NCCL communicator was aborted", "Socket Timeout")
+_PEER_LOSS_MARKS = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "gloo/transport",
+    "NCCL communicator was aborted",
+    "Socket Timeout",
+)
 
 
 class GangFuture(concurrent.futures.Future):
@@ -77,8 +83,15 @@ class GangReplicaError(FrayError):
     """A replica of a gang exited without reporting an outcome (killed, out of memory, os._exit)."""
 
 
-def rank_env(rank: int, world_size: int, master_addr: str, master_port: int, *, local_rank: int = 0,
-             local_world_size: int = 1) -> dict[str, str]:
+def rank_env(
+    rank: int,
+    world_size: int,
+    master_addr: str,
+    master_port: int,
+    *,
+    local_rank: int = 0,
+    local_world_size: int = 1,
+) -> dict[str, str]:
     """The torchrun variables of one replica."""
     return {
         "RANK": str(rank),
@@ -131,14 +144,21 @@ def whole_gang_on_one_machine(resources: ResourceConfig) -> ResourceConfig:
     if isinstance(device, GpuConfig):
         device = dataclasses.replace(device, count=device.count * r)
     return dataclasses.replace(
-        resources, replicas=1, cpu=resources.cpu * r, ram=resources.ram * r if resources.ram else None,
+        resources,
+        replicas=1,
+        cpu=resources.cpu * r,
+        ram=resources.ram * r if resources.ram else None,
         device=device if not isinstance(device, CpuConfig) else CpuConfig(),
     )
 
 
-def local_gang(task: Callable[[], Any], resources: ResourceConfig) -> tuple[Callable[[], Any], ResourceConfig]:
+def local_gang(
+    task: Callable[[], Any], resources: ResourceConfig
+) -> tuple[Callable[[], Any], ResourceConfig]:
     """The launcher task (and its request) that runs `task` as `resources.replicas` local processes."""
-    return functools.partial(run_local_gang, cloudpickle.dumps(task), resources.replicas), whole_gang_on_one_machine(resources)
+    return functools.partial(
+        run_local_gang, cloudpickle.dumps(task), resources.replicas
+    ), whole_gang_on_one_machine(resources)
 
 
 def run_local_gang(payload: bytes, replicas: int) -> Any:
@@ -152,8 +172,10 @@ def run_local_gang(payload: bytes, replicas: int) -> Any:
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "fray.cluster.gang", folder],
-                env={**os.environ, **rank_env(rank, replicas, "127.0.0.1", port, local_rank=rank,
-                                               local_world_size=replicas)},
+                env={
+                    **os.environ,
+                    **rank_env(rank, replicas, "127.0.0.1", port, local_rank=rank, local_world_size=replicas),
+                },
             )
             for rank in range(replicas)
         ]
@@ -241,7 +263,9 @@ def _replica_main(folder: str) -> None:
     try:
         data = cloudpickle.dumps(outcome)
     except Exception as exc:  # noqa: BLE001 - an unpicklable value or exception travels as text
-        data = cloudpickle.dumps(("error", FrayError(f"replica rank {rank}: outcome cannot be pickled: {exc}")))
+        data = cloudpickle.dumps(
+            ("error", FrayError(f"replica rank {rank}: outcome cannot be pickled: {exc}"))
+        )
     tmp = _outcome_path(folder, rank) + ".tmp"
     with open(tmp, "wb") as f:
         f.write(data)

@@ -24,6 +24,7 @@ import cloudpickle
 
 from fray.cluster.base import Cluster
 from fray.cluster.capacity import Capacity
+from fray.cluster.echo import LogEcho
 from fray.cluster.errors import (
     PlacementIgnoredWarning,
     RemoteTaskError,
@@ -31,7 +32,6 @@ from fray.cluster.errors import (
     TaskCancelledError,
     TaskLostError,
 )
-from fray.cluster.echo import LogEcho
 from fray.cluster.gang import local_gang
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
@@ -67,8 +67,9 @@ class LocalCluster(Cluster):
     nothing: this machine is not a preemptible node.
     """
 
-    def __init__(self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None,
-                 echo: bool = False):
+    def __init__(
+        self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None, echo: bool = False
+    ):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
             cpu=machine.cpu if cpu is None else float(cpu),
@@ -124,7 +125,9 @@ class LocalCluster(Cluster):
         try:
             payload = cloudpickle.dumps(task)
         except Exception as exc:  # noqa: BLE001 - report why the task cannot travel to its process
-            future.set_exception(RemoteTaskError(f"task {name!r} cannot be pickled to run in a subprocess: {exc}"))
+            future.set_exception(
+                RemoteTaskError(f"task {name!r} cannot be pickled to run in a subprocess: {exc}")
+            )
             return future
         with self._lock:
             if self._closed:
@@ -182,7 +185,11 @@ class LocalCluster(Cluster):
         for pending in list(self._queue):
             res = pending.resources
             ram = res.ram or 0
-            if res.cpu > self._free_cpu + 1e-9 or ram > self._free_ram or res.gpu_count > len(self._free_gpus):
+            if (
+                res.cpu > self._free_cpu + 1e-9
+                or ram > self._free_ram
+                or res.gpu_count > len(self._free_gpus)
+            ):
                 continue
             self._queue.remove(pending)
             if not pending.future.set_running_or_notify_cancel():
@@ -248,7 +255,9 @@ class LocalCluster(Cluster):
             if not self._running:
                 self._all_done.notify_all()
 
-    def _run_on(self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]) -> tuple[Any] | BaseException:
+    def _run_on(
+        self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]
+    ) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
             log.write(attempt_header(pending.name, pid=worker.pid))
         echo = LogEcho(log_file, pending.name) if self.echo and pending.log_path else None
@@ -269,7 +278,11 @@ class LocalCluster(Cluster):
 
     @staticmethod
     def _cancelled(pending: _Pending, *, killed: bool) -> TaskCancelledError:
-        how = f": its process (pid {pending.worker.pid}) was killed" if killed and pending.worker else " before it ran"
+        how = (
+            f": its process (pid {pending.worker.pid}) was killed"
+            if killed and pending.worker
+            else " before it ran"
+        )
         return TaskCancelledError(f"task {pending.name!r} was cancelled ({pending.cancelled}){how}")
 
     def _task_env(self, pending: _Pending) -> dict[str, str]:
@@ -311,7 +324,10 @@ def _missing_packages(resources: ResourceConfig) -> str | None:
         try:
             version = importlib.metadata.version(req.name)
         except importlib.metadata.PackageNotFoundError:
-            return f"it needs {spec!r}, which is not installed here; LocalCluster uses this environment: pip install '{spec}'"
+            return (
+                f"it needs {spec!r}, which is not installed here; "
+                f"LocalCluster uses this environment: pip install '{spec}'"
+            )
         if req.specifier and not req.specifier.contains(version, prereleases=True):
             return f"it needs {spec!r} and this environment has {req.name} {version}: pip install '{spec}'"
     return None

@@ -58,7 +58,8 @@ def attempt_header(name: str, *, pid: int | None = None) -> bytes:
     """The line that opens one attempt of a task in its log: which task, where (host, the pid of the
     process running it, this one by default) and when."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    return f"=== fray: task {name!r} starting on {socket.gethostname()} pid {pid or os.getpid()} at {stamp} ===\n".encode()
+    host = socket.gethostname()
+    return f"=== fray: task {name!r} starting on {host} pid {pid or os.getpid()} at {stamp} ===\n".encode()
 
 
 @contextlib.contextmanager

@@ -19,9 +19,9 @@ import cloudpickle
 from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
+from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.ray_auth import use_token_if_available
 from fray.cluster.ray_gang import RayGang, bundle_of, why_gang_never_fits
-from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
 _NODES_TTL_S = 10.0
@@ -44,7 +44,9 @@ def run_on_worker(payload: bytes, name: str, log_path: str | None, echo: bool = 
         return task()
 
 
-def connect_ray(address: str | None = None, *, namespace: str | None = None, log_to_driver: bool = False) -> bool:
+def connect_ray(
+    address: str | None = None, *, namespace: str | None = None, log_to_driver: bool = False
+) -> bool:
     """Connect this process to Ray unless it already is: `address`, else RAY_ADDRESS, else a new local Ray.
 
     The one way marin connects (fray's RayCluster and zephyr's ray backend alike), so whichever
@@ -75,7 +77,8 @@ class RayCluster(Cluster):
     Connects to `address`, else to `RAY_ADDRESS`, else starts a local Ray. A task whose worker dies
     (a preempted node, a killed process) is retried up to `max_retries` times; an exception raised by
     the task itself is retried only when `retry_exceptions=True`. A task that no node of the cluster
-    could ever hold (a GPU on a CPU-only cluster, a region no node is in) fails at once; pass `check_feasible=False` (or set
+    could ever hold (a GPU on a CPU-only cluster, a region no node is in) fails at once; pass
+    `check_feasible=False` (or set
     FRAY_RAY_AUTOSCALING=1, as the KubeRay manifest does) for an autoscaling cluster that adds such
     nodes on demand. With `echo`, each running task's output lines also reach this process's stderr
     (through Ray's log forwarding, prefixed with the task's name), as LocalCluster's echo shows them;
@@ -108,7 +111,9 @@ class RayCluster(Cluster):
         # Callers' threads (cancel) and Ray's callback thread (settle) share these: one lock for both.
         self._lock = threading.Lock()
         self._refs: dict[concurrent.futures.Future, Any] = {}  # unsettled futures and their Ray refs
-        self._cancelled: dict[concurrent.futures.Future, str] = {}  # why cancel() stopped them (unsettled only)
+        self._cancelled: dict[
+            concurrent.futures.Future, str
+        ] = {}  # why cancel() stopped them (unsettled only)
         self._gangs: dict[concurrent.futures.Future, RayGang] = {}  # unsettled multi-replica tasks
 
     def _forget_gang(self, future: concurrent.futures.Future) -> None:
@@ -130,17 +135,32 @@ class RayCluster(Cluster):
         if self.check_feasible:
             problem = self._why_never_fits(options, resources)
             if problem is None and resources.replicas > 1:
-                nodes = [n.resources for n in self._alive_nodes(False)
-                         if selector_matches(options.get("label_selector", {}), n.labels)]
-                problem = why_gang_never_fits(bundle_of(options), nodes, resources.replicas,
-                                              str(resources.gang_placement))
+                nodes = [
+                    n.resources
+                    for n in self._alive_nodes(False)
+                    if selector_matches(options.get("label_selector", {}), n.labels)
+                ]
+                problem = why_gang_never_fits(
+                    bundle_of(options), nodes, resources.replicas, str(resources.gang_placement)
+                )
         if problem:
             failed: concurrent.futures.Future = concurrent.futures.Future()
-            failed.set_exception(ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}"))
+            failed.set_exception(
+                ResourcesUnavailableError(f"task {name!r} cannot run on this Ray cluster: {problem}")
+            )
             return failed
         if resources.replicas > 1:
-            gang = RayGang(self._ray, task, name=name, resources=resources, options=options, log_path=log_path,
-                           echo=self.echo, own_exception=self._own_exception, max_retries=self.max_retries)
+            gang = RayGang(
+                self._ray,
+                task,
+                name=name,
+                resources=resources,
+                options=options,
+                log_path=log_path,
+                echo=self.echo,
+                own_exception=self._own_exception,
+                max_retries=self.max_retries,
+            )
             with self._lock:
                 self._gangs[gang.future] = gang
             gang.future.add_done_callback(self._forget_gang)
@@ -184,10 +204,12 @@ class RayCluster(Cluster):
                 reason = self._cancelled.pop(result, None)
             try:
                 result.set_result(done.result())
-            except BaseException as exc:  # noqa: BLE001 - every outcome must resolve `result`
+            except BaseException as error:  # noqa: BLE001 - every outcome must resolve `result`
                 if reason is not None:
-                    exc = TaskCancelledError(f"task {name!r} was cancelled ({reason}): its Ray task was killed")
-                result.set_exception(self._own_exception(exc, name))
+                    cancelled = f"task {name!r} was cancelled ({reason}): its Ray task was killed"
+                    result.set_exception(TaskCancelledError(cancelled))
+                else:
+                    result.set_exception(self._own_exception(error, name))
 
         with self._lock:
             self._refs[result] = ref
@@ -204,7 +226,9 @@ class RayCluster(Cluster):
             # str(exc) is the remote traceback; Ray's wrapper class would hide the task's own type.
             cause.add_note(f"raised in a Ray worker (task {name!r}):\n{exc}")
             return cause
-        if isinstance(exc, (exceptions.WorkerCrashedError, exceptions.NodeDiedError, exceptions.ObjectLostError)):
+        if isinstance(
+            exc, (exceptions.WorkerCrashedError, exceptions.NodeDiedError, exceptions.ObjectLostError)
+        ):
             return TaskLostError(
                 f"task {name!r}: its Ray worker died {self.max_retries + 1} time(s) "
                 f"(preempted, killed or out of memory) and no retry was left: {exc}"
@@ -213,7 +237,11 @@ class RayCluster(Cluster):
 
     def _why_never_fits(self, options: dict[str, Any], resources: ResourceConfig) -> str | None:
         selector = options.get("label_selector", {})
-        need = {"CPU": options.get("num_cpus", 0), "GPU": options.get("num_gpus", 0), "memory": options.get("memory", 0)}
+        need = {
+            "CPU": options.get("num_cpus", 0),
+            "GPU": options.get("num_gpus", 0),
+            "memory": options.get("memory", 0),
+        }
         need.update(options.get("resources", {}))
         if "accelerator_type" in options:
             need[f"accelerator_type:{options['accelerator_type']}"] = 0.001
@@ -224,7 +252,9 @@ class RayCluster(Cluster):
                 return None
         if not nodes:
             return why_no_node_is_allowed(resources, [n.labels for n in self._nodes])
-        asked = ", ".join(f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}" for k, v in need.items())
+        asked = ", ".join(
+            f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}" for k, v in need.items()
+        )
         have = "; ".join(
             ", ".join(
                 f"{k}={format_size(int(v)) if k == 'memory' else f'{v:g}'}"

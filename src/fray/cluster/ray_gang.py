@@ -24,7 +24,16 @@ from typing import Any
 import cloudpickle
 
 from fray.cluster.errors import TaskCancelledError, TaskLostError
-from fray.cluster.gang import GRACE_S, GangFuture, environ, free_port, is_peer_loss, rank_env, replica_log, root_cause
+from fray.cluster.gang import (
+    GRACE_S,
+    GangFuture,
+    environ,
+    free_port,
+    is_peer_loss,
+    rank_env,
+    replica_log,
+    root_cause,
+)
 from fray.cluster.logs import is_local, redirect_output
 from fray.cluster.resource_config import ResourceConfig
 
@@ -67,9 +76,19 @@ class _NotPlaced(Exception):
 class RayGang:
     """One gang of `resources.replicas` Ray tasks; `future` resolves to rank 0's value."""
 
-    def __init__(self, ray: Any, task: Callable[[], Any], *, name: str, resources: ResourceConfig,
-                 options: dict[str, Any], log_path: str | None, echo: bool,
-                 own_exception: Callable[[BaseException, str], BaseException], max_retries: int = 0):
+    def __init__(
+        self,
+        ray: Any,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig,
+        options: dict[str, Any],
+        log_path: str | None,
+        echo: bool,
+        own_exception: Callable[[BaseException, str], BaseException],
+        max_retries: int = 0,
+    ):
         self.ray, self.name, self.resources, self.options = ray, name, resources, options
         self.max_retries = max_retries
         self.log_path, self.echo, self.own_exception = log_path, echo, own_exception
@@ -103,30 +122,44 @@ class RayGang:
                     return
                 except _NotPlaced:
                     replicas = self._replicas_that_fit()  # elastic: a node is gone for good
-                    self._log(f"=== fray: gang {self.name!r} cannot place {self.resources.replicas} replicas now; "
-                              f"elastic: continuing with {replicas} ===\n")
+                    self._log(
+                        f"=== fray: gang {self.name!r} cannot place {self.resources.replicas} replicas now; "
+                        f"elastic: continuing with {replicas} ===\n"
+                    )
                 except TaskLostError as lost:
                     if attempt == self.max_retries or self._is_cancelled():
                         raise
                     attempt += 1
                     replica = getattr(lost, "replica", None)
-                    self.future.preempted({
-                        "replica": replica,
-                        "node": self._nodes[replica] if replica is not None and replica < len(self._nodes) else None,
-                        "retry": attempt, "of": self.max_retries, "error": str(lost).splitlines()[0][:300],
-                    })
-                    self._log(f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); "
-                              f"starting all replicas again (retry {attempt} of {self.max_retries}) ===\n")
+                    self.future.preempted(
+                        {
+                            "replica": replica,
+                            "node": self._nodes[replica]
+                            if replica is not None and replica < len(self._nodes)
+                            else None,
+                            "retry": attempt,
+                            "of": self.max_retries,
+                            "error": str(lost).splitlines()[0][:300],
+                        }
+                    )
+                    self._log(
+                        f"=== fray: gang {self.name!r} lost a replica ({str(lost).splitlines()[0][:200]}); "
+                        f"starting all replicas again (retry {attempt} of {self.max_retries}) ===\n"
+                    )
         except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
             if self._cancelled is not None and not isinstance(exc, TaskCancelledError):
-                exc = TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed")
+                exc = TaskCancelledError(
+                    f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed"
+                )
             self.future.set_exception(exc)
 
     def _replicas_that_fit(self) -> int:
         """How many replicas (1 to R) the cluster's live nodes hold now."""
         need = bundle_of(self.options)
         nodes = [n["Resources"] for n in self.ray.nodes() if n.get("Alive")]
-        held = sum(min((int(node.get(k, 0) // v + 1e-9) for k, v in need.items() if v), default=0) for node in nodes)
+        held = sum(
+            min((int(node.get(k, 0) // v + 1e-9) for k, v in need.items() if v), default=0) for node in nodes
+        )
         return max(1, min(self.resources.replicas, held))
 
     def _log(self, line: str) -> None:
@@ -143,23 +176,34 @@ class RayGang:
 
         ray = self.ray
         selector = self.options.get("label_selector")
-        pg = placement_group([bundle_of(self.options)] * replicas, strategy=str(self.resources.gang_placement),
-                             name=f"fray-gang-{self.name}",
-                             bundle_label_selector=[selector] * replicas if selector else None)
+        pg = placement_group(
+            [bundle_of(self.options)] * replicas,
+            strategy=str(self.resources.gang_placement),
+            name=f"fray-gang-{self.name}",
+            bundle_label_selector=[selector] * replicas if selector else None,
+        )
         try:
             waiting_since = time.monotonic()
             while not self._is_cancelled():
                 ready, _ = ray.wait([pg.ready()], timeout=1.0)
                 if ready:
                     break
-                if (self.resources.elastic and replicas > 1 and time.monotonic() - waiting_since > ELASTIC_WAIT_S
-                        and self._replicas_that_fit() < replicas):
+                if (
+                    self.resources.elastic
+                    and replicas > 1
+                    and time.monotonic() - waiting_since > ELASTIC_WAIT_S
+                    and self._replicas_that_fit() < replicas
+                ):
                     raise _NotPlaced()
             if self._is_cancelled():
-                raise TaskCancelledError(f"task {self.name!r} was cancelled ({self._cancelled}) before its gang was placed")
+                raise TaskCancelledError(
+                    f"task {self.name!r} was cancelled ({self._cancelled}) before its gang was placed"
+                )
 
             def strategy(bundle: int) -> PlacementGroupSchedulingStrategy:
-                return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=bundle)
+                return PlacementGroupSchedulingStrategy(
+                    placement_group=pg, placement_group_bundle_index=bundle
+                )
 
             self._nodes = self._bundle_nodes(pg)
             probe = ray.remote(rendezvous_probe).options(num_cpus=0, scheduling_strategy=strategy(0))
@@ -169,10 +213,18 @@ class RayGang:
             with self._lock:
                 if self._cancelled is None:
                     self._refs = [
-                        remote.options(name=f"{self.name}[{rank}]", max_retries=0, scheduling_strategy=strategy(rank),
-                                       **task_options)
-                        .remote(self.payload, self.name, replica_log(self.log_path, rank),
-                                rank_env(rank, replicas, address, port), self.echo and rank == 0)
+                        remote.options(
+                            name=f"{self.name}[{rank}]",
+                            max_retries=0,
+                            scheduling_strategy=strategy(rank),
+                            **task_options,
+                        ).remote(
+                            self.payload,
+                            self.name,
+                            replica_log(self.log_path, rank),
+                            rank_env(rank, replicas, address, port),
+                            self.echo and rank == 0,
+                        )
                         for rank in range(replicas)
                     ]
             if self._is_cancelled():
@@ -218,7 +270,9 @@ class RayGang:
                 ) from None
             if isinstance(cause, TaskLostError):
                 cause.replica = rank  # type: ignore[attr-defined]  # the one whose worker or node died
-            cause.add_note(f"replica rank {rank} of {len(self._refs)} failed; the other replicas were stopped")
+            cause.add_note(
+                f"replica rank {rank} of {len(self._refs)} failed; the other replicas were stopped"
+            )
             raise cause from None
         return ray.get(self._refs[0])
 
@@ -228,8 +282,11 @@ class RayGang:
             self.ray.get(ref)
         except BaseException as exc:  # noqa: BLE001 - the replica's failure, to report
             rank = self._refs.index(ref)
-            lost = (self.ray.exceptions.WorkerCrashedError, self.ray.exceptions.NodeDiedError,
-                    self.ray.exceptions.ObjectLostError)
+            lost = (
+                self.ray.exceptions.WorkerCrashedError,
+                self.ray.exceptions.NodeDiedError,
+                self.ray.exceptions.ObjectLostError,
+            )
             if isinstance(exc, lost):
                 return rank, TaskLostError(
                     f"replica rank {rank} of task {self.name!r}: its Ray worker or node died (preempted, killed "
@@ -239,8 +296,9 @@ class RayGang:
         return None
 
 
-def why_gang_never_fits(need: dict[str, float], nodes: list[dict[str, float]], replicas: int,
-                        strategy: str) -> str | None:
+def why_gang_never_fits(
+    need: dict[str, float], nodes: list[dict[str, float]], replicas: int, strategy: str
+) -> str | None:
     """Why `replicas` bundles of `need` can never be placed on `nodes` (their total resources) with
     `strategy`, or None when they can."""
 
@@ -250,12 +308,19 @@ def why_gang_never_fits(need: dict[str, float], nodes: list[dict[str, float]], r
     counts = [fits(node) for node in nodes]
     asked = ", ".join(f"{k}={v:g}" for k, v in need.items())
     if strategy == "STRICT_PACK" and not any(c >= replicas for c in counts):
-        return (f"it asks for {replicas} replicas of {asked} on one node (gang_placement=STRICT_PACK) and the "
-                f"largest node holds {max(counts, default=0)}; use gang_placement='SPREAD' or a bigger node")
+        return (
+            f"it asks for {replicas} replicas of {asked} on one node (gang_placement=STRICT_PACK) and the "
+            f"largest node holds {max(counts, default=0)}; use gang_placement='SPREAD' or a bigger node"
+        )
     if strategy == "STRICT_SPREAD" and sum(1 for c in counts if c >= 1) < replicas:
-        return (f"it asks for {replicas} replicas of {asked}, each on its own node (gang_placement=STRICT_SPREAD), "
-                f"and only {sum(1 for c in counts if c >= 1)} node(s) can hold one; add nodes or use 'SPREAD'")
+        return (
+            f"it asks for {replicas} replicas of {asked}, each on its own node (gang_placement=STRICT_SPREAD), "
+            f"and only {sum(1 for c in counts if c >= 1)} node(s) can hold one; add nodes or use 'SPREAD'"
+        )
     if sum(counts) < replicas:
-        return (f"it asks for {replicas} replicas of {asked} and the whole cluster holds {sum(counts)} "
-                f"(per node: {', '.join(map(str, counts)) or 'no nodes'}); add nodes, ask for fewer replicas or less per replica")
+        return (
+            f"it asks for {replicas} replicas of {asked} and the whole cluster holds {sum(counts)} "
+            f"(per node: {', '.join(map(str, counts)) or 'no nodes'}); add nodes, ask for fewer "
+            "replicas or less per replica"
+        )
     return None

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Union
+from typing import Any
 
 from fray.cluster.errors import ResourceConfigError
 
@@ -90,7 +90,9 @@ class GpuConfig:
                 f"GpuConfig type={self.type!r} is not a GPU type; write it like 'H100', 'A100' or 'auto'"
             )
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ResourceConfigError(f"GpuConfig count={self.count!r} must be a whole number >= 1, e.g. count=8")
+            raise ResourceConfigError(
+                f"GpuConfig count={self.count!r} must be a whole number >= 1, e.g. count=8"
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "gpu", "type": self.type, "count": self.count}
@@ -109,7 +111,9 @@ class TpuConfig:
             raise ResourceConfigError(
                 f"TpuConfig type={self.type!r} is not a TPU type; write it like 'v4-8' or 'v5e-16'"
             )
-        if self.topology is not None and (not isinstance(self.topology, str) or not _TOPOLOGY.match(self.topology)):
+        if self.topology is not None and (
+            not isinstance(self.topology, str) or not _TOPOLOGY.match(self.topology)
+        ):
             raise ResourceConfigError(
                 f"TpuConfig topology={self.topology!r} is not a topology; write it like '2x2' or '2x2x1'"
             )
@@ -129,7 +133,7 @@ class TpuConfig:
         return {"kind": "tpu", "type": self.type, "topology": self.topology}
 
 
-DeviceConfig = Union[CpuConfig, GpuConfig, TpuConfig]
+DeviceConfig = CpuConfig | GpuConfig | TpuConfig
 
 
 class GangPlacement(StrEnum):
@@ -171,8 +175,14 @@ class ResourceConfig:
     elastic: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.cpu, bool) or not isinstance(self.cpu, (int, float)) or not math.isfinite(self.cpu):
-            raise ResourceConfigError(f"cpu={self.cpu!r} is not a number of cores; write it like cpu=4 or cpu=0.5")
+        if (
+            isinstance(self.cpu, bool)
+            or not isinstance(self.cpu, (int, float))
+            or not math.isfinite(self.cpu)
+        ):
+            raise ResourceConfigError(
+                f"cpu={self.cpu!r} is not a number of cores; write it like cpu=4 or cpu=0.5"
+            )
         if self.cpu < 0:
             raise ResourceConfigError(f"cpu={self.cpu!r} is negative; ask for 0 or more cores, e.g. cpu=1")
         object.__setattr__(self, "cpu", float(self.cpu))
@@ -189,7 +199,9 @@ class ResourceConfig:
             raise ResourceConfigError(f"preemptible={self.preemptible!r} must be True or False")
         object.__setattr__(self, "regions", _regions(self.regions))
         if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
-            raise ResourceConfigError(f"replicas={self.replicas!r} must be a whole number >= 1, e.g. replicas=2")
+            raise ResourceConfigError(
+                f"replicas={self.replicas!r} must be a whole number >= 1, e.g. replicas=2"
+            )
         try:
             object.__setattr__(self, "gang_placement", GangPlacement(self.gang_placement))
         except ValueError:
@@ -209,12 +221,16 @@ class ResourceConfig:
         return cls(cpu=cpu, ram=ram, device=CpuConfig(), **kwargs)
 
     @classmethod
-    def with_gpu(cls, type: str = "auto", count: int = 1, *, cpu: float = 1.0, **kwargs: Any) -> ResourceConfig:
+    def with_gpu(
+        cls, type: str = "auto", count: int = 1, *, cpu: float = 1.0, **kwargs: Any
+    ) -> ResourceConfig:
         """`count` GPUs of `type` ('H100', 'A100', or 'auto' for any), plus `cpu` cores and other fields."""
         return cls(cpu=cpu, device=GpuConfig(type=type, count=count), **kwargs)
 
     @classmethod
-    def with_tpu(cls, type: str, topology: str | None = None, *, cpu: float = 1.0, **kwargs: Any) -> ResourceConfig:
+    def with_tpu(
+        cls, type: str, topology: str | None = None, *, cpu: float = 1.0, **kwargs: Any
+    ) -> ResourceConfig:
         """A TPU slice of `type` ('v4-8', 'v5e-16') with an optional `topology` ('2x2x1')."""
         return cls(cpu=cpu, device=TpuConfig(type=type, topology=topology), **kwargs)
 
@@ -235,7 +251,11 @@ class ResourceConfig:
             "replicas": self.replicas,
             "env_vars": dict(sorted(self.env_vars.items())),
             "pip_packages": list(self.pip_packages),
-            **({"gang_placement": str(self.gang_placement), "elastic": self.elastic} if self.replicas > 1 else {}),
+            **(
+                {"gang_placement": str(self.gang_placement), "elastic": self.elastic}
+                if self.replicas > 1
+                else {}
+            ),
         }
 
     def describe(self) -> str:
@@ -248,7 +268,9 @@ class ResourceConfig:
         if isinstance(self.device, GpuConfig):
             parts.append(f"gpu={self.device.type}x{self.device.count}")
         elif isinstance(self.device, TpuConfig):
-            parts.append(f"tpu={self.device.type}" + (f"({self.device.topology})" if self.device.topology else ""))
+            parts.append(
+                f"tpu={self.device.type}" + (f"({self.device.topology})" if self.device.topology else "")
+            )
         if self.replicas > 1:
             parts.append(f"replicas={self.replicas}")
         return " ".join(parts)
@@ -259,7 +281,9 @@ def _names(value: Any, field_name: str, example: str) -> tuple[str, ...]:
         raise ResourceConfigError(f"{field_name}={value!r} must be a list or tuple of strings, {example}")
     for item in value:
         if not isinstance(item, str) or not item.strip():
-            raise ResourceConfigError(f"{field_name} has {item!r}; each entry must be a non-empty string, {example}")
+            raise ResourceConfigError(
+                f"{field_name} has {item!r}; each entry must be a non-empty string, {example}"
+            )
     return tuple(value)
 
 
@@ -279,6 +303,7 @@ def _requirements(value: Any) -> tuple[str, ...]:
     if not specs:
         return specs
     from packaging.requirements import InvalidRequirement, Requirement
+
     for spec in specs:
         try:
             Requirement(spec)
@@ -291,7 +316,9 @@ def _requirements(value: Any) -> tuple[str, ...]:
 
 def _env_vars(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
-        raise ResourceConfigError(f"env_vars={value!r} must be a mapping of names to strings, e.g. {{'HF_HOME': '/x'}}")
+        raise ResourceConfigError(
+            f"env_vars={value!r} must be a mapping of names to strings, e.g. {{'HF_HOME': '/x'}}"
+        )
     for key, val in value.items():
         if not isinstance(key, str) or not _ENV_NAME.match(key):
             raise ResourceConfigError(f"env_vars has the name {key!r}; names are letters, digits and '_'")

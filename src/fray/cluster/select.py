@@ -15,7 +15,8 @@ def cluster_from_spec(spec: str, *, max_workers: int = 32, echo: bool = False) -
     """The cluster a MARIN_CLUSTER value names.
 
     'local': LocalCluster, each step in a worker process of this environment within this machine's
-    cores, memory and GPUs (with `echo`, its output is also shown on stderr as it runs). 'thread': ThreadCluster, each step on a thread of this process.
+    cores, memory and GPUs (with `echo`, its output is also shown on stderr as it runs). 'thread':
+    ThreadCluster, each step on a thread of this process.
     'ray': RayCluster at $RAY_ADDRESS, else a new local Ray. 'ray:ADDRESS': RayCluster at ADDRESS
     ('auto', 'HOST:6379' or 'ray://HOST:10001').
     """

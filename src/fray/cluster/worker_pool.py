@@ -36,8 +36,15 @@ class Worker:
         self._conn = Connection(ours.detach())
         self.pid = self.process.pid
 
-    def run(self, log_file: str, environ: dict[str, str], payload: bytes, *,
-            while_waiting: Callable[[], None] | None = None, poll_s: float = 0.2) -> bytes:
+    def run(
+        self,
+        log_file: str,
+        environ: dict[str, str],
+        payload: bytes,
+        *,
+        while_waiting: Callable[[], None] | None = None,
+        poll_s: float = 0.2,
+    ) -> bytes:
         """Run one task; its pickled outcome. Calls `while_waiting` every `poll_s` seconds meanwhile.
 
         Raises WorkerLostError when the process dies first.

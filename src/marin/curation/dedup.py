@@ -109,7 +109,7 @@ def exact_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
 
     for index, _count, shard in tasks:
         stats = CurationStats()
-        for where, line, record in read_records(shard, config.bad_records, stats.bad):
+        for _where, line, record in read_records(shard, config.bad_records, stats.bad):
             text = _text(config, record)
             if isinstance(text, str):
                 yield (xxhash.xxh3_128_intdigest(normalize(text).encode()), position(index, line))
@@ -124,7 +124,7 @@ def fuzzy_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
         stats = CurationStats()
         lines: list[int] = []
         sigs: list[np.ndarray] = []
-        for where, line, record in read_records(shard, config.bad_records, stats.bad):
+        for _where, line, record in read_records(shard, config.bad_records, stats.bad):
             text = _text(config, record)
             if not isinstance(text, str):
                 continue

@@ -74,7 +74,7 @@ def keep_selected(
     stats = CurationStats()
 
     def kept():
-        for where, line, record in read_records(shard, config.bad_records, stats.bad):
+        for _where, line, record in read_records(shard, config.bad_records, stats.bad):
             text = record.get(config.text_key)
             if not isinstance(text, str):
                 continue
@@ -115,5 +115,5 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
         config.describe(),
         results,
         output_path,
-        {"shares": dict(zip([s for s, _ in config.inputs], shares)), "shortfall": shortfall},
+        {"shares": dict(zip([s for s, _ in config.inputs], shares, strict=False)), "shortfall": shortfall},
     )

@@ -119,7 +119,7 @@ def _dup_ngram_chars(words: list[str], n: int) -> int:
         else:
             seen.add(gram)
             i += 1
-    return sum(len(w) for w, c in zip(words, covered) if c)
+    return sum(len(w) for w, c in zip(words, covered, strict=False) if c)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,15 @@ from operator import itemgetter
 from zephyr.errors import BadRecordError
 from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
 
-__all__ = ["BAD_RECORD_POLICIES", "BadRecordError", "ShardStats", "infer_format", "read_text_records", "read_texts",
-           "report_bad"]
+__all__ = [
+    "BAD_RECORD_POLICIES",
+    "BadRecordError",
+    "ShardStats",
+    "infer_format",
+    "read_text_records",
+    "read_texts",
+    "report_bad",
+]
 
 
 def report_bad(bad_records: str, stats: ShardStats, where: str, line: int, reason: str) -> None:
@@ -31,8 +38,9 @@ def read_texts(path: str, text_key: str, bad_records: str, stats: ShardStats) ->
     return map(itemgetter(0), read_text_records(path, text_key, bad_records, stats))
 
 
-def read_text_records(path: str, text_key: str, bad_records: str,
-                      stats: ShardStats) -> Iterator[tuple[str, dict | None]]:
+def read_text_records(
+    path: str, text_key: str, bad_records: str, stats: ShardStats
+) -> Iterator[tuple[str, dict | None]]:
     """(text, record) for each document of one file, in file order; the record is None in a text file."""
     fmt = infer_format(path)
     pos = Position()
@@ -47,10 +55,19 @@ def read_text_records(path: str, text_key: str, bad_records: str,
         if isinstance(text, str):
             yield text, record
         elif isinstance(record, dict) and text_key in record:
-            report_bad(bad_records, stats, path, pos.line, f"field {text_key!r} is {type(text).__name__}, not a string")
+            report_bad(
+                bad_records,
+                stats,
+                path,
+                pos.line,
+                f"field {text_key!r} is {type(text).__name__}, not a string",
+            )
         else:
             found = sorted(record)[:8] if isinstance(record, dict) else type(record).__name__
             report_bad(
-                bad_records, stats, path, pos.line,
+                bad_records,
+                stats,
+                path,
+                pos.line,
                 f"no {text_key!r} field (found {found}); set text_key= to the field that holds the text",
             )

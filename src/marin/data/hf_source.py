@@ -34,7 +34,9 @@ def hf_datasets_offline() -> bool:
 
 
 def _is_saved_to_disk(path: str) -> bool:
-    return storage.exists(storage.join(path, "state.json")) or storage.exists(storage.join(path, "dataset_dict.json"))
+    return storage.exists(storage.join(path, "state.json")) or storage.exists(
+        storage.join(path, "dataset_dict.json")
+    )
 
 
 def resolved_revision(dataset: str, revision: str | None) -> str | None:
@@ -44,7 +46,9 @@ def resolved_revision(dataset: str, revision: str | None) -> str | None:
         return revision
     from huggingface_hub import constants
 
-    ref = os.path.join(constants.HF_HUB_CACHE, "datasets--" + dataset.replace("/", "--"), "refs", revision or "main")
+    ref = os.path.join(
+        constants.HF_HUB_CACHE, "datasets--" + dataset.replace("/", "--"), "refs", revision or "main"
+    )
     try:
         with open(ref) as f:
             return f.read().strip() or None
@@ -61,7 +65,9 @@ def resolved_revision(dataset: str, revision: str | None) -> str | None:
 
 
 @lru_cache(maxsize=8)
-def open_hf_dataset(dataset: str, config: str | None, split: str, revision: str | None = None) -> tuple[str, Any]:
+def open_hf_dataset(
+    dataset: str, config: str | None, split: str, revision: str | None = None
+) -> tuple[str, Any]:
     """("map", datasets.Dataset) or ("stream", datasets.IterableDataset) for one split; cached per process."""
     import datasets
 
@@ -69,7 +75,9 @@ def open_hf_dataset(dataset: str, config: str | None, split: str, revision: str 
         loaded = datasets.load_from_disk(dataset)
         if isinstance(loaded, datasets.DatasetDict):
             if split not in loaded:
-                raise SourceUnavailableError(f"dataset folder {dataset!r} has splits {list(loaded)}, not {split!r}")
+                raise SourceUnavailableError(
+                    f"dataset folder {dataset!r} has splits {list(loaded)}, not {split!r}"
+                )
             loaded = loaded[split]
         return "map", loaded
     is_local = storage.is_local(dataset) and os.path.isdir(os.path.expanduser(dataset))
@@ -132,18 +140,25 @@ class HFShard:
             for row, record in enumerate(part):
                 yield from self._checked([record.get(self.text_key)], row, bad_records, stats)
 
-    def _checked(self, batch: list[Any], first_row: int, bad_records: str, stats: ShardStats) -> Iterator[str]:
+    def _checked(
+        self, batch: list[Any], first_row: int, bad_records: str, stats: ShardStats
+    ) -> Iterator[str]:
         for offset, text in enumerate(batch):
             if isinstance(text, str):
                 yield text
             else:
                 report_bad(
-                    bad_records, stats, self.describe(), first_row + offset + 1,
+                    bad_records,
+                    stats,
+                    self.describe(),
+                    first_row + offset + 1,
                     f"column {self.text_key!r} is {type(text).__name__}, not a string",
                 )
 
 
-def hf_shards(dataset: str, config: str | None, split: str, text_key: str, revision: str | None = None) -> list[HFShard]:
+def hf_shards(
+    dataset: str, config: str | None, split: str, text_key: str, revision: str | None = None
+) -> list[HFShard]:
     """The shards of one split: the dataset's own file shards when streaming, row ranges otherwise."""
     mode, ds = open_hf_dataset(dataset, config, split, revision)
     if mode == "stream":
@@ -152,4 +167,7 @@ def hf_shards(dataset: str, config: str | None, split: str, text_key: str, revis
     total = len(ds)
     n = max(1, math.ceil(total / ROWS_PER_MAP_SHARD))
     bounds = [round(i * total / n) for i in range(n + 1)]
-    return [HFShard(dataset, config, split, text_key, i, n, (bounds[i], bounds[i + 1]), revision) for i in range(n)]
+    return [
+        HFShard(dataset, config, split, text_key, i, n, (bounds[i], bounds[i + 1]), revision)
+        for i in range(n)
+    ]

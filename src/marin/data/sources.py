@@ -23,9 +23,9 @@ from typing import Protocol
 from marin.data import corpus
 from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_format, read_texts
 from marin.data.hf_source import hf_shards, resolved_revision
-from zephyr.fileio import list_files
 from marin.execution.errors import MarinError
 from marin.execution.inputs import hub_input
+from zephyr.fileio import list_files
 
 EMBEDDED_SOURCE = corpus.SOURCE_NAME
 EMBEDDED_SHARD_SIZE = 5_000
@@ -101,7 +101,9 @@ def describe_source(source: str | None, paths: Sequence[str] | None) -> dict:
         raise SourceError("give exactly one of source= (a dataset name) or paths= (files or globs)")
     if paths is not None:
         if isinstance(paths, str):
-            raise SourceError(f"paths= takes a list of files or globs, got the string {paths!r}; wrap it in a list")
+            raise SourceError(
+                f"paths= takes a list of files or globs, got the string {paths!r}; wrap it in a list"
+            )
         return {"kind": "files", "paths": list(paths)}
     if source == EMBEDDED_SOURCE:
         return {"kind": "embedded", "name": source, "size": corpus.CORPUS_SIZE}
@@ -127,11 +129,15 @@ def resolve_shards(
         return [FileShard(f, text_key) for f in files]
     if kind == "embedded":
         size = corpus.CORPUS_SIZE
-        return [EmbeddedShard(a, min(a + EMBEDDED_SHARD_SIZE, size)) for a in range(0, size, EMBEDDED_SHARD_SIZE)]
+        return [
+            EmbeddedShard(a, min(a + EMBEDDED_SHARD_SIZE, size)) for a in range(0, size, EMBEDDED_SHARD_SIZE)
+        ]
     return list(hf_shards(source, config, split, text_key, revision))
 
 
-def plan_shards(shards: Sequence[DocumentShard], sample_count: int | None, bad_records: str) -> list[PlannedShard]:
+def plan_shards(
+    shards: Sequence[DocumentShard], sample_count: int | None, bad_records: str
+) -> list[PlannedShard]:
     """Take every shard, or exactly the first `sample_count` documents in canonical order.
 
     Shards of unknown length are counted by reading them (without tokenizing) only as far as needed.
@@ -183,8 +189,10 @@ class SourceConfig:
         """Validate the declaration without touching any file or the network."""
         kind = describe_source(self.source, self.paths)["kind"]
         if self.revision is not None and (kind != "huggingface" or self._local_folder() or not self.revision):
-            raise SourceError(f"revision={self.revision!r} pins a Hugging Face hub dataset; source={self.source!r} "
-                              "is not one (drop revision=)")
+            raise SourceError(
+                f"revision={self.revision!r} pins a Hugging Face hub dataset; source={self.source!r} "
+                "is not one (drop revision=)"
+            )
         if self.bad_records not in BAD_RECORD_POLICIES:
             raise SourceError(f"bad_records={self.bad_records!r}; choose one of {BAD_RECORD_POLICIES}")
         n = self.sample_count
@@ -224,9 +232,15 @@ class SourceConfig:
         return (hub_input(self.source, self.revision),)
 
     def _local_folder(self) -> bool:
-        return self.source is not None and "://" not in self.source and os.path.isdir(os.path.expanduser(self.source))
+        return (
+            self.source is not None
+            and "://" not in self.source
+            and os.path.isdir(os.path.expanduser(self.source))
+        )
 
     def plan(self) -> list[PlannedShard]:
         """Resolve the shards and apply `sample_count` (run time only: lists files, may reach the hub)."""
-        shards = resolve_shards(self.source, self.paths, self.text_key, self.split, self.hf_config, self.revision)
+        shards = resolve_shards(
+            self.source, self.paths, self.text_key, self.split, self.hf_config, self.revision
+        )
         return plan_shards(shards, self.sample_count, self.bad_records)

@@ -136,7 +136,9 @@ class TokenSplit:
 
     def _doc_location(self, i: int) -> tuple[_Shard, int]:
         if not 0 <= i < self.num_documents:
-            raise TokenCacheError(f"document {i} is outside split {self.name!r} ({self.num_documents} documents)")
+            raise TokenCacheError(
+                f"document {i} is outside split {self.name!r} ({self.num_documents} documents)"
+            )
         k = bisect.bisect_right(self._doc_ends, i)  # the first shard ending after i (skips empty shards)
         return self._shards[k], i - self._doc_starts[k]
 

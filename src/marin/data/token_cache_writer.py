@@ -105,4 +105,6 @@ def published_shard(root: str, split: str, index: int) -> ShardSummary | None:
 
 def write_ledger(root: str, ledger: dict[str, Any]) -> None:
     """Write ledger.json atomically; it is written last, so its presence means the cache is complete."""
-    storage.write_atomic(storage.join(root, LEDGER), orjson.dumps(ledger, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    storage.write_atomic(
+        storage.join(root, LEDGER), orjson.dumps(ledger, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    )

@@ -23,7 +23,15 @@ import xxhash
 
 from marin.data.file_documents import ShardStats
 from marin.data.sources import PlannedShard
-from marin.data.token_cache import FORMAT, FORMAT_VERSION, SPLITS, TOKENIZER_DIR, TRAIN, VALIDATION, shard_name
+from marin.data.token_cache import (
+    FORMAT,
+    FORMAT_VERSION,
+    SPLITS,
+    TOKENIZER_DIR,
+    TRAIN,
+    VALIDATION,
+    shard_name,
+)
 from marin.data.token_cache_writer import ShardSummary, ShardWriter
 from marin.execution import storage
 
@@ -145,7 +153,9 @@ def tokenize_shard(settings: EncodeSettings, planned: PlannedShard, index: int) 
     record = storage.read_bytes(_record_path(root, index))
     if record is not None:
         saved = orjson.loads(record)
-        return ShardOutcome(index, saved["splits"], saved["bad_records"], tuple(saved["bad_examples"]), resumed=True)
+        return ShardOutcome(
+            index, saved["splits"], saved["bad_records"], tuple(saved["bad_examples"]), resumed=True
+        )
     tok = _load_tokenizer(settings.tokenizer_file)
     stats = ShardStats()
     writers = {split: ShardWriter(root, split, index, np.dtype(settings.dtype)) for split in SPLITS}
@@ -156,7 +166,9 @@ def tokenize_shard(settings: EncodeSettings, planned: PlannedShard, index: int) 
             routed: dict[str, tuple[list, list, list]] = {split: ([], [], []) for split in SPLITS}
             for text, doc_ids in zip(texts, ids, strict=True):
                 raw = text.encode("utf-8")
-                toks, lens, nbytes = routed[VALIDATION if is_validation(raw, settings.validation_fraction) else TRAIN]
+                toks, lens, nbytes = routed[
+                    VALIDATION if is_validation(raw, settings.validation_fraction) else TRAIN
+                ]
                 toks.append(doc_ids)
                 lens.append(len(doc_ids))
                 nbytes.append(len(raw))
@@ -176,18 +188,26 @@ def tokenize_shard(settings: EncodeSettings, planned: PlannedShard, index: int) 
         tuple(stats.bad_examples),
     )
     storage.makedirs(storage.join(root, SHARD_RECORDS_DIR))
-    storage.write_atomic(_record_path(root, index), orjson.dumps(outcome.to_json(), option=orjson.OPT_SORT_KEYS))
+    storage.write_atomic(
+        _record_path(root, index), orjson.dumps(outcome.to_json(), option=orjson.OPT_SORT_KEYS)
+    )
     elapsed = time.perf_counter() - started
     tokens = sum(s.tokens for s in summaries.values())
     logger.info(
         "tokenized %s -> shard %d: %d documents, %d tokens in %.1fs (%.0f tokens/s)",
-        planned.shard.describe(), index, sum(s.documents for s in summaries.values()), tokens, elapsed,
+        planned.shard.describe(),
+        index,
+        sum(s.documents for s in summaries.values()),
+        tokens,
+        elapsed,
         tokens / elapsed if elapsed > 0 else 0.0,
     )
     return outcome
 
 
-def tokenize_task_shard(settings: EncodeSettings, tasks: Iterator[tuple[int, PlannedShard]], shard_info: Any) -> Iterator[dict]:
+def tokenize_task_shard(
+    settings: EncodeSettings, tasks: Iterator[tuple[int, PlannedShard]], shard_info: Any
+) -> Iterator[dict]:
     """The zephyr `map_shard` function: encode each (index, planned shard) task; yield one summary each."""
     for index, planned in tasks:
         outcome = tokenize_shard(settings, planned, index)
@@ -207,7 +227,9 @@ def build_ledger(
     """The ledger.json of a finished cache, from the shards' outcomes in index order."""
     outcomes = sorted(outcomes, key=lambda o: o["index"])
     if [o["index"] for o in outcomes] != list(range(len(outcomes))):
-        raise RuntimeError(f"tokenize produced shards {[o['index'] for o in outcomes]}, expected 0..{len(outcomes) - 1}")
+        raise RuntimeError(
+            f"tokenize produced shards {[o['index'] for o in outcomes]}, expected 0..{len(outcomes) - 1}"
+        )
     splits = {}
     for split in SPLITS:
         shards = [o["splits"][split] for o in outcomes]
@@ -233,4 +255,3 @@ def build_ledger(
         "bad_examples": examples,
         "splits": splits,
     }
-

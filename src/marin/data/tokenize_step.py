@@ -15,6 +15,7 @@ from typing import Any
 
 from marin.data.sources import SourceConfig
 from marin.data.token_cache import TOKENIZER_DIR, token_dtype
+from marin.data.token_cache_writer import write_ledger
 from marin.data.tokenize_pipeline import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_CHUNK_CHARS,
@@ -22,7 +23,6 @@ from marin.data.tokenize_pipeline import (
     build_ledger,
     tokenize_task_shard,
 )
-from marin.data.token_cache_writer import write_ledger
 from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
 from marin.execution import storage
 
@@ -81,7 +81,9 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
     tasks = list(enumerate(planned))
     if len(tasks) == 1 and zconfig.backend == "processes":
         zconfig = zconfig.with_overrides(backend="sync")  # one shard: a worker process would only add startup
-    logger.info("tokenizing %d shard(s) of %s with %s", len(tasks), config.input.source or "files", zconfig.backend)
+    logger.info(
+        "tokenizing %d shard(s) of %s with %s", len(tasks), config.input.source or "files", zconfig.backend
+    )
     outcomes = (
         Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
         .map_shard(partial(tokenize_task_shard, settings))
@@ -97,7 +99,9 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
             "eos_token": info.eos_token,
             "bos_token": info.bos_token,
             "tokenizer_fingerprint": info.fingerprint,
-            "tokenizer": config.tokenizer if config.tokenizer_step is None else f"step:{config.tokenizer_step}",
+            "tokenizer": config.tokenizer
+            if config.tokenizer_step is None
+            else f"step:{config.tokenizer_step}",
         },
         source=config.input.provenance(),
         sample_count=config.input.sample_count,

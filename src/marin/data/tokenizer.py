@@ -51,7 +51,10 @@ class TokenizerInfo:
 
 def hf_offline() -> bool:
     """Whether Hugging Face offline mode is on (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def is_local_tokenizer(spec: str) -> bool:
@@ -98,9 +101,11 @@ def load_hf_tokenizer(spec: str):
             raise TokenizerNotFoundError(
                 f"tokenizer {spec!r} is not in the local Hugging Face cache and Hugging Face offline mode is "
                 "on (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE). Provide it locally: either run once with network "
-                f"access (python -c \"from transformers import AutoTokenizer; AutoTokenizer.from_pretrained('{spec}')\") "
+                'access (python -c "from transformers import AutoTokenizer; '
+                f"AutoTokenizer.from_pretrained('{spec}')\") "
                 "to fill the cache, or save it to a folder with save_pretrained(dir) and pass that folder as the "
-                "tokenizer, or use the offline demo tokenizer (experiments.marin_tokenizer with MARIN_TOKENIZER unset). "
+                "tokenizer, or use the offline demo tokenizer (experiments.marin_tokenizer with "
+                "MARIN_TOKENIZER unset). "
                 f"Cause: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from None
         raise TokenizerNotFoundError(

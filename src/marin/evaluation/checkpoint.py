@@ -31,8 +31,11 @@ def find_hf_export(step_name: str, output_path: str) -> str:
     hf_path = storage.join(output_path, "hf")
     result = (artifact.read_artifact(output_path) or {}).get("result")
     if isinstance(result, dict) and isinstance(result.get("hf_path"), str):
-        hf_path = result["hf_path"] if "://" in result["hf_path"] or result["hf_path"].startswith("/") \
+        hf_path = (
+            result["hf_path"]
+            if "://" in result["hf_path"] or result["hf_path"].startswith("/")
             else storage.join(output_path, result["hf_path"])
+        )
     if not storage.exists(storage.join(hf_path, "config.json")):
         raise CheckpointNotReadyError(
             f"model step {step_name!r} has no Hugging Face export: {hf_path}/config.json is missing. "

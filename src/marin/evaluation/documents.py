@@ -41,8 +41,10 @@ class TextDataset:
         if not self.name or not self.paths:
             raise EvalDataError(f"TextDataset {self.name!r}: give a name and at least one path")
         if self.bad_records not in BAD_RECORD_POLICIES:
-            raise EvalDataError(f"TextDataset {self.name!r}: bad_records={self.bad_records!r}; use one of "
-                                f"{list(BAD_RECORD_POLICIES)}")
+            raise EvalDataError(
+                f"TextDataset {self.name!r}: bad_records={self.bad_records!r}; use one of "
+                f"{list(BAD_RECORD_POLICIES)}"
+            )
         for path in self.paths:
             try:
                 infer_format(path)
@@ -51,8 +53,13 @@ class TextDataset:
 
     def to_json(self) -> dict:
         """The dataset as JSON, for a step's hash_attrs."""
-        return {"name": self.name, "paths": list(self.paths), "text_field": self.text_field,
-                "domain_field": self.domain_field, "bad_records": self.bad_records}
+        return {
+            "name": self.name,
+            "paths": list(self.paths),
+            "text_field": self.text_field,
+            "domain_field": self.domain_field,
+            "bad_records": self.bad_records,
+        }
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,12 @@ def read_text_dataset(dataset: TextDataset) -> list[EvalDocument]:
             tag = record.get(domain_field) if domain_field and record is not None else None
             docs.append(_document(dataset, text, tag))
     if stats.bad_records:
-        logger.warning("dataset %r: skipped %d malformed record(s), e.g. %s", dataset.name, stats.bad_records,
-                       "; ".join(stats.bad_examples))
+        logger.warning(
+            "dataset %r: skipped %d malformed record(s), e.g. %s",
+            dataset.name,
+            stats.bad_records,
+            "; ".join(stats.bad_examples),
+        )
     if not docs:
         raise EvalDataError(f"dataset {dataset.name!r} has no documents in {list(dataset.paths)}")
     return docs
@@ -88,8 +99,9 @@ def _document(dataset: TextDataset, text: str, tag: object) -> EvalDocument:
     return EvalDocument(dataset.name, domain, len(text.encode("utf-8")), text=text)
 
 
-def read_token_cache(name: str, path: str, split: str, vocab_size: int,
-                     max_documents: int | None = None) -> list[EvalDocument]:
+def read_token_cache(
+    name: str, path: str, split: str, vocab_size: int, max_documents: int | None = None
+) -> list[EvalDocument]:
     """The documents of split `split` of the token cache at `path`, as token ids with their byte counts.
 
     A leading BOS and a trailing EOS the tokenize step added are dropped, so the scored tokens cover the
@@ -104,7 +116,9 @@ def read_token_cache(name: str, path: str, split: str, vocab_size: int,
             f"model has {vocab_size}: evaluate on data tokenized with the model's tokenizer"
         )
     token_split = cache.split(split)
-    count = token_split.num_documents if max_documents is None else min(max_documents, token_split.num_documents)
+    count = (
+        token_split.num_documents if max_documents is None else min(max_documents, token_split.num_documents)
+    )
     # Only the special tokens the tokenize step added are dropped, as its ledger records them.
     bos = cache.bos_id if cache.ledger.get("bos_policy", "none") != "none" else None
     eos = cache.eos_id if cache.ledger.get("eos_policy") == "append" else None
@@ -117,4 +131,3 @@ def read_token_cache(name: str, path: str, split: str, vocab_size: int,
             tokens = tokens[:-1]
         docs.append(EvalDocument(name, name, int(token_split.document_bytes(i)), tokens=tuple(tokens)))
     return docs
-

@@ -3,7 +3,8 @@
 `run_evaluation` is what `marin.experiment.evaluate` binds (with `functools.partial`) as a step's
 `fn`. It finds its inputs through `marin.execution.context.current()`, writes `results.json`,
 `samples.jsonl` and the harness's per-sample outputs (`harness_samples/<task>.jsonl`, the first
-`harness.SAMPLES_PER_TASK` of each task) under the step's output, and returns the summary stored in `.artifact.json`, whose
+`harness.SAMPLES_PER_TASK` of each task) under the step's output, and returns the summary stored in
+`.artifact.json`, whose
 `"headline"` (`{"metric", "value"}`) is what `marin status` / `marin info` show.
 """
 
@@ -52,7 +53,9 @@ class EvaluationConfig:
         """The config as plain JSON."""
         return {
             "model_step": self.model_step,
-            "datasets": [d.to_json() if isinstance(d, TextDataset) else dataclasses.asdict(d) for d in self.datasets],
+            "datasets": [
+                d.to_json() if isinstance(d, TextDataset) else dataclasses.asdict(d) for d in self.datasets
+            ],
             "harness_tasks": list(self.harness_tasks),
             "harness_stories": self.harness_stories.to_json() if self.harness_stories else None,
             "harness_items": self.harness_items,
@@ -69,33 +72,54 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
     ctx = current()
     hf_path = find_hf_export(config.model_step, ctx.path_of(config.model_step))
     loaded = load_hf_model(hf_path, config.max_length)
-    results: dict = {"model_step": config.model_step, "hf_path": hf_path, "max_length": loaded.max_length,
-                     "config": config.to_json()}
+    results: dict = {
+        "model_step": config.model_step,
+        "hf_path": hf_path,
+        "max_length": loaded.max_length,
+        "config": config.to_json(),
+    }
 
     docs = _documents(config, loaded.model.config.vocab_size, ctx.path_of)
     if docs:
         from marin.evaluation.perplexity import score_documents, summarize
 
-        results["perplexity"] = summarize(score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length,
-                                                          config.batch_size))
+        results["perplexity"] = summarize(
+            score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, config.batch_size)
+        )
     if config.harness_tasks:
         from marin.evaluation.harness import run_harness, samples_file, write_own_tasks
 
-        tasks_dir = write_own_tasks(storage.join(output_path, "harness"), _harness_stories(config),
-                                    config.harness_items, seed=config.sampling.seed)
+        tasks_dir = write_own_tasks(
+            storage.join(output_path, "harness"),
+            _harness_stories(config),
+            config.harness_items,
+            seed=config.sampling.seed,
+        )
         samples_dir = storage.join(output_path, HARNESS_SAMPLES_DIR)
-        results["harness"] = run_harness(hf_path, config.harness_tasks, tasks_dir, batch_size=config.batch_size,
-                                         seed=config.sampling.seed, samples_dir=samples_dir)
+        results["harness"] = run_harness(
+            hf_path,
+            config.harness_tasks,
+            tasks_dir,
+            batch_size=config.batch_size,
+            seed=config.sampling.seed,
+            samples_dir=samples_dir,
+        )
         results["harness_samples"] = {
-            task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in results["harness"]
+            task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}"
+            for task in results["harness"]
             if storage.exists(storage.join(samples_dir, samples_file(task)))
         }
     if config.prompts:
-        results["samples"] = generate_samples(loaded.model, loaded.tokenizer, config.prompts, config.sampling,
-                                              loaded.max_length)
-        storage.write_atomic(storage.join(output_path, SAMPLES_FILE),
-                             b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]))
-    storage.write_atomic(storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2))
+        results["samples"] = generate_samples(
+            loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
+        )
+        storage.write_atomic(
+            storage.join(output_path, SAMPLES_FILE),
+            b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
+        )
+    storage.write_atomic(
+        storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)
+    )
     return summary(results)
 
 
@@ -104,8 +128,11 @@ def summary(results: dict) -> dict:
     artifact: dict = {"results_path": RESULTS_FILE, "hf_path": results["hf_path"]}
     perplexity = results.get("perplexity")
     if perplexity:
-        artifact["headline"] = {"metric": "bpb", "value": perplexity["micro"]["bpb"],
-                                "over": "micro average of all evaluation documents"}
+        artifact["headline"] = {
+            "metric": "bpb",
+            "value": perplexity["micro"]["bpb"],
+            "over": "micro average of all evaluation documents",
+        }
         artifact["micro"] = perplexity["micro"]
         artifact["macro"] = perplexity["macro"]
         artifact["bpb"] = {name: m["bpb"] for name, m in perplexity["datasets"].items()}
@@ -113,7 +140,9 @@ def summary(results: dict) -> dict:
         artifact["harness"] = results["harness"]
         if "headline" not in artifact:
             task, metrics = next(iter(results["harness"].items()))
-            metric = next((k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics)))
+            metric = next(
+                (k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics))
+            )
             artifact["headline"] = {"metric": f"{task}/{metric}", "value": metrics[metric]}
     if results.get("samples"):
         artifact["samples_path"] = SAMPLES_FILE
@@ -127,8 +156,15 @@ def _documents(config: EvaluationConfig, vocab_size: int, path_of) -> list[EvalD
             found = read_text_dataset(dataset)
             docs.extend(found if config.max_documents is None else found[: config.max_documents])
         else:
-            docs.extend(read_token_cache(dataset.step_name, path_of(dataset.step_name), dataset.split, vocab_size,
-                                         config.max_documents))
+            docs.extend(
+                read_token_cache(
+                    dataset.step_name,
+                    path_of(dataset.step_name),
+                    dataset.split,
+                    vocab_size,
+                    config.max_documents,
+                )
+            )
     return docs
 
 

@@ -36,11 +36,19 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     tasks_dir = storage.join(work_dir, "tasks")
     storage.makedirs(data_dir)
     storage.makedirs(tasks_dir)
-    _write_jsonl(storage.join(data_dir, "marin_story_endings.jsonl"), story_ending_items(stories, num_items, seed=seed))
-    _write_jsonl(storage.join(data_dir, "marin_text_perplexity.jsonl"), [{"text": s} for s in stories[:num_items]])
+    _write_jsonl(
+        storage.join(data_dir, "marin_story_endings.jsonl"), story_ending_items(stories, num_items, seed=seed)
+    )
+    _write_jsonl(
+        storage.join(data_dir, "marin_text_perplexity.jsonl"), [{"text": s} for s in stories[:num_items]]
+    )
     for task in OWN_TASKS:
-        template = resources.files("marin.evaluation").joinpath(f"harness_tasks/{task}.yaml").read_text("utf-8")
-        storage.write_atomic(storage.join(tasks_dir, f"{task}.yaml"), template.replace("{data_dir}", data_dir).encode())
+        template = (
+            resources.files("marin.evaluation").joinpath(f"harness_tasks/{task}.yaml").read_text("utf-8")
+        )
+        storage.write_atomic(
+            storage.join(tasks_dir, f"{task}.yaml"), template.replace("{data_dir}", data_dir).encode()
+        )
     return tasks_dir
 
 
@@ -48,8 +56,16 @@ def _write_jsonl(path: str, records: Sequence[dict]) -> None:
     storage.write_atomic(path, b"".join(orjson.dumps(record) + b"\n" for record in records))
 
 
-def run_harness(hf_path: str, tasks: Sequence[str], tasks_dir: str, *, limit: int | None = None,
-                batch_size: int = 8, seed: int = 0, samples_dir: str | None = None) -> dict[str, dict[str, float]]:
+def run_harness(
+    hf_path: str,
+    tasks: Sequence[str],
+    tasks_dir: str,
+    *,
+    limit: int | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    samples_dir: str | None = None,
+) -> dict[str, dict[str, float]]:
     """Run `tasks` with the harness's `hf` model on `hf_path`; return `{task: {metric: value}}`.
 
     The model is scored in float32 without a BOS token added to the text, as our own perplexity
@@ -60,7 +76,9 @@ def run_harness(hf_path: str, tasks: Sequence[str], tasks_dir: str, *, limit: in
         import lm_eval
         from lm_eval.tasks import TaskManager
     except ImportError as e:
-        raise HarnessError(f"harness tasks {list(tasks)} need lm-eval-harness: pip install 'marin[eval]' ({e})") from None
+        raise HarnessError(
+            f"harness tasks {list(tasks)} need lm-eval-harness: pip install 'marin[eval]' ({e})"
+        ) from None
     import torch
 
     manager = TaskManager(include_path=tasks_dir, include_defaults=any(t not in OWN_TASKS for t in tasks))
@@ -75,9 +93,18 @@ def run_harness(hf_path: str, tasks: Sequence[str], tasks_dir: str, *, limit: in
         "prefix_token_id": _prefix_token(hf_path),
     }
     output = lm_eval.simple_evaluate(
-        model="hf", model_args=model_args, tasks=list(tasks), task_manager=manager, limit=limit,
-        batch_size=batch_size, bootstrap_iters=0, log_samples=samples_dir is not None, random_seed=seed,
-        numpy_random_seed=seed, torch_random_seed=seed, fewshot_random_seed=seed,
+        model="hf",
+        model_args=model_args,
+        tasks=list(tasks),
+        task_manager=manager,
+        limit=limit,
+        batch_size=batch_size,
+        bootstrap_iters=0,
+        log_samples=samples_dir is not None,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
     )
     if output is None:
         raise HarnessError(f"lm-eval-harness returned no results for {list(tasks)}")
@@ -91,8 +118,12 @@ def samples_file(task: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", task) + ".jsonl"
 
 
-def write_samples(samples_dir: str, samples: dict[str, list[dict]], per_task: int = SAMPLES_PER_TASK,
-                  text_chars: int = SAMPLE_TEXT_CHARS) -> dict[str, str]:
+def write_samples(
+    samples_dir: str,
+    samples: dict[str, list[dict]],
+    per_task: int = SAMPLES_PER_TASK,
+    text_chars: int = SAMPLE_TEXT_CHARS,
+) -> dict[str, str]:
     """Write the first `per_task` samples of each task to `samples_dir/<task>.jsonl`; return the file names.
 
     A record keeps what the harness saw and answered: `doc_id`, `doc`, `target`, the request
@@ -104,9 +135,12 @@ def write_samples(samples_dir: str, samples: dict[str, list[dict]], per_task: in
     for task, rows in samples.items():
         records = [_sample_record(row, text_chars) for row in rows[:per_task]]
         files[task] = samples_file(task)
-        storage.write_atomic(storage.join(samples_dir, files[task]),
-                             b"".join(orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-                                      for r in records))
+        storage.write_atomic(
+            storage.join(samples_dir, files[task]),
+            b"".join(
+                orjson.dumps(r, default=str, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n" for r in records
+            ),
+        )
     return files
 
 

@@ -29,7 +29,9 @@ class Window:
     targets: tuple[int, ...]
 
 
-def rolling_windows(doc_index: int, tokens: Sequence[int], prefix_token: int, max_length: int) -> list[Window]:
+def rolling_windows(
+    doc_index: int, tokens: Sequence[int], prefix_token: int, max_length: int
+) -> list[Window]:
     """The harness's disjoint rolling windows over `tokens`: each token is a target exactly once."""
     tokens = list(tokens)
     if not tokens:
@@ -40,7 +42,9 @@ def rolling_windows(doc_index: int, tokens: Sequence[int], prefix_token: int, ma
     while predicted < len(tokens):
         count = min(len(tokens) - predicted, max_length)
         end = predicted + count
-        windows.append(Window(doc_index, tuple(tokens[end - max_length - 1 : end - 1]), tuple(tokens[end - count : end])))
+        windows.append(
+            Window(doc_index, tuple(tokens[end - max_length - 1 : end - 1]), tuple(tokens[end - count : end]))
+        )
         predicted = end
     return windows
 
@@ -58,7 +62,10 @@ class DocumentScore:
 
 def tokenize_documents(docs: Sequence[EvalDocument], tokenizer) -> list[list[int]]:
     """Token ids of each document: cached ids as they are, raw text encoded without special tokens."""
-    return [list(d.tokens) if d.tokens is not None else tokenizer.encode(d.text, add_special_tokens=False) for d in docs]
+    return [
+        list(d.tokens) if d.tokens is not None else tokenizer.encode(d.text, add_special_tokens=False)
+        for d in docs
+    ]
 
 
 def prefix_token_id(tokenizer) -> int:
@@ -74,8 +81,9 @@ def prefix_token_id(tokenizer) -> int:
     return token
 
 
-def score_documents(model, tokenizer, docs: Sequence[EvalDocument], max_length: int,
-                    batch_size: int = 8) -> list[DocumentScore]:
+def score_documents(
+    model, tokenizer, docs: Sequence[EvalDocument], max_length: int, batch_size: int = 8
+) -> list[DocumentScore]:
     """Score every document with rolling windows; batches are formed in a fixed order, so reruns agree."""
     import torch
 
@@ -100,7 +108,10 @@ def score_documents(model, tokenizer, docs: Sequence[EvalDocument], max_length: 
                 target = torch.tensor(w.targets, dtype=torch.long, device=device)
                 picked = logprobs[row, n - p : n].gather(-1, target[:, None])
                 nll[w.doc_index] -= float(picked.double().sum())
-    return [DocumentScore(d.dataset, d.domain, nll[i], len(token_lists[i]), d.num_bytes) for i, d in enumerate(docs)]
+    return [
+        DocumentScore(d.dataset, d.domain, nll[i], len(token_lists[i]), d.num_bytes)
+        for i, d in enumerate(docs)
+    ]
 
 
 def group_metrics(scores: Iterable[DocumentScore]) -> dict:
@@ -122,8 +133,14 @@ def group_metrics(scores: Iterable[DocumentScore]) -> dict:
 
 def summarize(scores: Sequence[DocumentScore]) -> dict:
     """Per-dataset and per-domain metrics, the micro average over everything, and macro averages."""
-    by_dataset = {name: group_metrics(s for s in scores if s.dataset == name) for name in dict.fromkeys(s.dataset for s in scores)}
-    by_domain = {name: group_metrics(s for s in scores if s.domain == name) for name in dict.fromkeys(s.domain for s in scores)}
+    by_dataset = {
+        name: group_metrics(s for s in scores if s.dataset == name)
+        for name in dict.fromkeys(s.dataset for s in scores)
+    }
+    by_domain = {
+        name: group_metrics(s for s in scores if s.domain == name)
+        for name in dict.fromkeys(s.domain for s in scores)
+    }
     return {
         "datasets": by_dataset,
         "domains": by_domain,

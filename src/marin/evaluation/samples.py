@@ -21,25 +21,43 @@ class SamplingConfig:
     seed: int = 0
 
 
-def generate_samples(model, tokenizer, prompts: Sequence[str], config: SamplingConfig, max_length: int) -> list[dict]:
+def generate_samples(
+    model, tokenizer, prompts: Sequence[str], config: SamplingConfig, max_length: int
+) -> list[dict]:
     """`[{"prompt", "mode", "seed", "text"}]`: the greedy continuation of each prompt, then its samples."""
     import torch
 
     records = []
     for p_index, prompt in enumerate(prompts):
         ids = tokenizer.encode(prompt, add_special_tokens=False)
-        records.append({"prompt": prompt, "mode": "greedy", "seed": None,
-                        "text": tokenizer.decode(_continue(model, ids, config, max_length, tokenizer.eos_token_id, None))})
+        records.append(
+            {
+                "prompt": prompt,
+                "mode": "greedy",
+                "seed": None,
+                "text": tokenizer.decode(
+                    _continue(model, ids, config, max_length, tokenizer.eos_token_id, None)
+                ),
+            }
+        )
         for s_index in range(config.num_samples):
             seed = config.seed + 1000 * p_index + s_index
             generator = torch.Generator().manual_seed(seed)
             new = _continue(model, ids, config, max_length, tokenizer.eos_token_id, generator)
-            records.append({"prompt": prompt, "mode": f"sample(t={config.temperature},top_p={config.top_p})",
-                            "seed": seed, "text": tokenizer.decode(new)})
+            records.append(
+                {
+                    "prompt": prompt,
+                    "mode": f"sample(t={config.temperature},top_p={config.top_p})",
+                    "seed": seed,
+                    "text": tokenizer.decode(new),
+                }
+            )
     return records
 
 
-def _continue(model, ids: list[int], config: SamplingConfig, max_length: int, eos: int | None, generator) -> list[int]:
+def _continue(
+    model, ids: list[int], config: SamplingConfig, max_length: int, eos: int | None, generator
+) -> list[int]:
     """New token ids after `ids`; greedy when `generator` is None. Stops at EOS or the context's end."""
     import torch
 

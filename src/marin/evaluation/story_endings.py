@@ -22,7 +22,9 @@ def split_ending(text: str) -> tuple[str, str] | None:
     return text[: breaks[-1].start()], text[breaks[-1].end() :]
 
 
-def story_ending_items(stories: Sequence[str], num_items: int, num_choices: int = 4, seed: int = 0) -> list[dict]:
+def story_ending_items(
+    stories: Sequence[str], num_items: int, num_choices: int = 4, seed: int = 0
+) -> list[dict]:
     """Up to `num_items` items `{"context", "choices", "label"}`; the same inputs always give the same items."""
     parts = [p for p in (split_ending(s) for s in stories) if p is not None]
     endings = list(dict.fromkeys(ending for _, ending in parts))

@@ -120,7 +120,10 @@ def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
 def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     """Write `table.md`, `table.csv` and `plot.png` under `output_path`; return the artifact."""
     ctx = current()
-    curves = {label: read_eval_curve(step, ctx.path_of(step), config.metrics, config.x_key) for label, step in config.runs}
+    curves = {
+        label: read_eval_curve(step, ctx.path_of(step), config.metrics, config.x_key)
+        for label, step in config.runs
+    }
     rows = summary_rows(config, curves)
     storage.write_atomic(storage.join(output_path, TABLE_MD), markdown_table(rows).encode())
     storage.write_atomic(storage.join(output_path, TABLE_CSV), curves_csv(config, curves).encode())
@@ -130,5 +133,9 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     artifact = {"table_path": TABLE_MD, "csv_path": TABLE_CSV, "plot_path": PLOT_PNG, "runs": rows}
     if ranked:
         best = min(ranked, key=lambda r: r[f"final_{first}"])
-        artifact["headline"] = {"metric": f"final_{first}", "value": best[f"final_{first}"], "run": best["run"]}
+        artifact["headline"] = {
+            "metric": f"final_{first}",
+            "value": best[f"final_{first}"],
+            "run": best["run"],
+        }
     return artifact

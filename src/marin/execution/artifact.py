@@ -42,7 +42,17 @@ INFO_FILE = ".executor_info"
 ARTIFACT_FILE = ".artifact.json"
 LOG_FILE = ".executor_log"
 RECORD_FILES = frozenset({INFO_FILE, ARTIFACT_FILE, STATUS_FILE, LOG_FILE})
-_PACKAGES = ("marin", "fsspec", "orjson", "cloudpickle", "numpy", "torch", "transformers", "tokenizers", "ray")
+_PACKAGES = (
+    "marin",
+    "fsspec",
+    "orjson",
+    "cloudpickle",
+    "numpy",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "ray",
+)
 
 
 def is_record_file(name: str) -> bool:
@@ -92,8 +102,14 @@ def _environment() -> dict[str, Any]:
         user = getpass.getuser()
     except Exception:
         user = None
-    return {"python": platform.python_version(), "executable": sys.executable, "packages": packages,
-            "distributions": distributions, "host": HOST, "user": user}
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "packages": packages,
+        "distributions": distributions,
+        "host": HOST,
+        "user": user,
+    }
 
 
 def installed_distributions() -> dict[str, str]:
@@ -249,8 +265,9 @@ _diff_cache: dict[str, dict[str, Any]] = {}
 
 def _git(directory: str, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True, timeout=30,
-                              errors="replace")
+        done = subprocess.run(
+            ["git", "-C", directory, *args], capture_output=True, text=True, timeout=30, errors="replace"
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -305,16 +322,19 @@ def manifest(output_path: str) -> list[dict[str, Any]]:
     return build_manifest(output_path, is_output_file)
 
 
-def write_records(output_path: str, info: dict[str, Any], result: Any,
-                  provenance: dict[str, Any] | None = None) -> None:
+def write_records(
+    output_path: str, info: dict[str, Any], result: Any, provenance: dict[str, Any] | None = None
+) -> None:
     """Write `.executor_info` (with `run_provenance()` added, or `provenance` when the caller has it)
     and `.artifact.json` (with the manifest); the status, written after, makes them valid. Off local
     disk the two writes go out at once (two round trips overlapped)."""
     files = manifest(output_path)
     artifact = {"result": result, "files": files, "total_bytes": sum(f["size"] for f in files)}
     info = {**info, **(provenance if provenance is not None else run_provenance())}
-    writes = [(f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2)),
-              (f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2))]
+    writes = [
+        (f"{output_path}/{INFO_FILE}", orjson.dumps(info, option=orjson.OPT_INDENT_2)),
+        (f"{output_path}/{ARTIFACT_FILE}", orjson.dumps(artifact, option=orjson.OPT_INDENT_2)),
+    ]
     storage.write_many(writes)
 
 

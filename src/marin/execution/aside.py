@@ -42,16 +42,25 @@ def free_aside_path(output_path: str, kind: str, key: str) -> tuple[str, str]:
         n += 1
 
 
-def move_aside(output_path: str, kind: str, key: str, step: str, reason: str,
-               keep: Callable[[str], bool] = lambda name: False, target: str | None = None) -> str:
+def move_aside(
+    output_path: str,
+    kind: str,
+    key: str,
+    step: str,
+    reason: str,
+    keep: Callable[[str], bool] = lambda name: False,
+    target: str | None = None,
+) -> str:
     """Move the entries of `output_path` (except those `keep` accepts) into a new sibling folder and
     write its `.marin_aside` record; return the folder. `target` is the path a plan announced; it is
     used when still free and spelled by `aside_name`."""
     path, stamp = free_aside_path(output_path, kind, key)
     if target is not None and not storage.exists(target):
-        wanted_prefix = f"{storage.parent(output_path)}/{aside_name(storage.basename(output_path), kind, key, '')}"
+        wanted_prefix = (
+            f"{storage.parent(output_path)}/{aside_name(storage.basename(output_path), kind, key, '')}"
+        )
         if target.startswith(wanted_prefix):
-            path, stamp = target, target[len(wanted_prefix):]
+            path, stamp = target, target[len(wanted_prefix) :]
     storage.makedirs(path)
     moved = []
     for name in storage.list_names(output_path):
@@ -59,8 +68,16 @@ def move_aside(output_path: str, kind: str, key: str, step: str, reason: str,
             continue
         storage.move(f"{output_path}/{name}", f"{path}/{name}")
         moved.append(name)
-    record = {"kind": kind, "from": output_path, "step": step, "key": key, "stamp": stamp, "reason": reason,
-              "time": time.time(), "moved": sorted(moved)}
+    record = {
+        "kind": kind,
+        "from": output_path,
+        "step": step,
+        "key": key,
+        "stamp": stamp,
+        "reason": reason,
+        "time": time.time(),
+        "moved": sorted(moved),
+    }
     storage.write_atomic(f"{path}/{ASIDE_RECORD}", orjson.dumps(record, option=orjson.OPT_INDENT_2))
     return path
 
@@ -72,8 +89,9 @@ def read_aside(path: str) -> dict[str, Any] | None:
     if not isinstance(record, dict) or record.get("kind") not in KINDS:
         return None
     try:
-        expected = aside_name(storage.basename(str(record["from"])), record["kind"], str(record["key"]),
-                              str(record["stamp"]))
+        expected = aside_name(
+            storage.basename(str(record["from"])), record["kind"], str(record["key"]), str(record["stamp"])
+        )
     except KeyError:
         return None
     return record if storage.basename(path) == expected else None

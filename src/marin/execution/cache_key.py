@@ -90,7 +90,9 @@ def diff_key_records(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Fie
     if old_code.get("version") != new_code.get("version"):
         changes.append(FieldChange("version", old_code.get("version"), new_code.get("version")))
     if old_code.get("fingerprint") != new_code.get("fingerprint") and "version" not in new_code:
-        changes.append(FieldChange("code fingerprint", old_code.get("fingerprint"), new_code.get("fingerprint")))
+        changes.append(
+            FieldChange("code fingerprint", old_code.get("fingerprint"), new_code.get("fingerprint"))
+        )
     old_deps = _dep_map(old.get("deps", []))
     new_deps = _dep_map(new.get("deps", []))
     for name in sorted(old_deps.keys() | new_deps.keys()):

@@ -51,7 +51,11 @@ def _canonical(value: Any, where: str) -> Any:
     if kind is int or kind is bool or value is None:
         return _SAME
     if kind is str:
-        return _SAME if value.isascii() or unicodedata.is_normalized("NFC", value) else unicodedata.normalize("NFC", value)
+        return (
+            _SAME
+            if value.isascii() or unicodedata.is_normalized("NFC", value)
+            else unicodedata.normalize("NFC", value)
+        )
     if kind is float:
         if not math.isfinite(value):
             raise _NotJson(f"{where} is {value!r}; NaN and infinities are not JSON")
@@ -81,7 +85,13 @@ def _canonical(value: Any, where: str) -> Any:
             out.append(v if cv is _SAME else cv)
         return out if changed else _SAME
     if isinstance(value, (str, int, float)):  # subclasses (an IntEnum, a str Enum): their plain value
-        plain = str.__str__(value) if isinstance(value, str) else int(value) if isinstance(value, int) else float(value)
+        plain = (
+            str.__str__(value)
+            if isinstance(value, str)
+            else int(value)
+            if isinstance(value, int)
+            else float(value)
+        )
         inner = _canonical(plain, where)
         return plain if inner is _SAME else inner
     raise _NotJson(

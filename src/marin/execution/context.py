@@ -39,14 +39,18 @@ class StepContext:
             ) from None
 
 
-_current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar("marin_step_context", default=None)
+_current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "marin_step_context", default=None
+)
 
 
 def current() -> StepContext:
     """The context of the step being executed; an error outside a running step."""
     ctx = _current.get()
     if ctx is None:
-        raise MarinError("no step is running here: current() is only valid inside a step's fn run by StepRunner")
+        raise MarinError(
+            "no step is running here: current() is only valid inside a step's fn run by StepRunner"
+        )
     return ctx
 
 

@@ -27,9 +27,10 @@ from marin.execution.errors import MarinError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 
-
 # While `import_file` runs: the steps the file passed to StepRunner.run, in call order.
-_runner_calls: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("marin_runner_calls", default=None)
+_runner_calls: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "marin_runner_calls", default=None
+)
 # Per imported module name: the steps its top-level StepRunner.run calls were given.
 _deferred: dict[str, list[Any]] = {}
 
@@ -92,7 +93,9 @@ def declared_steps(module: Any) -> list[tuple[str, Any]]:
             found += [(var, v) for v in value if _is_step(v)]
         elif isinstance(value, dict):
             found += [(var, v) for v in value.values() if _is_step(v)]
-    found += [("StepRunner.run", v) for v in _deferred.get(getattr(module, "__name__", ""), ()) if _is_step(v)]
+    found += [
+        ("StepRunner.run", v) for v in _deferred.get(getattr(module, "__name__", ""), ()) if _is_step(v)
+    ]
     return found
 
 
@@ -101,8 +104,10 @@ def load_steps(path: str, names: Sequence[str] = ()) -> list[StepSpec]:
     module = import_file(path)
     declared = [(var, lower(value)) for var, value in declared_steps(module)]
     if not declared:
-        raise MarinError(f"{path} declares no steps: bind StepSpecs or lazy handles (tokenized(), train_lm(), ...) "
-                         "to top-level names, or pass them to StepRunner().run(...) at top level")
+        raise MarinError(
+            f"{path} declares no steps: bind StepSpecs or lazy handles (tokenized(), train_lm(), ...) "
+            "to top-level names, or pass them to StepRunner().run(...) at top level"
+        )
     if names:
         wanted = set(names)
         picked = [spec for var, spec in declared if var in wanted or spec.name in wanted]

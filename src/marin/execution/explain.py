@@ -34,7 +34,9 @@ class OutputStatus:
     superseded: bool = False
 
 
-def list_outputs(prefix: str, lease_timeout: float = 60.0, include_superseded: bool = False) -> list[OutputStatus]:
+def list_outputs(
+    prefix: str, lease_timeout: float = 60.0, include_superseded: bool = False
+) -> list[OutputStatus]:
     """Every step output under `prefix` (directories with a status or a lease), sorted by path.
 
     Moved-aside copies (an older output moved aside when its path got a new key, or the contents of
@@ -68,8 +70,14 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     try:
         status = read_status(path, strict=not superseded) if STATUS_FILE in names else None
     except UnreadableRecordError as e:
-        return OutputStatus(path, storage.basename(path), "UNREADABLE", None, None,
-                            f"unreadable status ({e.why}); the next run moves the folder's contents aside")
+        return OutputStatus(
+            path,
+            storage.basename(path),
+            "UNREADABLE",
+            None,
+            None,
+            f"unreadable status ({e.why}); the next run moves the folder's contents aside",
+        )
     events = (status or {}).get("events") or []
     has_lease = any(n.startswith(LEASE_PREFIX) for n in names)
     holder = current_holder(path, lease_timeout) if has_lease else None
@@ -89,16 +97,22 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     shown = headline(read_artifact(path)) if state == SUCCESS else ""
     if superseded:
         state = state if status is not None else "MOVED-ASIDE"
-        detail = f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
+        detail = (
+            f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
+        )
     preempted = preemptions(events)
     if preempted:
-        detail = "; ".join(filter(None, [detail, f"preempted {len(preempted)}x (a replica or node lost; retried)"]))
+        detail = "; ".join(
+            filter(None, [detail, f"preempted {len(preempted)}x (a replica or node lost; retried)"])
+        )
     return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
 
 
 def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The preemptions of the latest attempt: gang restarts after a lost replica, counted apart from failures."""
-    latest = max((i for i, e in enumerate(events) if e.get("state") == RUNNING and "preempted" not in e), default=0)
+    latest = max(
+        (i for i, e in enumerate(events) if e.get("state") == RUNNING and "preempted" not in e), default=0
+    )
     return [e["preempted"] for e in events[latest:] if isinstance(e.get("preempted"), dict)]
 
 
@@ -113,11 +127,17 @@ def headline(artifact: dict[str, Any] | None) -> str:
     if not isinstance(shown, dict) or "metric" not in shown:
         return ""
     value = shown.get("value")
-    return f"{shown['metric']} = {value:.4g}" if isinstance(value, (int, float)) else f"{shown['metric']} = {value}"
+    return (
+        f"{shown['metric']} = {value:.4g}"
+        if isinstance(value, (int, float))
+        else f"{shown['metric']} = {value}"
+    )
 
 
 def _duration(events: list[dict[str, Any]]) -> float | None:
-    start = next((e["time"] for e in reversed(events) if e.get("state") == RUNNING and "preempted" not in e), None)
+    start = next(
+        (e["time"] for e in reversed(events) if e.get("state") == RUNNING and "preempted" not in e), None
+    )
     end = events[-1]["time"] if events and events[-1].get("state") != RUNNING else None
     return end - start if start is not None and end is not None else None
 
@@ -144,8 +164,10 @@ def output_records(path: str) -> dict[str, Any]:
         raise MarinError(f"{e}; the next run of its step moves the folder's contents aside") from None
     info, artifact = read_info(path), read_artifact(path)
     if status is None and info is None:
-        raise MarinError(f"{path} holds no step output (no .executor_status or .executor_info); "
-                         "give the output directory of a step, e.g. one listed by `marin status PREFIX`")
+        raise MarinError(
+            f"{path} holds no step output (no .executor_status or .executor_info); "
+            "give the output directory of a step, e.g. one listed by `marin status PREFIX`"
+        )
     return {"path": path, "status": status, "info": info, "artifact": artifact}
 
 
@@ -153,20 +175,30 @@ def explain_output(path: str) -> str:
     """A readable account of how the output at `path` was made, from its records."""
     records = output_records(path)
     status, info, artifact = records["status"] or {}, records["info"] or {}, records["artifact"] or {}
-    lines = [f"output   {records['path']}", f"step     {info.get('name') or status.get('name')}",
-             f"state    {status.get('state', 'unknown')}" + ("" if status.get("state") == SUCCESS
-                                                          else "  (records below are from an unfinished run)"),
-             f"key      {info.get('key') or status.get('key')}"]
+    lines = [
+        f"output   {records['path']}",
+        f"step     {info.get('name') or status.get('name')}",
+        f"state    {status.get('state', 'unknown')}"
+        + ("" if status.get("state") == SUCCESS else "  (records below are from an unfinished run)"),
+        f"key      {info.get('key') or status.get('key')}",
+    ]
     if info:
-        code = f"version {info['version']!r}" if info.get("version") else f"fingerprint {info.get('code_fingerprint')}"
+        code = (
+            f"version {info['version']!r}"
+            if info.get("version")
+            else f"fingerprint {info.get('code_fingerprint')}"
+        )
         lines.append(f"code     {info.get('fn')}  ({code})")
         git = info.get("git") or {}
         if git.get("commit"):
             lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
         experiment = git.get("experiment") or {}
         if experiment.get("commit"):
-            lines.append(f"exp git  {experiment['commit']}" + ("  (dirty working tree)" if experiment.get("dirty")
-                                                              else "") + f"  in {experiment.get('directory')}")
+            lines.append(
+                f"exp git  {experiment['commit']}"
+                + ("  (dirty working tree)" if experiment.get("dirty") else "")
+                + f"  in {experiment.get('directory')}"
+            )
         lines.append(f"params   {_json(info.get('hash_attrs'))}")
         for dep in info.get("deps") or []:
             lines.append(f"input    {dep['name']}  key {dep['key'][:12]}  at {dep['path']}")
@@ -174,9 +206,13 @@ def explain_output(path: str) -> str:
         env = info.get("environment") or {}
         packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())
         lines.append(f"python   {env.get('python')}  ({packages})")
-        lines.append(f"ran on   {env.get('host')} as {env.get('user')}, resources {_json(info.get('resources'))}")
-        lines.append(f"time     {_when(info.get('start_time'))} -> {_when(info.get('end_time'))}"
-                     f"  ({format_seconds(info.get('duration_s'))})")
+        lines.append(
+            f"ran on   {env.get('host')} as {env.get('user')}, resources {_json(info.get('resources'))}"
+        )
+        lines.append(
+            f"time     {_when(info.get('start_time'))} -> {_when(info.get('end_time'))}"
+            f"  ({format_seconds(info.get('duration_s'))})"
+        )
     if artifact:
         files = artifact.get("files") or []
         if headline(artifact):
@@ -187,9 +223,11 @@ def explain_output(path: str) -> str:
         if len(files) > 20:
             lines.append(f"           ... and {len(files) - 20} more")
     for e in status.get("events") or []:
-        lines.append(f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
-                     + (f"  {_error_line(e['error'])}" if e.get("error") else "")
-                     + (f"  {_preemption_line(e['preempted'])}" if isinstance(e.get("preempted"), dict) else ""))
+        lines.append(
+            f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
+            + (f"  {_error_line(e['error'])}" if e.get("error") else "")
+            + (f"  {_preemption_line(e['preempted'])}" if isinstance(e.get("preempted"), dict) else "")
+        )
     return "\n".join(lines)
 
 
@@ -199,7 +237,9 @@ def _declared_inputs(inputs: dict[str, Any] | None, shown: int = 20) -> list[str
         return []
     files = inputs.get("files") or {}
     lines = [f"inputs   {len(files)} declared files (name, size, digest)"]
-    lines += [f"           {name}  {e.get('size')} B  {e.get('digest')}" for name, e in list(files.items())[:shown]]
+    lines += [
+        f"           {name}  {e.get('size')} B  {e.get('digest')}" for name, e in list(files.items())[:shown]
+    ]
     if len(files) > shown:
         lines.append(f"           ... and {len(files) - shown} more")
     for dataset, revision in (inputs.get("hub") or {}).items():

@@ -48,7 +48,9 @@ class _CodeInfo:
 
     __slots__ = ("code", "digest", "globals_read", "stamp", "generation")
 
-    def __init__(self, code: CodeType, digest: str, globals_read: tuple[str, ...], stamp: Any, generation: int):
+    def __init__(
+        self, code: CodeType, digest: str, globals_read: tuple[str, ...], stamp: Any, generation: int
+    ):
         self.code = code  # held, so the id it is keyed by is never reused while memoized
         self.digest = digest
         self.globals_read = globals_read
@@ -112,7 +114,7 @@ def _fingerprint(fn: Any, active: frozenset[int], memo: PlanMemo) -> tuple[str, 
     closure = fn.__closure__
     if closure:
         captured = []
-        for name, cell in zip(code.co_freevars, closure):
+        for name, cell in zip(code.co_freevars, closure, strict=False):
             try:
                 captured.append((name, cell.cell_contents))  # read every time: a cell can be rebound
             except ValueError:  # a cell not yet bound

@@ -67,10 +67,13 @@ def collect(prefix: str, keep_latest: int = 1, delete: bool = False, lease_timeo
         if ASIDE_RECORD in names:
             record = read_aside(path)
             if record is not None:
-                report.garbage.append(Garbage(path, f"moved aside ({record['kind']}: {record.get('reason', '')})",
-                                              _size(path)))
+                report.garbage.append(
+                    Garbage(path, f"moved aside ({record['kind']}: {record.get('reason', '')})", _size(path))
+                )
             else:
-                report.kept.append((path, "its .marin_aside record is unreadable or does not name this folder"))
+                report.kept.append(
+                    (path, "its .marin_aside record is unreadable or does not name this folder")
+                )
             continue
         if any(n.startswith(LEASE_PREFIX) for n in names) and current_holder(path, lease_timeout) is not None:
             report.kept.append((path, "a live runner holds its lease"))
@@ -97,12 +100,16 @@ def _output(path: str, status: dict) -> _Output:
     info = read_info(path)
     deps: tuple[str, ...] | None = None
     if isinstance(info, dict) and isinstance(info.get("deps"), list):
-        deps = tuple(str(d.get(f)) for d in info["deps"] if isinstance(d, dict) for f in ("path", "key") if d.get(f))
+        deps = tuple(
+            str(d.get(f)) for d in info["deps"] if isinstance(d, dict) for f in ("path", "key") if d.get(f)
+        )
     else:
         running = [e for e in events if isinstance(e, dict) and isinstance(e.get("deps"), list)]
         if running:
             deps = tuple(str(p) for p in running[-1]["deps"])
-    return _Output(path, str(status.get("name")), str(status.get("key") or ""), str(status.get("state")), when, deps)
+    return _Output(
+        path, str(status.get("name")), str(status.get("key") or ""), str(status.get("state")), when, deps
+    )
 
 
 def _old_versions(outputs: list[_Output], keep_latest: int, kept: list[tuple[str, str]]) -> list[Garbage]:
@@ -125,8 +132,12 @@ def _old_versions(outputs: list[_Output], keep_latest: int, kept: list[tuple[str
     unknown = [o.path for o in outputs if o.path in keep and o.deps is None]
     if unknown:
         for o in candidates:
-            kept.append((o.path, f"a kept output without a readable record of its dependencies ({unknown[0]}) may "
-                                 "need it"))
+            kept.append(
+                (
+                    o.path,
+                    f"a kept output without a readable record of its dependencies ({unknown[0]}) may need it",
+                )
+            )
         return []
     # Dependencies are matched by path, and by key too (a prefix copied elsewhere keeps its old paths).
     by_key = {o.key: o.path for o in outputs if o.key}
@@ -145,8 +156,11 @@ def _old_versions(outputs: list[_Output], keep_latest: int, kept: list[tuple[str
         if o.path in keep:
             kept.append((o.path, "a kept output depends on it"))
         else:
-            garbage.append(Garbage(o.path, f"an older version of step {o.name!r} ({o.state}, key {o.key[:8]})",
-                                   _size(o.path)))
+            garbage.append(
+                Garbage(
+                    o.path, f"an older version of step {o.name!r} ({o.state}, key {o.key[:8]})", _size(o.path)
+                )
+            )
     return garbage
 
 
@@ -162,4 +176,3 @@ def format_bytes(n: int) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
-

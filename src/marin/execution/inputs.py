@@ -55,9 +55,13 @@ def check_inputs(step: str, inputs: Any) -> tuple[str, ...]:
     out = tuple(inputs)
     for p in out:
         if not isinstance(p, str) or not p.strip():
-            raise StepDefinitionError(f"step {step!r}: every input must be a non-empty path or glob, got {p!r}")
-        if p.startswith(HUB_PREFIX) and len(p[len(HUB_PREFIX):].split("@", 1)[0].strip("/").split("/")) != 2:
-            raise StepDefinitionError(f"step {step!r}: input {p!r} must look like hf://datasets/ORG/NAME[@REVISION]")
+            raise StepDefinitionError(
+                f"step {step!r}: every input must be a non-empty path or glob, got {p!r}"
+            )
+        if p.startswith(HUB_PREFIX) and len(p[len(HUB_PREFIX) :].split("@", 1)[0].strip("/").split("/")) != 2:
+            raise StepDefinitionError(
+                f"step {step!r}: input {p!r} must look like hf://datasets/ORG/NAME[@REVISION]"
+            )
     return out
 
 
@@ -82,7 +86,7 @@ class InputScanner:
         notes: list[str] = []
         for i, pattern in enumerate(patterns):
             if pattern.startswith(HUB_PREFIX):
-                dataset, _, revision = pattern[len(HUB_PREFIX):].partition("@")
+                dataset, _, revision = pattern[len(HUB_PREFIX) :].partition("@")
                 dataset = dataset.strip("/")
                 hub[dataset] = revision or None
                 if not revision:
@@ -111,7 +115,9 @@ class InputScanner:
         try:
             if not storage.exists(self.prefix):
                 return  # a plan creates nothing; the plan after the first run writes it
-            storage.write_atomic(f"{self.prefix}/{STAT_CACHE}", orjson.dumps({"version": 1, "files": self._cache}))
+            storage.write_atomic(
+                f"{self.prefix}/{STAT_CACHE}", orjson.dumps({"version": 1, "files": self._cache})
+            )
         except OSError:
             pass  # a cache that cannot be written only costs a re-hash next time
         self._dirty = False
@@ -143,7 +149,9 @@ class InputScanner:
             name = f"{lead}/{f[cut:]}" if lead else f[cut:]
             if stat.S_ISDIR(st.st_mode):
                 continue
-            if not stat.S_ISREG(st.st_mode):  # a FIFO or device: its bytes cannot be read ahead, only its kind
+            if not stat.S_ISREG(
+                st.st_mode
+            ):  # a FIFO or device: its bytes cannot be read ahead, only its kind
                 out[name] = {"size": 0, "digest": _special_kind(st.st_mode)}
                 continue
             stamp = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
@@ -256,7 +264,7 @@ def _fixed_dir(path: str) -> str:
 
 
 def _relative_name(path: str, base: str) -> str:
-    rest = path[len(base):].lstrip("/") if path.startswith(base) else path
+    rest = path[len(base) :].lstrip("/") if path.startswith(base) else path
     lead = base.rstrip("/").rsplit("/", 1)[-1]
     return f"{lead}/{rest}" if lead else rest
 
@@ -281,7 +289,12 @@ def diff_inputs(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) ->
     old_hub, new_hub = (old or {}).get("hub", {}), (new or {}).get("hub", {})
     for dataset in sorted(old_hub.keys() | new_hub.keys()):
         if old_hub.get(dataset, "-") != new_hub.get(dataset, "-"):
-            what = ("added" if dataset not in old_hub else "removed" if dataset not in new_hub
-                    else f"revision {old_hub[dataset] or 'unpinned'} -> {new_hub[dataset] or 'unpinned'}")
+            what = (
+                "added"
+                if dataset not in old_hub
+                else "removed"
+                if dataset not in new_hub
+                else f"revision {old_hub[dataset] or 'unpinned'} -> {new_hub[dataset] or 'unpinned'}"
+            )
             out.append((f"hf:{dataset}", what))
     return out

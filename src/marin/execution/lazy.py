@@ -39,14 +39,18 @@ def lower(obj: StepSpec | LazyStep) -> StepSpec:
         if spec is None:
             if obj in _in_progress:
                 cycle = [_describe(h) for h in _in_progress[_in_progress.index(obj) :]] + [_describe(obj)]
-                raise DagError(f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself")
+                raise DagError(
+                    f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself"
+                )
             _in_progress.append(obj)
             try:
                 spec = obj.to_step_spec()
             finally:
                 _in_progress.pop()
             if not isinstance(spec, StepSpec):
-                raise TypeError(f"{type(obj).__name__}.to_step_spec() returned {type(spec).__name__}, not StepSpec")
+                raise TypeError(
+                    f"{type(obj).__name__}.to_step_spec() returned {type(spec).__name__}, not StepSpec"
+                )
             _lowered[obj] = spec
         return spec
 

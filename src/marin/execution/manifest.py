@@ -68,12 +68,16 @@ class ManifestCheck:
 
     def lines(self) -> list[str]:
         """One line per difference: `changed PATH: why`, `missing PATH`, `added PATH`."""
-        return ([f"changed {c}" for c in self.changed] + [f"missing {m}" for m in self.missing]
-                + [f"added   {a}" for a in self.added])
+        return (
+            [f"changed {c}" for c in self.changed]
+            + [f"missing {m}" for m in self.missing]
+            + [f"added   {a}" for a in self.added]
+        )
 
 
-def check_manifest(directory: str, recorded: Iterable[dict[str, Any]],
-                   keep: Callable[[str], bool] = lambda rel: True) -> ManifestCheck:
+def check_manifest(
+    directory: str, recorded: Iterable[dict[str, Any]], keep: Callable[[str], bool] = lambda rel: True
+) -> ManifestCheck:
     """Compare the files under `directory` (those `keep` accepts) with a recorded manifest.
 
     A file is changed when its size or digest differs (an entry without a digest is checked by size
@@ -91,5 +95,6 @@ def check_manifest(directory: str, recorded: Iterable[dict[str, Any]],
             digest = file_digest(storage.join(directory, rel))
             if digest != entry[DIGEST]:
                 changed.append(f"{rel}: {DIGEST} {entry[DIGEST][:16]} -> {digest[:16]}")
-    return ManifestCheck(checked, changed, sorted(expected.keys() - present.keys()),
-                         sorted(present.keys() - expected.keys()))
+    return ManifestCheck(
+        checked, changed, sorted(expected.keys() - present.keys()), sorted(present.keys() - expected.keys())
+    )

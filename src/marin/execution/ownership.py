@@ -19,8 +19,11 @@ from marin.execution.status import LEASE_PREFIX, STATUS_FILE, read_status
 
 def foreign_entries(output_path: str) -> list[str]:
     """The names in `output_path` other than lease files and status temporaries (sorted)."""
-    return sorted(n for n in storage.list_names(output_path)
-                  if not n.startswith(LEASE_PREFIX) and not n.startswith(f"{STATUS_FILE}.tmp-"))
+    return sorted(
+        n
+        for n in storage.list_names(output_path)
+        if not n.startswith(LEASE_PREFIX) and not n.startswith(f"{STATUS_FILE}.tmp-")
+    )
 
 
 def check_no_symlinks(step: str, prefix: str, output_path: str) -> None:
@@ -55,12 +58,14 @@ def check_not_nested_in_records(step: str, prefix: str, output_path: str) -> Non
             other = (read_status(path) or {}).get("name", "?")
             raise DagError(
                 f"step {step!r}: its output {output_path} would sit inside {path}, the recorded output of step "
-                f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): give it another output_path"
+                f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): "
+                "give it another output_path"
             )
     for name in foreign_entries(output_path):
         for inner, _ in storage.find_dirs_with(f"{output_path}/{name}", lambda n: n == STATUS_FILE):
             other = (read_status(inner) or {}).get("name", "?")
             raise DagError(
                 f"step {step!r}: its output {output_path} would contain {inner}, the recorded output of step "
-                f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): give it another output_path"
+                f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): "
+                "give it another output_path"
             )

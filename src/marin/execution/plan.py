@@ -31,13 +31,21 @@ from typing import Any
 
 from marin.execution import storage
 from marin.execution.artifact import read_info
-from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
 from marin.execution.aside import UNREADABLE, free_aside_path
+from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
 from marin.execution.errors import DagError, OutputConflictError, UnreadableRecordError
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.status import FAILED, RUNNING, STATUS_FILE, SUCCESS, LeaseInfo, current_holder, read_status
+from marin.execution.status import (
+    FAILED,
+    RUNNING,
+    STATUS_FILE,
+    SUCCESS,
+    LeaseInfo,
+    current_holder,
+    read_status,
+)
 from marin.execution.step_spec import StepSpec
 
 CACHED = "cached"
@@ -97,9 +105,15 @@ class PlannedStep:
     def to_json(self) -> dict[str, Any]:
         """The step as plain data."""
         return {
-            "name": self.name, "key": self.key, "output_path": self.output_path, "state": self.state,
-            "reason": self.reason, "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
-            "previous_path": self.previous_path, "downstream_runs": self.downstream_runs, "notes": list(self.notes),
+            "name": self.name,
+            "key": self.key,
+            "output_path": self.output_path,
+            "state": self.state,
+            "reason": self.reason,
+            "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in self.changes],
+            "previous_path": self.previous_path,
+            "downstream_runs": self.downstream_runs,
+            "notes": list(self.notes),
             "aside_path": self.aside_path,
         }
 
@@ -212,7 +226,9 @@ def collect_dag(roots: Iterable[StepSpec]) -> list[StepSpec]:
                     continue
                 if dep_id in on_path:
                     cycle = [s.name for s in path[on_path[dep_id] :]] + [dep.name]
-                    raise DagError(f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself")
+                    raise DagError(
+                        f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself"
+                    )
                 on_path[dep_id] = len(path)
                 path.append(dep)
                 stack.append((dep, 0))
@@ -257,12 +273,20 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         dep_steps = [steps[i] for i in dep_idx]
         if len(dep_steps) > 1 and len({d.spec.name for d in dep_steps}) < len(dep_steps):
             names = sorted(d.spec.name for d in dep_steps)
-            raise DagError(f"step {spec.name!r} has two dependencies with one name ({names}); "
-                           "give them distinct names so the step can tell their outputs apart")
+            raise DagError(
+                f"step {spec.name!r} has two dependencies with one name ({names}); "
+                "give them distinct names so the step can tell their outputs apart"
+            )
         fingerprint = None if spec.version is not None else code_fingerprint(spec.fn, memo)
         inputs, notes = scanner.record(spec.name, spec.inputs) if spec.inputs else (None, ())
-        record = key_record(spec.name, spec.hash_attrs, [(d.spec.name, d.key) for d in dep_steps], spec.version,
-                            fingerprint, inputs)
+        record = key_record(
+            spec.name,
+            spec.hash_attrs,
+            [(d.spec.name, d.key) for d in dep_steps],
+            spec.version,
+            fingerprint,
+            inputs,
+        )
         key = key_of(record)
         out = _output_path(spec, prefix, key)
         same = by_path.get(out)
@@ -308,8 +332,14 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     return Plan(prefix, steps, index)
 
 
-def _settle_remote(steps: list[PlannedStep], prefix: str, forced, force_run_failed, lease_timeout,
-                   sibling_cache: dict[str, list[str]]) -> None:
+def _settle_remote(
+    steps: list[PlannedStep],
+    prefix: str,
+    forced,
+    force_run_failed,
+    lease_timeout,
+    sibling_cache: dict[str, list[str]],
+) -> None:
     """The states of a plan under an object-store prefix, with its round trips overlapped.
 
     Each folder holding outputs is listed once; a step whose folder is not there has no status (nor
@@ -318,17 +348,19 @@ def _settle_remote(steps: list[PlannedStep], prefix: str, forced, force_run_fail
     microseconds and threads would only add to it.
     """
     dirs = sorted({storage.parent(s.output_path) for s in steps} - set(sibling_cache))
-    sibling_cache.update(zip(dirs, storage.overlapped(storage.list_names, dirs)))
+    sibling_cache.update(zip(dirs, storage.overlapped(storage.list_names, dirs), strict=False))
     present = {f"{d}/{n}" for d in dirs for n in sibling_cache[d]}
     for s in steps:
         s.folder_absent = s.output_path not in present
     to_read = [s.output_path for s in steps if not s.folder_absent]
-    read = dict(zip(to_read, storage.overlapped(_read_status_or_error, to_read)))
+    read = dict(zip(to_read, storage.overlapped(_read_status_or_error, to_read), strict=False))
     for planned in steps:
         status, unreadable = read.get(planned.output_path, (None, None))
         dep_steps = [steps[i] for i in planned.deps]
         spec = planned.spec
-        planned.state, planned.reason = _state_of(spec, planned.key, status, dep_steps, forced, force_run_failed)
+        planned.state, planned.reason = _state_of(
+            spec, planned.key, status, dep_steps, forced, force_run_failed
+        )
         if planned.state == CACHED:
             planned.record = None
             continue
@@ -374,22 +406,40 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[s
                 return RUN_FORCED, "named in force_run"
             return RUN_FORCED, f"named in force_run: starts clean, clearing the {state} attempt's output"
         if state == FAILED and not force_run_failed:
-            return BLOCKED, "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry"
-        reason = ("an earlier attempt was interrupted (killed, or its runner stalled)" if state == RUNNING
-                  else f"previous attempt ended {state}")
-        return RUN_RETRY, reason + ("; resumable: it resumes from that attempt's output" if spec.resumable else "")
+            return (
+                BLOCKED,
+                "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry",
+            )
+        reason = (
+            "an earlier attempt was interrupted (killed, or its runner stalled)"
+            if state == RUNNING
+            else f"previous attempt ended {state}"
+        )
+        return RUN_RETRY, reason + (
+            "; resumable: it resumes from that attempt's output" if spec.resumable else ""
+        )
     return RUN_NEW, ""
 
 
-def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]], lease_timeout: float,
-                 unreadable: UnreadableRecordError | None = None):
+def _explain_run(
+    step: PlannedStep,
+    prefix: str,
+    sibling_cache: dict[str, list[str]],
+    lease_timeout: float,
+    unreadable: UnreadableRecordError | None = None,
+):
     """Fill in why a step runs: a diff against its latest recorded output, and any live lease; or
     that its output folder is not its own (blocked, with `conflict`)."""
     state, reason, changes, previous = step.state, step.reason, (), None
     if unreadable is not None:
         step.aside_path = free_aside_path(step.output_path, UNREADABLE, "")[0]
-        state, reason = RUN_RETRY, (f"unreadable status ({unreadable.why}): the folder's contents will be moved "
-                                    f"aside to {step.aside_path}, never deleted")
+        state, reason = (
+            RUN_RETRY,
+            (
+                f"unreadable status ({unreadable.why}): the folder's contents will be moved "
+                f"aside to {step.aside_path}, never deleted"
+            ),
+        )
     elif state == RUN_NEW:
         own = step.status is not None and step.status.get("name") == step.name
         other = step.status.get("name", "?") if step.status is not None and not own else None
@@ -407,7 +457,9 @@ def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[s
             step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
             state, reason = BLOCKED, step.conflict
         elif foreign:
-            reason = f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
+            reason = (
+                f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
+            )
         elif step.status is None and not step.folder_absent and storage.exists(step.output_path):
             state, reason = RUN_RETRY, "an earlier attempt left partial output (killed?)"
         else:
@@ -417,10 +469,20 @@ def _explain_run(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[s
             if old_record is not None:
                 state, changes = RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"
-    holder = current_holder(step.output_path, lease_timeout) if state != BLOCKED and not step.folder_absent else None
+    holder = (
+        current_holder(step.output_path, lease_timeout)
+        if state != BLOCKED and not step.folder_absent
+        else None
+    )
     if holder is not None:
         state, reason = WAITING, f"lease held by {holder.describe()}"
-    step.state, step.reason, step.changes, step.previous_path, step.holder = state, reason, changes, previous, holder
+    step.state, step.reason, step.changes, step.previous_path, step.holder = (
+        state,
+        reason,
+        changes,
+        previous,
+        holder,
+    )
 
 
 def _latest_record(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]]):
@@ -431,8 +493,11 @@ def _latest_record(step: PlannedStep, prefix: str, sibling_cache: dict[str, list
     default_dir, stem = storage.parent(f"{prefix}/{step.spec.name}"), storage.basename(step.spec.name) + "-"
     if default_dir not in sibling_cache:
         sibling_cache[default_dir] = storage.list_names(default_dir)
-    candidates += [f"{default_dir}/{n}" for n in sibling_cache[default_dir]
-                   if n.startswith(stem) and len(n) == len(stem) + 8]
+    candidates += [
+        f"{default_dir}/{n}"
+        for n in sibling_cache[default_dir]
+        if n.startswith(stem) and len(n) == len(stem) + 8
+    ]
     best: tuple[float, str, Mapping[str, Any]] | None = None
     for path in candidates:
         info = read_info(path)

@@ -26,8 +26,10 @@ def verify_output(path: str) -> ManifestCheck:
     records = output_records(path)
     state = (records["status"] or {}).get("state")
     if state != SUCCESS:
-        raise MarinError(f"{records['path']} is not a finished output (state {state or 'unknown'}); only a SUCCESS "
-                         "output has a manifest to verify")
+        raise MarinError(
+            f"{records['path']} is not a finished output (state {state or 'unknown'}); only a SUCCESS "
+            "output has a manifest to verify"
+        )
     artifact = records["artifact"]
     if not isinstance(artifact, Mapping) or not isinstance(artifact.get("files"), list):
         raise MarinError(f"{records['path']}/.artifact.json is missing or has no file manifest")
@@ -56,9 +58,13 @@ class OutputDiff:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b,
-                "sections": {s: [{"field": c.field, "a": c.old, "b": c.new} for c in cs]
-                             for s, cs in self.sections.items()}}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "sections": {
+                s: [{"field": c.field, "a": c.old, "b": c.new} for c in cs] for s, cs in self.sections.items()
+            },
+        }
 
 
 def diff_outputs(a: str, b: str) -> OutputDiff:
@@ -67,7 +73,9 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
     ia, ib = ra["info"] or {}, rb["info"] or {}
     for records, info in ((ra, ia), (rb, ib)):
         if not info:
-            raise MarinError(f"{records['path']} has no .executor_info (the step never finished); nothing to compare")
+            raise MarinError(
+                f"{records['path']} has no .executor_info (the step never finished); nothing to compare"
+            )
     ka, kb = ia.get("key_record") or {}, ib.get("key_record") or {}
     names = ("key", "hash_attrs", "deps", "code", "inputs", "versions", "git", "run")
     sections: dict[str, list[FieldChange]] = {s: [] for s in names}
@@ -87,8 +95,12 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
     _diff("fn", ia.get("fn"), ib.get("fn"), sections["code"])
     ea, eb = ia.get("environment") or {}, ib.get("environment") or {}
     _diff("python", ea.get("python"), eb.get("python"), sections["versions"])
-    _diff("distributions", ea.get("distributions") or ea.get("packages"),
-          eb.get("distributions") or eb.get("packages"), sections["versions"])
+    _diff(
+        "distributions",
+        ea.get("distributions") or ea.get("packages"),
+        eb.get("distributions") or eb.get("packages"),
+        sections["versions"],
+    )
     ga, gb = _git_summary(ia.get("git")), _git_summary(ib.get("git"))
     _diff("git", ga, gb, sections["git"])
     _diff("experiment", ia.get("experiment"), ib.get("experiment"), sections["run"])
@@ -118,7 +130,7 @@ def _diff(where: str, a: Any, b: Any, out: list[FieldChange]) -> None:
         for k in sorted(a.keys() | b.keys(), key=str):
             _diff(f"{where}.{k}", a.get(k), b.get(k), out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             _diff(f"{where}[{i}]", x, y, out)
     elif canonical_json(a) != canonical_json(b):
         out.append(FieldChange(where, a, b))

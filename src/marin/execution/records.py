@@ -38,7 +38,9 @@ def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     except IsADirectoryError:
         raise UnreadableRecordError(path, "it is a directory, not a file") from None
     if len(data) > limit:
-        raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may ({limit})")
+        raise UnreadableRecordError(
+            path, f"it holds more than {limit} bytes, more than a record may ({limit})"
+        )
     return data
 
 
@@ -51,14 +53,18 @@ def _read_local(path: str, limit: int) -> bytes | None:
         return None
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise UnreadableRecordError(path, "it is a symlink; records are never read through links") from None
+            raise UnreadableRecordError(
+                path, "it is a symlink; records are never read through links"
+            ) from None
         raise UnreadableRecordError(path, f"it cannot be opened ({e.strerror})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableRecordError(path, f"it is a {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
-            raise UnreadableRecordError(path, f"it holds {st.st_size} bytes, more than a record may ({limit})")
+            raise UnreadableRecordError(
+                path, f"it holds {st.st_size} bytes, more than a record may ({limit})"
+            )
         data = os.read(fd, min(st.st_size + 1, limit + 1))
         if len(data) <= st.st_size:  # the usual case: the whole file in one read
             return data

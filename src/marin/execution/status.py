@@ -53,7 +53,9 @@ _LEASE_RE = re.compile(r"^\.executor_lease\.(\d+)$")
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 RUNNING = "RUNNING"
-INTERRUPTED = "INTERRUPTED"  # the runner was stopped (SIGINT/SIGTERM) and cancelled the step; retried next run
+INTERRUPTED = (
+    "INTERRUPTED"  # the runner was stopped (SIGINT/SIGTERM) and cancelled the step; retried next run
+)
 
 HOST = socket.gethostname()
 
@@ -87,7 +89,11 @@ def read_status(output_path: str, strict: bool = False) -> dict[str, Any] | None
     raises UnreadableRecordError naming it.
     """
     status = read_record_json(f"{output_path}/{STATUS_FILE}", strict=strict)
-    if strict and status is not None and not (isinstance(status, dict) and isinstance(status.get("events", []), list)):
+    if (
+        strict
+        and status is not None
+        and not (isinstance(status, dict) and isinstance(status.get("events", []), list))
+    ):
         raise UnreadableRecordError(f"{output_path}/{STATUS_FILE}", "it is JSON but not a status record")
     return status if isinstance(status, dict) else None
 
@@ -124,8 +130,12 @@ class LeaseInfo:
             beat = self.written if self.written is not None else now - 2 * timeout - 1
         if now - beat > timeout:
             return False
-        if (self.machine and self.machine == MACHINE_ID and self.host == HOST
-                and not process_alive(self.pid, self.pid_start)):
+        if (
+            self.machine
+            and self.machine == MACHINE_ID
+            and self.host == HOST
+            and not process_alive(self.pid, self.pid_start)
+        ):
             return False
         return True
 
@@ -151,8 +161,18 @@ def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
         d = orjson.loads(data)
         heartbeat = float(d["heartbeat"])
         written = storage.modified_time(path) if heartbeat > time.time() else None
-        return LeaseInfo(generation, d["token"], d["host"], d["pid"], d.get("pid_start"), d["step"],
-                         float(d["acquired"]), heartbeat, str(d.get("machine") or ""), written)
+        return LeaseInfo(
+            generation,
+            d["token"],
+            d["host"],
+            d["pid"],
+            d.get("pid_start"),
+            d["step"],
+            float(d["acquired"]),
+            heartbeat,
+            str(d.get("machine") or ""),
+            written,
+        )
     except (UnreadableRecordError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         # Unreadable (a writer that died mid-write, on a store without atomic creates): an unknown
         # holder whose last heartbeat is the file's mtime, so it goes stale after the timeout.
@@ -194,8 +214,16 @@ class Lease:
 
     def _content(self, heartbeat: float) -> bytes:
         return orjson.dumps(
-            {"token": self.token, "host": HOST, "machine": MACHINE_ID, "pid": os.getpid(), "pid_start": _own_start(),
-             "step": self.step, "acquired": self.acquired, "heartbeat": heartbeat}
+            {
+                "token": self.token,
+                "host": HOST,
+                "machine": MACHINE_ID,
+                "pid": os.getpid(),
+                "pid_start": _own_start(),
+                "step": self.step,
+                "acquired": self.acquired,
+                "heartbeat": heartbeat,
+            }
         )
 
     def still_held(self) -> bool:
@@ -203,7 +231,11 @@ class Lease:
         if self.lost:
             return False
         info = _read_lease(self.output_path, self.generation)
-        if info is None or info.token != self.token or storage.exists(_lease_path(self.output_path, self.generation + 1)):
+        if (
+            info is None
+            or info.token != self.token
+            or storage.exists(_lease_path(self.output_path, self.generation + 1))
+        ):
             self._mark_lost()
         return not self.lost
 
@@ -244,8 +276,12 @@ class Lease:
     def file_is_current(self, timeout: float) -> bool:
         """Whether the lease file is still this holder's, fresh, and not taken over (even once lost)."""
         info = _read_lease(self.output_path, self.generation)
-        return (info is not None and info.token == self.token and info.is_live(timeout)
-                and not storage.exists(_lease_path(self.output_path, self.generation + 1)))
+        return (
+            info is not None
+            and info.token == self.token
+            and info.is_live(timeout)
+            and not storage.exists(_lease_path(self.output_path, self.generation + 1))
+        )
 
     def _mark_lost(self) -> None:
         if self.lost:
@@ -269,7 +305,9 @@ class Lease:
                 logger.exception("a lease-lost callback for %s failed", self.output_path)
 
 
-def try_acquire(output_path: str, step: str, timeout: float, assume_free: bool = False) -> Lease | LeaseInfo | None:
+def try_acquire(
+    output_path: str, step: str, timeout: float, assume_free: bool = False
+) -> Lease | LeaseInfo | None:
     """Try once to take the lease on `output_path` (a directory that exists, or a folder on an object store).
 
     Returns the Lease when taken, the live holder's LeaseInfo when someone else holds it, or None
@@ -360,8 +398,12 @@ class Heartbeat:
             if last is None:  # discarded meanwhile
                 return
             silent = time.time() - last
-            logger.warning("heartbeat of the lease on %s failed (none renewed for %.1fs): %r",
-                           lease.output_path, silent, exc)
+            logger.warning(
+                "heartbeat of the lease on %s failed (none renewed for %.1fs): %r",
+                lease.output_path,
+                silent,
+                exc,
+            )
             if silent > self._lease_timeout - self._interval:
                 error = LeaseGivenUpError(
                     f"step {lease.step!r}: the lease on {lease.output_path} could not be renewed for {silent:.1f}s "

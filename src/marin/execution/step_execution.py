@@ -31,7 +31,6 @@ from typing import Any
 
 from fray.cluster import Cluster
 from fray.cluster.logs import tail
-
 from marin.execution import storage
 from marin.execution.artifact import (
     LOG_FILE,
@@ -148,8 +147,9 @@ class ExecutionSettings:
     memo: dict[Any, Any] = field(default_factory=dict, compare=False)
 
 
-def execute_step(step: PlannedStep, dep_paths: Mapping[str, str], deps: list[PlannedStep],
-                 settings: ExecutionSettings) -> Outcome:
+def execute_step(
+    step: PlannedStep, dep_paths: Mapping[str, str], deps: list[PlannedStep], settings: ExecutionSettings
+) -> Outcome:
     """Run `step` to an Outcome; never raises (an unexpected error is a failed Outcome)."""
     if step.conflict:
         return Outcome(FAILED_OUTCOME, error=step.conflict)
@@ -195,8 +195,9 @@ def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
         delay = min(delay * 1.5, 0.5)
 
 
-def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings,
-                        status: Mapping[str, Any] | None = None) -> Outcome | None:
+def _finished_elsewhere(
+    step: PlannedStep, settings: ExecutionSettings, status: Mapping[str, Any] | None = None
+) -> Outcome | None:
     """The outcome another runner reached for this very key: a SUCCESS to reuse, or a fresh failure."""
     status = status if status is not None else read_status(step.output_path)
     if status is None or status.get("key") != step.key or not status.get("events"):
@@ -206,13 +207,21 @@ def _finished_elsewhere(step: PlannedStep, settings: ExecutionSettings,
     if status.get("state") == SUCCESS and (fresh or step.name not in settings.forced):
         return Outcome(REUSED)
     if status.get("state") == FAILED and fresh:
-        return Outcome(FAILED_OUTCOME, error=f"failed in another runner ({last.get('host')}:{last.get('pid')}):\n"
-                                             f"{last.get('error', '')}")
+        return Outcome(
+            FAILED_OUTCOME,
+            error=f"failed in another runner ({last.get('host')}:{last.get('pid')}):\n"
+            f"{last.get('error', '')}",
+        )
     return None
 
 
-def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], deps: list[PlannedStep],
-                 settings: ExecutionSettings) -> Outcome:
+def _run_holding(
+    step: PlannedStep,
+    lease: Lease,
+    dep_paths: Mapping[str, str],
+    deps: list[PlannedStep],
+    settings: ExecutionSettings,
+) -> Outcome:
     out = step.output_path
     checked = False  # set once the records are written under a lease just checked to be ours
     try:
@@ -220,33 +229,55 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         # The listing taken with the lease says whether there is a status to read, and what else is there.
         listing = lease.listing
         try:
-            status = None if listing is not None and STATUS_FILE not in listing else read_status(out, strict=True)
+            status = (
+                None if listing is not None and STATUS_FILE not in listing else read_status(out, strict=True)
+            )
         except UnreadableRecordError as e:
             listing = None  # the folder changed: list it again
             status = None
-            moved_to = move_aside(out, UNREADABLE, "", step.name, f"unreadable status: {e.why}",
-                                  keep=lambda n: n.startswith(LEASE_PREFIX), target=step.aside_path)
-            logger.warning("step %r: %s; the folder's contents were moved aside to %s", step.name, e, moved_to)
+            moved_to = move_aside(
+                out,
+                UNREADABLE,
+                "",
+                step.name,
+                f"unreadable status: {e.why}",
+                keep=lambda n: n.startswith(LEASE_PREFIX),
+                target=step.aside_path,
+            )
+            logger.warning(
+                "step %r: %s; the folder's contents were moved aside to %s", step.name, e, moved_to
+            )
         if status is None or status.get("name") != step.name:
-            foreign = (foreign_entries(out) if listing is None
-                       else sorted(n for n in listing if not n.startswith(LEASE_PREFIX) and not _is_status_temp(n)))
+            foreign = (
+                foreign_entries(out)
+                if listing is None
+                else sorted(n for n in listing if not n.startswith(LEASE_PREFIX) and not _is_status_temp(n))
+            )
             if foreign and (status is not None or not step.spec.adopt):
                 other = f" (the output of step {status.get('name')!r})" if status is not None else ""
                 error = OutputConflictError(step.name, out, other)
                 return Outcome(FAILED_OUTCOME, error=f"{type(error).__name__}: {error}")
             if foreign:
                 if not lease.still_held():
-                    raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
+                    raise LeaseLostError(
+                        f"step {step.name!r} lost its lease on {out}; another runner took it over"
+                    )
                 return _adopt(step, deps, settings, foreign)
         events: list[dict[str, Any]] = list(status.get("events", [])) if status else []
         if status is not None and status.get("key") == step.key:
             finished = _finished_elsewhere(step, settings, status)
             if finished is not None:
                 return finished
-            if (status.get("state") == FAILED and not settings.force_run_failed
-                    and step.name not in settings.forced):
-                return Outcome(FAILED_OUTCOME, error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
-                                                     "force_run_failed=True to retry")
+            if (
+                status.get("state") == FAILED
+                and not settings.force_run_failed
+                and step.name not in settings.forced
+            ):
+                return Outcome(
+                    FAILED_OUTCOME,
+                    error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
+                    "force_run_failed=True to retry",
+                )
         _prepare_output(out, status, keep_partial=_resumes(step, status, settings), listing=listing)
         started = time.time()
         # The deps' paths let `marin gc` keep what an unfinished output depends on (it has no .executor_info).
@@ -256,8 +287,11 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
         log_path = f"{out}/{LOG_FILE}"
         if moved_to is not None:
-            storage.append_bytes(log_path, f"[marin] the unreadable .executor_status of {out} and the folder's "
-                                           f"contents were moved aside to {moved_to}\n".encode())
+            storage.append_bytes(
+                log_path,
+                f"[marin] the unreadable .executor_status of {out} and the folder's "
+                f"contents were moved aside to {moved_to}\n".encode(),
+            )
         interrupt = settings.interrupt
         future = None
         slot = settings.slots
@@ -265,8 +299,12 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             slot.acquire()
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
-            future = settings.cluster.submit(StepTask(step.spec.fn, context), name=step.name,
-                                             resources=step.spec.resources, log_path=log_path)
+            future = settings.cluster.submit(
+                StepTask(step.spec.fn, context),
+                name=step.name,
+                resources=step.spec.resources,
+                log_path=log_path,
+            )
             if interrupt is not None:
                 interrupt.register(future, step.name)
             if hasattr(future, "on_preemption"):  # a gang: record each lost replica that restarted it
@@ -278,19 +316,26 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             result = future.result()
         except BaseException as e:  # the step's own failure, whatever it raised
             # A Ctrl-C in a terminal also reaches the step's process (KeyboardInterrupt), maybe first.
-            if (interrupt is not None and (interrupt.is_set or isinstance(e, KeyboardInterrupt))
-                    and lease.still_held()):
+            if (
+                interrupt is not None
+                and (interrupt.is_set or isinstance(e, KeyboardInterrupt))
+                and lease.still_held()
+            ):
                 return _interrupted(step, interrupt, events, log_path, started)
             if lease.given_up is None and not lease.still_held():
                 # Stopped (or failed) after a takeover: the new holder owns the records.
-                raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over") from e
+                raise LeaseLostError(
+                    f"step {step.name!r} lost its lease on {out}; another runner took it over"
+                ) from e
             return _fail(step, lease, e, events, log_path, started, settings.lease_timeout)
         finally:
             if slot is not None:
                 slot.release()
             if interrupt is not None and future is not None:
                 interrupt.unregister(future)
-        if interrupt is not None and interrupt.is_set and lease.still_held():  # never SUCCESS once told to stop
+        if (
+            interrupt is not None and interrupt.is_set and lease.still_held()
+        ):  # never SUCCESS once told to stop
             return _interrupted(step, interrupt, events, log_path, started)
         if lease.given_up is not None:  # ended on its own just as its lease was given up
             return _fail(step, lease, lease.given_up, events, log_path, started, settings.lease_timeout)
@@ -298,7 +343,9 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
         if not lease.still_held():
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
         ended = time.time()
-        write_records(out, _info(step, deps, settings, started, ended), result, settings.memo.get(_PROVENANCE))
+        write_records(
+            out, _info(step, deps, settings, started, ended), result, settings.memo.get(_PROVENANCE)
+        )
         events.append(event(SUCCESS))
         write_status(out, step.name, step.key, events)  # last: only now is the output done
         checked = True
@@ -314,8 +361,9 @@ def _run_holding(step: PlannedStep, lease: Lease, dep_paths: Mapping[str, str], 
             logger.warning("could not release the given-up lease on %s", out, exc_info=True)
 
 
-def _record_preemption(step: PlannedStep, events: list[dict[str, Any]], lease: Lease,
-                       preemption: dict[str, Any]) -> None:
+def _record_preemption(
+    step: PlannedStep, events: list[dict[str, Any]], lease: Lease, preemption: dict[str, Any]
+) -> None:
     """Add a RUNNING event carrying `preempted` (the lost replica and its node): the step goes on."""
     if lease.still_held():
         events.append(event(RUNNING, preempted=preemption))
@@ -324,13 +372,17 @@ def _record_preemption(step: PlannedStep, events: list[dict[str, Any]], lease: L
 
 def _stop(cluster: Cluster, future: Any, lease: Lease) -> None:
     """Cancel a step whose lease was lost (taken over) or given up (its heartbeat kept failing)."""
-    reason = (str(lease.given_up) if lease.given_up is not None
-              else f"step {lease.step!r} lost its lease on {lease.output_path}; another runner took it over")
+    reason = (
+        str(lease.given_up)
+        if lease.given_up is not None
+        else f"step {lease.step!r} lost its lease on {lease.output_path}; another runner took it over"
+    )
     cluster.cancel(future, reason=reason)
 
 
-def _interrupted(step: PlannedStep, interrupt: Interrupt, events: list[dict[str, Any]], log_path: str,
-                 started: float) -> Outcome:
+def _interrupted(
+    step: PlannedStep, interrupt: Interrupt, events: list[dict[str, Any]], log_path: str, started: float
+) -> Outcome:
     """Record a step the runner cancelled because it was told to stop: INTERRUPTED, retried next run."""
     reason = interrupt.reason or "the step got KeyboardInterrupt (Ctrl-C)"
     storage.append_bytes(log_path, f"\n[marin] step {step.name!r} interrupted: {reason}\n".encode())
@@ -339,7 +391,9 @@ def _interrupted(step: PlannedStep, interrupt: Interrupt, events: list[dict[str,
     return Outcome(INTERRUPTED_OUTCOME, error=reason, seconds=time.time() - started)
 
 
-def _adopt(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, foreign: list[str]) -> Outcome:
+def _adopt(
+    step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, foreign: list[str]
+) -> Outcome:
     """Take the existing folder as the step's SUCCESS output without running `fn` (`adopt=True`):
     `.executor_info` says `"adopted": true` and lists the folder's files."""
     out = step.output_path
@@ -351,8 +405,15 @@ def _adopt(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettin
     return Outcome(SUCCEEDED, seconds=time.time() - now)
 
 
-def _fail(step: PlannedStep, lease: Lease, error: BaseException, events: list[dict[str, Any]], log_path: str,
-          started: float, lease_timeout: float) -> Outcome:
+def _fail(
+    step: PlannedStep,
+    lease: Lease,
+    error: BaseException,
+    events: list[dict[str, Any]],
+    log_path: str,
+    started: float,
+    lease_timeout: float,
+) -> Outcome:
     """Record a step's failure (FAILED in its status, the traceback in its log) and report it.
 
     A step whose lease was given up fails with that `LeaseGivenUpError` (its own error is only the
@@ -384,14 +445,20 @@ def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: Exec
     Only a resumable step does, and only from an interrupted attempt (RUNNING) or a failed one that
     `force_run_failed` retries; a step named in `force_run` always starts clean.
     """
-    if not step.spec.resumable or step.name in settings.forced or status is None or status.get("key") != step.key:
+    if (
+        not step.spec.resumable
+        or step.name in settings.forced
+        or status is None
+        or status.get("key") != step.key
+    ):
         return False
     state = status.get("state")
     return state in (RUNNING, INTERRUPTED) or (state == FAILED and settings.force_run_failed)
 
 
-def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bool,
-                    listing: list[str] | None = None) -> None:
+def _prepare_output(
+    out: str, status: Mapping[str, Any] | None, keep_partial: bool, listing: list[str] | None = None
+) -> None:
     """Empty the output directory of a previous attempt, keeping leases and the status history.
 
     A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
@@ -400,12 +467,20 @@ def _prepare_output(out: str, status: Mapping[str, Any] | None, keep_partial: bo
     unfinished attempt's output stays for the step to resume from.
     """
     if status is not None and status.get("state") == SUCCESS:
-        move_aside(out, SUPERSEDED, str(status.get("key") or ""), str(status.get("name")),
-                   "a new key, or force_run, reuses this output path", keep=lambda n: n.startswith(LEASE_PREFIX))
+        move_aside(
+            out,
+            SUPERSEDED,
+            str(status.get("key") or ""),
+            str(status.get("name")),
+            "a new key, or force_run, reuses this output path",
+            keep=lambda n: n.startswith(LEASE_PREFIX),
+        )
         return
     if keep_partial:
         return
-    names = [n for n in (storage.list_names(out) if listing is None else listing) if not n.startswith(LEASE_PREFIX)]
+    names = [
+        n for n in (storage.list_names(out) if listing is None else listing) if not n.startswith(LEASE_PREFIX)
+    ]
     for name in names:
         if name != STATUS_FILE and not _is_status_temp(name):
             storage.remove_tree(f"{out}/{name}")
@@ -418,8 +493,9 @@ def _is_status_temp(name: str) -> bool:
 _PROVENANCE = "provenance"
 
 
-def _info(step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, started: float,
-          ended: float) -> dict[str, Any]:
+def _info(
+    step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, started: float, ended: float
+) -> dict[str, Any]:
     spec = step.spec
     memo = settings.memo
     if _PROVENANCE not in memo:  # the same for every step of the run: computed once

@@ -27,7 +27,6 @@ from typing import Any
 
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
-
 from marin.execution import storage
 from marin.execution.artifact import environment
 from marin.execution.discover import defer_run
@@ -89,14 +88,23 @@ class StepRunner:
         self.heartbeat_interval = heartbeat_interval or max(0.05, lease_timeout / 4)
         self.progress = progress
 
-    def plan(self, steps: Iterable[StepSpec | LazyStep], force_run: Iterable[str] = (),
-             force_run_failed: bool = False) -> Plan:
+    def plan(
+        self,
+        steps: Iterable[StepSpec | LazyStep],
+        force_run: Iterable[str] = (),
+        force_run_failed: bool = False,
+    ) -> Plan:
         """The plan for `steps` and everything they depend on; reads statuses, runs nothing."""
         roots = [lower(s) for s in _as_list(steps)]
         return build_plan(roots, self.prefix, force_run, force_run_failed, self.lease_timeout)
 
-    def run(self, steps: Iterable[StepSpec | LazyStep] | StepSpec, dry_run: bool = False,
-            force_run: Sequence[str] = (), force_run_failed: bool = False) -> RunResult | Plan:
+    def run(
+        self,
+        steps: Iterable[StepSpec | LazyStep] | StepSpec,
+        dry_run: bool = False,
+        force_run: Sequence[str] = (),
+        force_run_failed: bool = False,
+    ) -> RunResult | Plan:
         """Run `steps` and their dependencies; with `dry_run`, print and return the Plan instead.
 
         Raises StepFailedError after every runnable step has finished if any step failed.
@@ -122,7 +130,9 @@ def _as_list(steps: Any) -> list[Any]:
 class _Run:
     """One execution of a plan: the ready queue, the events, and what has finished."""
 
-    def __init__(self, runner: StepRunner, plan: Plan, forced: frozenset[str], force_run_failed: bool, started: float):
+    def __init__(
+        self, runner: StepRunner, plan: Plan, forced: frozenset[str], force_run_failed: bool, started: float
+    ):
         self.runner = runner
         self.plan = plan
         self.steps = plan.steps
@@ -167,17 +177,30 @@ class _Run:
         ready.reverse()  # pop() then starts them in plan order
         done_events: queue.SimpleQueue[tuple[int, Outcome]] = queue.SimpleQueue()
         own_cluster = self.runner.cluster is None
-        cluster = self.runner.cluster or cluster_from_env(self.plan.prefix, max_workers=self.runner.max_concurrent,
-                                                          echo=self.runner.progress)
+        cluster = self.runner.cluster or cluster_from_env(
+            self.plan.prefix, max_workers=self.runner.max_concurrent, echo=self.runner.progress
+        )
         heartbeat = Heartbeat(self.runner.heartbeat_interval, self.runner.lease_timeout)
         # On an object store each step spends most of its time on round trips (lease, status, records):
         # more steps are driven at once, and a semaphore keeps `max_concurrent` functions running.
         max_concurrent = self.runner.max_concurrent
-        max_drivers = max_concurrent if storage.is_local(self.plan.prefix) else max(max_concurrent, REMOTE_DRIVERS)
+        max_drivers = (
+            max_concurrent if storage.is_local(self.plan.prefix) else max(max_concurrent, REMOTE_DRIVERS)
+        )
         slots = threading.BoundedSemaphore(max_concurrent) if max_drivers > max_concurrent else None
         interrupt = Interrupt(cluster)
-        settings = ExecutionSettings(self.plan.prefix, cluster, heartbeat, self.runner.lease_timeout, self.forced,
-                                     self.force_run_failed, self.started, self._on_wait, interrupt, slots)
+        settings = ExecutionSettings(
+            self.plan.prefix,
+            cluster,
+            heartbeat,
+            self.runner.lease_timeout,
+            self.forced,
+            self.force_run_failed,
+            self.started,
+            self._on_wait,
+            interrupt,
+            slots,
+        )
         # `.executor_info` records the installed distributions: read them (once per process, ~0.5 s)
         # while the first steps run rather than when the first one finishes.
         threading.Thread(target=environment, name="marin-environment", daemon=True).start()
@@ -234,11 +257,16 @@ class _Run:
                 continue
             in_flight -= 1
             self._finish(i, outcome)
-        stopped = sorted(self.steps[i].name for i, s in enumerate(self.steps)
-                         if self.result.outcomes.get(s.output_path) == INTERRUPTED_OUTCOME)
-        message = (f"interrupted by {signal_name}: cancelled {len(stopped)} running step(s)"
-                   + (f" ({', '.join(stopped[:10])}{', ...' if len(stopped) > 10 else ''})" if stopped else "")
-                   + ", recorded INTERRUPTED; the next run retries them")
+        stopped = sorted(
+            self.steps[i].name
+            for i, s in enumerate(self.steps)
+            if self.result.outcomes.get(s.output_path) == INTERRUPTED_OUTCOME
+        )
+        message = (
+            f"interrupted by {signal_name}: cancelled {len(stopped)} running step(s)"
+            + (f" ({', '.join(stopped[:10])}{', ...' if len(stopped) > 10 else ''})" if stopped else "")
+            + ", recorded INTERRUPTED; the next run retries them"
+        )
         if in_flight:
             message += f"; {in_flight} step(s) could not be stopped in {_STOP_WAIT_S:g}s (press Ctrl-C again to exit)"
         raise RunInterruptedError(message)
@@ -258,7 +286,9 @@ class _Run:
             self.progress.step_done("interrupted", step.name, outcome.seconds, outcome.error)
         elif outcome.kind == FAILED_OUTCOME:
             self.failures[step.name] = outcome.error
-            self.progress.step_done("FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log")
+            self.progress.step_done(
+                "FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log"
+            )
         else:
             if outcome.result is not None:
                 self.result.results[step.output_path] = outcome.result
@@ -293,6 +323,8 @@ class _Run:
 
 REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_schedule`)
 _PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000 rows a second
+
+
 class _Drivers:
     """Up to `size` threads that each drive one step at a time, fed by a queue.
 

@@ -46,14 +46,18 @@ class StepSpec:
     resources: ResourceConfig | None = None
     resumable: bool = False
     inputs: Sequence[str] = ()
-    adopt: bool = False  # take an existing non-empty folder at the output path as the SUCCESS output (fn not run)
+    adopt: bool = (
+        False  # take an existing non-empty folder at the output path as the SUCCESS output (fn not run)
+    )
 
     def __post_init__(self) -> None:
         _check_relative_path(self.name, "name", self.name)
         if self.output_path is not None:
             _check_relative_path(self.name, "output_path", self.output_path)
         if not callable(self.fn):
-            raise StepDefinitionError(f"step {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
+            raise StepDefinitionError(
+                f"step {self.name!r}: fn must be callable, got {type(self.fn).__name__}"
+            )
         _check_signature(self.name, self.fn)
         deps = tuple(self.deps)
         for dep in deps:

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-
 _LOCAL_PREFIX = "file://"
 _fs_cache: dict[str, tuple[Any, str]] = {}
 _fs_lock = threading.Lock()
@@ -206,8 +205,12 @@ def write_atomic(path: str, data: bytes) -> None:
 # Stores whose own precondition makes `pipe_file(..., mode="create")` one conditional PUT that the
 # server refuses when the object exists (gcsfs: `ifGenerationMatch=0`; s3fs: `If-None-Match: *`,
 # which AWS S3 honours since 2024-08). fsspec's default "create" is check-then-write: never used.
-CONDITIONAL_CREATE = {"gs": "ifGenerationMatch=0", "gcs": "ifGenerationMatch=0",
-                      "s3": "If-None-Match: *", "s3a": "If-None-Match: *"}
+CONDITIONAL_CREATE = {
+    "gs": "ifGenerationMatch=0",
+    "gcs": "ifGenerationMatch=0",
+    "s3": "If-None-Match: *",
+    "s3a": "If-None-Match: *",
+}
 _memory_create_lock = threading.Lock()
 
 
@@ -245,7 +248,8 @@ def create_exclusive(path: str, data: bytes) -> bool:
     except (ValueError, NotImplementedError) as e:
         raise NotImplementedError(
             f"{protocol}:// offers no exclusive create (fsspec mode 'xb'), which leases need to run each step "
-            f"once; use a local path, gs:// or s3:// as MARIN_PREFIX (creating {path})") from e
+            f"once; use a local path, gs:// or s3:// as MARIN_PREFIX (creating {path})"
+        ) from e
 
 
 # Filesystems without hard links answer link() with these; only then is the non-atomic create used.

@@ -171,7 +171,9 @@ def filter_quality(
     version: str | None = None,
     zephyr: Any = None,
 ) -> CurationStep:
-    """Apply quality rules in order (names take the published thresholds, or pass e.g. `GopherQuality(min_doc_words=100)`)."""
+    """Apply quality rules in order (names take the published thresholds, or pass e.g.
+    `GopherQuality(min_doc_words=100)`).
+    """
     try:
         made = make_rules(tuple(rules))
     except ValueError as e:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Union
+from typing import Any
 
 from marin.data.sources import EMBEDDED_SOURCE, SourceConfig
 from marin.data.token_cache import FORMAT_VERSION
@@ -46,8 +46,9 @@ def _normalize_location(spec: str) -> str:
     return spec
 
 
-def _source_config(name: str, source, paths, text_key, split, hf_config, sample_count, bad_records,
-                   revision) -> SourceConfig:
+def _source_config(
+    name: str, source, paths, text_key, split, hf_config, sample_count, bad_records, revision
+) -> SourceConfig:
     if not isinstance(name, str) or not name:
         raise StepDefinitionError(f"data step name must be a non-empty string, got {name!r}")
     if paths is not None and not isinstance(paths, str):
@@ -115,8 +116,9 @@ def train_tokenizer(
     StepSpec.adopt).
     """
     source, paths, source_steps = split_step_inputs(name, source, paths)
-    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
-                                   revision)
+    source_config = _source_config(
+        name, source, paths, text_key, split, hf_config, sample_count, bad_records, revision
+    )
     if not isinstance(vocab_size, int) or vocab_size < 259:
         raise StepDefinitionError(
             f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
@@ -125,7 +127,7 @@ def train_tokenizer(
     return TrainedTokenizer(name, config, version, adopt, source_steps)
 
 
-TokenizerArg = Union[str, TrainedTokenizer, StepSpec, LazyStep]
+TokenizerArg = str | TrainedTokenizer | StepSpec | LazyStep
 
 
 @dataclass(frozen=True)
@@ -209,11 +211,17 @@ def tokenized(
     adopt: take an existing token cache at the step's output path without tokenizing (see StepSpec.adopt).
     """
     source, paths, source_steps = split_step_inputs(name, source, paths)
-    source_config = _source_config(name, source, paths, text_key, split, hf_config, sample_count, bad_records,
-                                   revision)
-    if isinstance(validation_fraction, bool) or not isinstance(validation_fraction, (int, float)) \
-            or not 0.0 <= validation_fraction < 1.0:
-        raise StepDefinitionError(f"step {name!r}: validation_fraction must be in [0, 1), got {validation_fraction!r}")
+    source_config = _source_config(
+        name, source, paths, text_key, split, hf_config, sample_count, bad_records, revision
+    )
+    if (
+        isinstance(validation_fraction, bool)
+        or not isinstance(validation_fraction, (int, float))
+        or not 0.0 <= validation_fraction < 1.0
+    ):
+        raise StepDefinitionError(
+            f"step {name!r}: validation_fraction must be in [0, 1), got {validation_fraction!r}"
+        )
     if isinstance(tokenizer, str) and tokenizer:
         tokenizer = _normalize_location(tokenizer)
     elif not isinstance(tokenizer, (StepSpec, LazyStep)):
@@ -222,7 +230,9 @@ def tokenized(
             f"got {tokenizer!r}"
         )
     if not isinstance(max_chunk_chars, int) or max_chunk_chars < 1_000:
-        raise StepDefinitionError(f"step {name!r}: max_chunk_chars must be an int >= 1000, got {max_chunk_chars!r}")
+        raise StepDefinitionError(
+            f"step {name!r}: max_chunk_chars must be an int >= 1000, got {max_chunk_chars!r}"
+        )
     config = TokenizeConfig(
         input=source_config,
         tokenizer=tokenizer if isinstance(tokenizer, str) else None,

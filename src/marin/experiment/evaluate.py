@@ -61,14 +61,26 @@ class Evaluation:
                     deps.append(spec)
                 datasets.append(TokenCacheRef(spec.name, self.eval_split))
         config = EvaluationConfig(
-            model_step=model.name, datasets=tuple(datasets), harness_tasks=self.harness_tasks,
-            harness_stories=self.harness_stories, harness_items=self.harness_items, prompts=self.prompts,
-            sampling=self.sampling, batch_size=self.batch_size, max_length=self.max_length,
+            model_step=model.name,
+            datasets=tuple(datasets),
+            harness_tasks=self.harness_tasks,
+            harness_stories=self.harness_stories,
+            harness_items=self.harness_items,
+            prompts=self.prompts,
+            sampling=self.sampling,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
             max_documents=self.max_documents,
         )
-        return StepSpec(name=self.name, fn=functools.partial(run_evaluation, config), deps=deps,
-                        hash_attrs=config.to_json(), version=self.version, resources=self.resources,
-                        adopt=self.adopt)
+        return StepSpec(
+            name=self.name,
+            fn=functools.partial(run_evaluation, config),
+            deps=deps,
+            hash_attrs=config.to_json(),
+            version=self.version,
+            resources=self.resources,
+            adopt=self.adopt,
+        )
 
 
 def evaluate(
@@ -89,18 +101,27 @@ def evaluate(
     """
     if not isinstance(model_step, (StepSpec, LazyStep)):
         raise StepDefinitionError(
-            f"evaluation {name!r}: model_step must be a train_lm() handle or a StepSpec, got {type(model_step).__name__}"
+            f"evaluation {name!r}: model_step must be a train_lm() handle or a StepSpec, got "
+            f"{type(model_step).__name__}"
         )
     if not (datasets or harness_tasks or prompts):
-        raise StepDefinitionError(f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts")
+        raise StepDefinitionError(
+            f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts"
+        )
     for dataset in datasets:
         if not isinstance(dataset, (TextDataset, StepSpec, LazyStep)):
             raise StepDefinitionError(
                 f"evaluation {name!r}: datasets take tokenized() handles, StepSpecs or TextDataset, "
                 f"got {type(dataset).__name__}"
             )
-    return Evaluation(name=name, model_step=model_step, datasets=tuple(datasets), harness_tasks=tuple(harness_tasks),
-                      prompts=tuple(prompts), **options)
+    return Evaluation(
+        name=name,
+        model_step=model_step,
+        datasets=tuple(datasets),
+        harness_tasks=tuple(harness_tasks),
+        prompts=tuple(prompts),
+        **options,
+    )
 
 
 @dataclass(frozen=True)
@@ -116,14 +137,25 @@ class SweepReport:
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the train steps, hash_attrs the labels, metrics and x axis."""
         specs = [(label, lower(model)) for label, model in self.models]
-        config = SweepReportConfig(tuple((label, spec.name) for label, spec in specs), self.metrics, self.x_key)
-        return StepSpec(name=self.name, fn=functools.partial(run_sweep_report, config),
-                        deps=list(dict.fromkeys(spec for _, spec in specs)), hash_attrs=config.to_json(),
-                        version=self.version)
+        config = SweepReportConfig(
+            tuple((label, spec.name) for label, spec in specs), self.metrics, self.x_key
+        )
+        return StepSpec(
+            name=self.name,
+            fn=functools.partial(run_sweep_report, config),
+            deps=list(dict.fromkeys(spec for _, spec in specs)),
+            hash_attrs=config.to_json(),
+            version=self.version,
+        )
 
 
-def sweep_report(name: str, models: Mapping[str, Any], metrics: Sequence[str] = ("eval_loss", "eval_bpb"),
-                 x_key: str = "tokens", version: str | None = None) -> SweepReport:
+def sweep_report(
+    name: str,
+    models: Mapping[str, Any],
+    metrics: Sequence[str] = ("eval_loss", "eval_bpb"),
+    x_key: str = "tokens",
+    version: str | None = None,
+) -> SweepReport:
     """Declare a report comparing trained models by label (e.g. `{"lr=3e-4": model, ...}`).
 
     The step writes `table.md`, `table.csv` and `plot.png`: each eval metric of each run's

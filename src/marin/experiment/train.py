@@ -31,6 +31,7 @@ from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.trainer import TrainConfig, TrainJob
 
+
 @dataclass(frozen=True)
 class TrainStepConfig:
     """What the train step's function needs: the run, and which dependency holds each dataset."""
@@ -50,8 +51,13 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
     ctx = current()
     datasets = tuple(DatasetInput(name, ctx.path_of(name), weight) for name, weight in config.datasets)
     init_from = ctx.path_of(config.init_from_step) if config.init_from_step else config.init_from_path
-    job = TrainJob(config=config.train, datasets=datasets, output_path=output_path, run_name=config.run_name,
-                   init_from=init_from)
+    job = TrainJob(
+        config=config.train,
+        datasets=datasets,
+        output_path=output_path,
+        run_name=config.run_name,
+        init_from=init_from,
+    )
     return run_job(job, config.num_processes)
 
 
@@ -71,9 +77,14 @@ class TrainLm:
         """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's configuration."""
         deps = [lower(handle) for handle, _ in self.datasets]
         weights = tuple((spec.name, weight) for spec, (_, weight) in zip(deps, self.datasets, strict=True))
-        init_step = None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
+        init_step = (
+            None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
+        )
         step_config = TrainStepConfig(
-            train=self.config, datasets=weights, run_name=self.name, num_processes=self.num_processes,
+            train=self.config,
+            datasets=weights,
+            run_name=self.name,
+            num_processes=self.num_processes,
             init_from_step=init_step.name if init_step else None,
             init_from_path=self.init_from if isinstance(self.init_from, str) else None,
         )
@@ -156,13 +167,17 @@ def train_lm(
     `adopt=True` takes an existing run folder (with `hf/`) at the step's output path without training.
     """
     if not isinstance(model, LlamaConfig):
-        raise TrainingConfigError(f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}")
+        raise TrainingConfigError(
+            f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}"
+        )
     if not isinstance(optimizer, AdamConfig):
         raise TrainingConfigError(
             f"train_lm {name!r}: optimizer must be a marin.training.optim.AdamConfig, got {type(optimizer).__name__}"
         )
     if not isinstance(datasets, Mapping) or not datasets:
-        raise TrainingConfigError(f"train_lm {name!r}: datasets must be a non-empty {{tokenized(...): weight}} dict")
+        raise TrainingConfigError(
+            f"train_lm {name!r}: datasets must be a non-empty {{tokenized(...): weight}} dict"
+        )
     for handle, weight in datasets.items():
         if not _is_tokenized_handle(handle):
             raise TrainingConfigError(

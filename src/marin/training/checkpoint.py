@@ -145,7 +145,9 @@ def parameter_names(model: nn.Module) -> dict[torch.nn.Parameter, str]:
     return {p: name for name, p in model.named_parameters()}
 
 
-def _optimizer_tensors(optimizer: torch.optim.Optimizer, names: dict[nn.Parameter, str]) -> dict[str, torch.Tensor]:
+def _optimizer_tensors(
+    optimizer: torch.optim.Optimizer, names: dict[nn.Parameter, str]
+) -> dict[str, torch.Tensor]:
     tensors = {}
     for param, slots in optimizer.state.items():
         for field, value in slots.items():
@@ -211,7 +213,9 @@ def read_verified(folder: str) -> dict[str, bytes]:
         if data is None:
             raise CorruptCheckpointError(f"checkpoint {folder} has no {name}")
         if len(data) != size:
-            raise CorruptCheckpointError(f"checkpoint {folder}/{name} has {len(data)} bytes, {size} were written")
+            raise CorruptCheckpointError(
+                f"checkpoint {folder}/{name} has {len(data)} bytes, {size} were written"
+            )
         if bytes_digest(data) != digest:
             raise CorruptCheckpointError(f"checkpoint {folder}/{name} does not match its {DIGEST} checksum")
         files[name] = data
@@ -252,7 +256,10 @@ def save_sharded_checkpoint(
         storage.makedirs(storage.join(temp, _DCP))
     dist.barrier()
     model_state, optimizer_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, storage_writer=_dcp_writer(storage.join(temp, _DCP)))
+    dcp.save(
+        {"model": model_state, "optimizer": optimizer_state},
+        storage_writer=_dcp_writer(storage.join(temp, _DCP)),
+    )
     dist.barrier()  # every rank's shards are on storage
     if main:
         storage.write_bytes(storage.join(temp, "state.json"), json.dumps(asdict(state)).encode())
@@ -286,6 +293,7 @@ def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimize
 
     Works for an FSDP model at any world size and for a plain module (without a process group).
     """
+    import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
@@ -293,8 +301,6 @@ def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimize
         set_model_state_dict,
         set_state_dict,
     )
-
-    import torch.distributed as dist
 
     reader = _dcp_reader(storage.join(folder, _DCP))
     no_dist = not dist.is_initialized()  # a plain model in a process of its own
@@ -316,7 +322,11 @@ def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimize
 
 
 def load_latest_intact(
-    directory: str, *, model: nn.Module, optimizer: torch.optim.Optimizer, config_fingerprint: str,
+    directory: str,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    config_fingerprint: str,
     log: Callable[[str], None] = print,
 ) -> TrainState | None:
     """Load the newest checkpoint under `directory` that verifies; None when there is none.
@@ -329,8 +339,9 @@ def load_latest_intact(
     skipped = []
     for step in reversed(steps):
         try:
-            return load_checkpoint(directory, step, model=model, optimizer=optimizer,
-                                   config_fingerprint=config_fingerprint)
+            return load_checkpoint(
+                directory, step, model=model, optimizer=optimizer, config_fingerprint=config_fingerprint
+            )
         except CorruptCheckpointError as e:
             skipped.append(str(e))
             log(f"[marin.train] skipped checkpoint {storage.join(directory, _step_name(step))}: {e}")
@@ -384,14 +395,22 @@ def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
     files = read_verified(folder)
     if _DCP_METADATA in files:
         _load_sharded(folder, model, None)
-        return {"path": storage.join(folder, _DCP), "kind": "checkpoint", DIGEST: bytes_digest(files[_DCP_METADATA])}
+        return {
+            "path": storage.join(folder, _DCP),
+            "kind": "checkpoint",
+            DIGEST: bytes_digest(files[_DCP_METADATA]),
+        }
     data = files["model.safetensors"]
     try:
         weights = load_safetensors(data)
     except Exception as e:
         raise CorruptCheckpointError(f"checkpoint {folder}/model.safetensors cannot be parsed: {e}") from None
     _copy_weights(weights, model, f"{folder}/model.safetensors")
-    return {"path": storage.join(folder, "model.safetensors"), "kind": "checkpoint", DIGEST: bytes_digest(data)}
+    return {
+        "path": storage.join(folder, "model.safetensors"),
+        "kind": "checkpoint",
+        DIGEST: bytes_digest(data),
+    }
 
 
 def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str) -> None:
@@ -402,12 +421,17 @@ def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str
             f"{where} has other parameters than the model: {sorted(set(weights) ^ set(params))[:5]}; "
             "it was written for another model config (init_from needs the source's architecture)"
         )
-    wrong = [f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
-             for n, p in params.items() if weights[n].shape != p.shape]
+    wrong = [
+        f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
+        for n, p in params.items()
+        if weights[n].shape != p.shape
+    ]
     if wrong:
-        raise CheckpointError(f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
-                              "it was written for another model config (init_from needs the source's, vocabulary "
-                              "included)")
+        raise CheckpointError(
+            f"{where} has parameters of other shapes than the model: {wrong[:3]} (stored vs model); "
+            "it was written for another model config (init_from needs the source's, vocabulary "
+            "included)"
+        )
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(_like(weights[name], param))
@@ -418,7 +442,9 @@ def _like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     if isinstance(param, DTensor):
-        return distribute_tensor(value.to(param.device), param.device_mesh, param.placements, src_data_rank=None)
+        return distribute_tensor(
+            value.to(param.device), param.device_mesh, param.placements, src_data_rank=None
+        )
     return value
 
 

@@ -5,7 +5,8 @@ WORLD_SIZE, MASTER_ADDR and MASTER_PORT set; the job travels as a pickle in a lo
 If any worker fails, the others are terminated and the failure is raised with its exit code.
 This host's first process writes the summary the caller returns. Inside a replica of a gang
 (fray.cluster.gang, which sets RANK, WORLD_SIZE and MASTER_* for the replica), the processes join the
-gang's group, as torchrun's do on each node: global rank = replica rank x processes + local rank. A worker dies with the process that launched it
+gang's group, as torchrun's do on each node: global rank = replica rank x processes + local rank. A worker
+dies with the process that launched it
 even when that process gets no chance to clean up (SIGKILL, or a cluster worker's `os._exit`).
 """
 
@@ -23,7 +24,6 @@ import tempfile
 import time
 
 from fray.task_process import exit_when_parent_dies
-
 from marin.execution.errors import MarinError
 from marin.training.trainer import TrainJob, train
 

@@ -53,7 +53,9 @@ def peak_flops_per_device(device: torch.device, override: float | None = None) -
         for key, flops in CUDA_PEAK_BF16:
             if key in name:
                 return flops
-        warnings.warn(f"unknown CUDA device {name!r}: set MARIN_PEAK_FLOPS for a meaningful MFU", stacklevel=2)
+        warnings.warn(
+            f"unknown CUDA device {name!r}: set MARIN_PEAK_FLOPS for a meaningful MFU", stacklevel=2
+        )
         return float("nan")
     return torch.get_num_threads() * CPU_FLOPS_PER_CORE
 
@@ -61,7 +63,9 @@ def peak_flops_per_device(device: torch.device, override: float | None = None) -
 class MetricsLog:
     """Appends one JSON object per record to `metrics.jsonl`, mirrored to TensorBoard / W&B if asked."""
 
-    def __init__(self, path: str, *, loggers: Sequence[str] = (), run_name: str = "", config: dict | None = None):
+    def __init__(
+        self, path: str, *, loggers: Sequence[str] = (), run_name: str = "", config: dict | None = None
+    ):
         self.path = path
         storage.makedirs(storage.parent(path))
         self._tensorboard = None
@@ -113,7 +117,9 @@ def _open_tensorboard(log_dir: str):
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        warnings.warn("TensorBoard logging was asked for but tensorboard is not installed; skipping", stacklevel=3)
+        warnings.warn(
+            "TensorBoard logging was asked for but tensorboard is not installed; skipping", stacklevel=3
+        )
         return None
     return SummaryWriter(log_dir=log_dir)
 

@@ -61,7 +61,9 @@ class LlamaConfig:
                 f"LlamaConfig.num_heads={self.num_heads} is not a multiple of num_kv_heads={self.kv_heads}"
             )
         if not self.output_multiplier > 0:
-            raise TrainingConfigError(f"LlamaConfig.output_multiplier must be > 0, got {self.output_multiplier!r}")
+            raise TrainingConfigError(
+                f"LlamaConfig.output_multiplier must be > 0, got {self.output_multiplier!r}"
+            )
         if self.tie_embeddings and self.output_multiplier != 1.0:
             raise TrainingConfigError(
                 "LlamaConfig.output_multiplier needs untied embeddings (tie_embeddings=False): the export "
@@ -88,7 +90,9 @@ class LlamaConfig:
         """The parameter count, computed from the shapes (matches `sum(p.numel())` of the module)."""
         vocab = vocab_size if vocab_size is not None else self.vocab_size
         if vocab is None and include_embeddings:
-            raise TrainingConfigError("num_parameters needs a vocab_size: the config leaves it to the tokenizer")
+            raise TrainingConfigError(
+                "num_parameters needs a vocab_size: the config leaves it to the tokenizer"
+            )
         d, f, kv = self.hidden_dim, self.intermediate_dim, self.kv_heads * self.head_dim
         attention = d * d * 2 + d * kv * 2
         mlp = 3 * d * f
@@ -128,9 +132,13 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(
+    head_dim: int, seq_len: int, theta: float, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of shape (seq_len, head_dim) in float32, halves repeated (rotate-half layout)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
+    inv_freq = 1.0 / (
+        theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim)
+    )
     positions = torch.arange(seq_len, device=device, dtype=torch.float32)
     freqs = torch.outer(positions, inv_freq)
     angles = torch.cat((freqs, freqs), dim=-1)

@@ -49,8 +49,17 @@ from marin.training.optim import AdamConfig, set_learning_rate
 # Fields that change how a run executes but not what it computes: a checkpoint written under one
 # value resumes under another (e.g. on a different number of processes), and they stay out of a
 # train step's cache key.
-EXECUTION_FIELDS = ("num_processes", "device", "compile", "cpu_threads", "loggers", "peak_flops", "prefetch",
-                    "grad_accum_steps", "parallelism")
+EXECUTION_FIELDS = (
+    "num_processes",
+    "device",
+    "compile",
+    "cpu_threads",
+    "loggers",
+    "peak_flops",
+    "prefetch",
+    "grad_accum_steps",
+    "parallelism",
+)
 
 
 class Parallelism(StrEnum):
@@ -107,7 +116,14 @@ class TrainConfig:
                 f"parallelism must be one of {[p.value for p in Parallelism]}, got {self.parallelism!r}"
             )
         object.__setattr__(self, "parallelism", Parallelism(self.parallelism))
-        for name in ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps"):
+        for name in (
+            "batch_size",
+            "seq_len",
+            "num_train_steps",
+            "eval_max_tokens",
+            "prefetch",
+            "grad_accum_steps",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TrainingConfigError(f"{name} must be a positive int, got {value!r}")
@@ -149,7 +165,9 @@ class TrainJob:
     output_path: str
     run_name: str = "train"
     on_step_end: Callable[[int], None] | None = field(default=None, compare=False)
-    init_from: str | None = None  # weights to start from (see checkpoint.load_init_weights); a checkpoint wins
+    init_from: str | None = (
+        None  # weights to start from (see checkpoint.load_init_weights); a checkpoint wins
+    )
 
 
 @dataclass
@@ -175,8 +193,12 @@ def _init_distributed(device_type: str, parallelism: Parallelism) -> _Distribute
         return _Distributed(owns_group=True)
     env = _Distributed(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, store=rendezvous_store(env.rank, world_size), rank=env.rank,
-                                world_size=world_size)
+        dist.init_process_group(
+            backend=backend,
+            store=rendezvous_store(env.rank, world_size),
+            rank=env.rank,
+            world_size=world_size,
+        )
         env.owns_group = True
     return env
 
@@ -316,14 +338,29 @@ class _Trainer:
             print(f"[marin.train] initialized from {record['path']} ({record['kind']})", flush=True)
 
     def _checkpoint(self, step: int, loader_state: dict) -> None:
-        state = TrainState(step, loader_state, capture_rng(), self.fingerprint,
-                           {"init_from": self.init_record} if self.init_record else {})
+        state = TrainState(
+            step,
+            loader_state,
+            capture_rng(),
+            self.fingerprint,
+            {"init_from": self.init_record} if self.init_record else {},
+        )
         if self.fsdp:  # every rank writes its own shards
-            save_sharded_checkpoint(self.checkpoint_dir, model=self.model, optimizer=self.optimizer, state=state,
-                                    keep_last_k=self.config.keep_last_k)
+            save_sharded_checkpoint(
+                self.checkpoint_dir,
+                model=self.model,
+                optimizer=self.optimizer,
+                state=state,
+                keep_last_k=self.config.keep_last_k,
+            )
         elif self.env.is_main:
-            save_checkpoint(self.checkpoint_dir, model=self.model, optimizer=self.optimizer, state=state,
-                            keep_last_k=self.config.keep_last_k)
+            save_checkpoint(
+                self.checkpoint_dir,
+                model=self.model,
+                optimizer=self.optimizer,
+                state=state,
+                keep_last_k=self.config.keep_last_k,
+            )
         self._barrier()
 
     def _barrier(self) -> None:
@@ -354,8 +391,12 @@ class _Trainer:
         max_norm = config.optimizer.max_grad_norm or math.inf
         prefetcher = Prefetcher(self.loader, self.device, depth=config.prefetch)
         progress = tqdm(
-            total=config.num_train_steps, initial=start, disable=not self.env.is_main, desc="train",
-            mininterval=1.0, dynamic_ncols=True,
+            total=config.num_train_steps,
+            initial=start,
+            disable=not self.env.is_main,
+            desc="train",
+            mininterval=1.0,
+            dynamic_ncols=True,
         )
         last = {"loss": float("nan")}
         train_seconds = 0.0
@@ -415,7 +456,9 @@ class _Trainer:
             last = (self.metrics.read() or [last])[-1]
         return self._finish(last, train_seconds, data_wait, start)
 
-    def _forward_backward(self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def _forward_backward(
+        self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
         """Accumulate the gradient of the mean loss over `grad_accum_steps` equal microbatches (DDP
         and FSDP reduce gradients only on the last); returns that mean loss."""
         steps = self.config.grad_accum_steps
@@ -426,9 +469,13 @@ class _Trainer:
                 "multiple of world size x grad_accum_steps"
             )
         total = torch.zeros((), device=inputs.device)
-        for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps))):
+        for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps), strict=False)):
             last = i == steps - 1
-            sync = model.no_sync() if not last and isinstance(model, nn.parallel.DistributedDataParallel) else contextlib.nullcontext()
+            sync = (
+                model.no_sync()
+                if not last and isinstance(model, nn.parallel.DistributedDataParallel)
+                else contextlib.nullcontext()
+            )
             if isinstance(model, FSDPModule):
                 model.set_requires_gradient_sync(last)
             with sync:
@@ -458,7 +505,9 @@ class _Trainer:
                     continue
                 window = min(self.config.seq_len + 1, split.num_tokens)
                 stride = window - 1
-                n_windows = min(max(1, (split.num_tokens - 1) // stride), max(1, self.config.eval_max_tokens // window))
+                n_windows = min(
+                    max(1, (split.num_tokens - 1) // stride), max(1, self.config.eval_max_tokens // window)
+                )
                 mine = list(range(self.env.rank, n_windows, self.env.world_size))
                 per_batch = max(1, self.config.batch_size // self.env.world_size)
                 # FSDP gathers each block's weights from every rank, so all ranks run as many forwards as
@@ -473,7 +522,9 @@ class _Trainer:
                     tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(self.device)
                     with self.autocast:
                         logits = model(tokens[:, :-1])
-                    loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum")
+                    loss = F.cross_entropy(
+                        logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum"
+                    )
                     nll += loss.item()
                     predicted = tokens[:, 1:].numel()
                     count += predicted
@@ -510,7 +561,13 @@ class _Trainer:
         export_model = _gathered(self.model, self.model_config) if self.fsdp else self.model
         if self.env.is_main:
             first = self.datasets[0]
-            export_hf(export_model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+            export_hf(
+                export_model,
+                self.model_config,
+                hf_path,
+                tokenizer_dir=first.tokenizer_path,
+                eos_id=first.eos_id,
+            )
             summary["train_unigram_entropy"] = unigram_entropy(
                 [d.train for d in self.datasets], self.model_config.vocab_size
             )
@@ -524,8 +581,11 @@ def _shard(model: Llama, device: torch.device) -> None:
     On GPU, parameters are gathered and computed in bf16 with gradients reduced in fp32; on CPU
     everything stays fp32.
     """
-    policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-              if device.type == "cuda" else MixedPrecisionPolicy())
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if device.type == "cuda"
+        else MixedPrecisionPolicy()
+    )
     for block in model.layers:
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)

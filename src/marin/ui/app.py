@@ -100,8 +100,9 @@ class TokenGate:
         if hmac.compare_digest(cookie.encode(), self.token.encode()):
             await self.app(scope, receive, send)
             return
-        await PlainTextResponse("this marin ui needs its token: open the URL `marin ui` printed (?token=...)",
-                                status_code=401)(scope, receive, send)
+        await PlainTextResponse(
+            "this marin ui needs its token: open the URL `marin ui` printed (?token=...)", status_code=401
+        )(scope, receive, send)
 
 
 def create_app(config: UiConfig) -> Starlette:
@@ -109,9 +110,17 @@ def create_app(config: UiConfig) -> Starlette:
     prefix = storage.absolute(config.prefix)
     index = OutputIndex(prefix, config.lease_timeout)
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-    env.globals.update(fmt_s=format_seconds, when=_when, pretty=_pretty, script_json=script_json, quote=quote,
-                       prefix=prefix, has_experiment=config.experiment is not None, STATES=STATES,
-                       shown_state=shown_state)
+    env.globals.update(
+        fmt_s=format_seconds,
+        when=_when,
+        pretty=_pretty,
+        script_json=script_json,
+        quote=quote,
+        prefix=prefix,
+        has_experiment=config.experiment is not None,
+        STATES=STATES,
+        shown_state=shown_state,
+    )
     experiment_steps: list = []
     if config.experiment:
         from marin.execution.discover import load_steps
@@ -150,15 +159,30 @@ def create_app(config: UiConfig) -> Starlette:
             entries = [e for e in entries if needle in e.row.name.lower() or needle in e.rel.lower()]
         if state:
             entries = [e for e in entries if shown_state(e) == state]
-        keys = {"name": lambda e: e.row.name, "state": shown_state, "path": lambda e: e.rel,
-                "age": lambda e: (e.age_s is None, e.age_s or 0.0),
-                "duration": lambda e: (e.row.duration_s is None, e.row.duration_s or 0.0),
-                "headline": lambda e: e.row.headline}
+        keys = {
+            "name": lambda e: e.row.name,
+            "state": shown_state,
+            "path": lambda e: e.rel,
+            "age": lambda e: (e.age_s is None, e.age_s or 0.0),
+            "duration": lambda e: (e.row.duration_s is None, e.row.duration_s or 0.0),
+            "headline": lambda e: e.row.headline,
+        }
         entries.sort(key=keys.get(sort, keys["path"]), reverse=desc)
         total = len(entries)
         shown = entries[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-        return render("outputs.html", request, entries=shown, total=total, q=name, state=state, sort=sort,
-                      desc=desc, page=page, pages=max(1, -(-total // PAGE_SIZE)), query=dict(q))
+        return render(
+            "outputs.html",
+            request,
+            entries=shown,
+            total=total,
+            q=name,
+            state=state,
+            sort=sort,
+            desc=desc,
+            page=page,
+            pages=max(1, -(-total // PAGE_SIZE)),
+            query=dict(q),
+        )
 
     def output(request: Request) -> HTMLResponse:
         rel = request.path_params["rel"]
@@ -170,19 +194,41 @@ def create_app(config: UiConfig) -> Starlette:
         deps = [{**d, "rel": rel_of(d.get("path"))} for d in info.get("deps") or [] if isinstance(d, dict)]
         versions = [e for e in index.entries() if e.row.name == entry.row.name and e.rel != entry.rel]
         log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
-        inputs = [index.get(storage.join(prefix, d["rel"])) for d in deps if d["rel"]]  # only inside the prefix
-        has_curves = entry.kind == "train" or sum(1 for e in inputs if e is not None and e.kind == "train") > 1
-        return render("output.html", request, entry=entry, rel=entry.rel, status=status, info=info,
-                      has_curves=has_curves,
-                      artifact=artifact, deps=deps, versions=versions, log_text=log_text, log_size=log_size,
-                      running=entry.row.state == RUNNING, state=shown_state(entry))
+        inputs = [
+            index.get(storage.join(prefix, d["rel"])) for d in deps if d["rel"]
+        ]  # only inside the prefix
+        has_curves = (
+            entry.kind == "train" or sum(1 for e in inputs if e is not None and e.kind == "train") > 1
+        )
+        return render(
+            "output.html",
+            request,
+            entry=entry,
+            rel=entry.rel,
+            status=status,
+            info=info,
+            has_curves=has_curves,
+            artifact=artifact,
+            deps=deps,
+            versions=versions,
+            log_text=log_text,
+            log_size=log_size,
+            running=entry.row.state == RUNNING,
+            state=shown_state(entry),
+        )
 
     def log(request: Request) -> HTMLResponse:
         entry = entry_at(request.path_params["rel"])
         path = locate(request.path_params["rel"])
         log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
-        return render("log.html", request, rel=entry.rel, log_text=log_text, log_size=log_size,
-                      running=entry.row.state == RUNNING)
+        return render(
+            "log.html",
+            request,
+            rel=entry.rel,
+            log_text=log_text,
+            log_size=log_size,
+            running=entry.row.state == RUNNING,
+        )
 
     def diff(request: Request) -> HTMLResponse:
         a, b = entry_at(request.query_params.get("a", "")), entry_at(request.query_params.get("b", ""))
@@ -222,8 +268,16 @@ def create_app(config: UiConfig) -> Starlette:
                     nodes[child.row.path] = child
                     todo.append(child)
         return {
-            "nodes": [{"id": e.rel, "label": e.row.name, "state": shown_state(e), "url": f"/output/{quote(e.rel)}",
-                       "focus": e is start} for e in nodes.values()],
+            "nodes": [
+                {
+                    "id": e.rel,
+                    "label": e.row.name,
+                    "state": shown_state(e),
+                    "url": f"/output/{quote(e.rel)}",
+                    "focus": e is start,
+                }
+                for e in nodes.values()
+            ],
             "edges": [{"source": s, "target": t} for s, t in sorted(edges)],
         }
 
@@ -243,10 +297,18 @@ def create_app(config: UiConfig) -> Starlette:
             target = s.previous_path or s.output_path
             linked = rel_of(target) if target and index.get(storage.absolute(target)) is not None else None
             rows.append({"step": s, "rel": out_rel, "link": linked})
-        graph = {"nodes": [{"id": str(i), "label": s.name, "state": s.state,
-                            "url": f"/output/{quote(r['link'])}" if r["link"] else ""} for i, (s, r) in
-                           enumerate(zip(plan.steps, rows, strict=True))],
-                 "edges": [{"source": str(d), "target": str(i)} for i, s in enumerate(plan.steps) for d in s.deps]}
+        graph = {
+            "nodes": [
+                {
+                    "id": str(i),
+                    "label": s.name,
+                    "state": s.state,
+                    "url": f"/output/{quote(r['link'])}" if r["link"] else "",
+                }
+                for i, (s, r) in enumerate(zip(plan.steps, rows, strict=True))
+            ],
+            "edges": [{"source": str(d), "target": str(i)} for i, s in enumerate(plan.steps) for d in s.deps],
+        }
         return render("experiment.html", request, plan=plan, rows=rows, graph=graph, file=config.experiment)
 
     def trained_inputs(entry: Entry, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> list[Entry]:
@@ -269,14 +331,31 @@ def create_app(config: UiConfig) -> Starlette:
             for run in [entry] if entry.kind == "train" else trained_inputs(entry, by_path, by_key):
                 if run.rel not in {s.rel for s in selected}:
                     selected.append(run)
-        payload = [{"name": f"{e.row.name} ({e.rel})", "series": series(read_metrics(e.row.path))} for e in selected]
-        params = hyperparameter_diff([(e.info or {}).get("hash_attrs") or {} for e in selected],
-                                     only_different=q.get("all") != "1")
-        settings = {"x": q.get("x", "step"), "smooth": _float(q.get("smooth"), 0.0), "logx": q.get("logx") == "1",
-                    "logy": q.get("logy") == "1"}
-        return render("runs.html", request, candidates=candidates, reports=reports, selected=selected,
-                      chosen=set(chosen), payload=payload, curves=CURVES, params=params, settings=settings,
-                      show_all=q.get("all") == "1")
+        payload = [
+            {"name": f"{e.row.name} ({e.rel})", "series": series(read_metrics(e.row.path))} for e in selected
+        ]
+        params = hyperparameter_diff(
+            [(e.info or {}).get("hash_attrs") or {} for e in selected], only_different=q.get("all") != "1"
+        )
+        settings = {
+            "x": q.get("x", "step"),
+            "smooth": _float(q.get("smooth"), 0.0),
+            "logx": q.get("logx") == "1",
+            "logy": q.get("logy") == "1",
+        }
+        return render(
+            "runs.html",
+            request,
+            candidates=candidates,
+            reports=reports,
+            selected=selected,
+            chosen=set(chosen),
+            payload=payload,
+            curves=CURVES,
+            params=params,
+            settings=settings,
+            show_all=q.get("all") == "1",
+        )
 
     def data(request: Request) -> HTMLResponse:
         rel = request.path_params.get("rel", "")
@@ -287,7 +366,9 @@ def create_app(config: UiConfig) -> Starlette:
         if not is_dir(path):
             if not data_pages.is_browsable(path):
                 raise HTTPException(404, f"{rel!r} is not a jsonl, txt or parquet file")
-            return render("data.html", request, mode="file", page=data_pages.page_file(path, start, size), **context)
+            return render(
+                "data.html", request, mode="file", page=data_pages.page_file(path, start, size), **context
+            )
         names = storage.list_names(path)
         if LEDGER_FILE in names:
             cache_splits = (read_json_capped(f"{path}/{LEDGER_FILE}") or {}).get("splits") or {}
@@ -295,25 +376,52 @@ def create_app(config: UiConfig) -> Starlette:
             if split not in cache_splits:
                 raise HTTPException(404, f"the token cache has no split {split!r}")
             cache, page = data_pages.page_token_cache(path, split, start, size, q.get("ids") == "1")
-            return render("data.html", request, mode="tokens", page=page, cache=cache, split=split,
-                          splits=list(cache_splits), ids=q.get("ids") == "1", **context)
+            return render(
+                "data.html",
+                request,
+                mode="tokens",
+                page=page,
+                cache=cache,
+                split=split,
+                splits=list(cache_splits),
+                ids=q.get("ids") == "1",
+                **context,
+            )
         listing = []
         for name in sorted(names)[:LISTING_CAP]:
             child = storage.join(path, name)
             child_rel = f"{context['rel']}/{name}".strip("/")
-            listing.append({"name": name, "rel": child_rel, "dir": is_dir(child),
-                            "browsable": data_pages.is_browsable(name)})
+            listing.append(
+                {
+                    "name": name,
+                    "rel": child_rel,
+                    "dir": is_dir(child),
+                    "browsable": data_pages.is_browsable(name),
+                }
+            )
         artifact = artifact_of(path) if index.get(path) is not None else None
-        return render("data.html", request, mode="dir", listing=listing, artifact=artifact,
-                      more=max(0, len(names) - LISTING_CAP), **context)
+        return render(
+            "data.html",
+            request,
+            mode="dir",
+            listing=listing,
+            artifact=artifact,
+            more=max(0, len(names) - LISTING_CAP),
+            **context,
+        )
 
     def evals(request: Request) -> HTMLResponse:
         rows = []
         for e in index.entries(include_superseded=False):
             if e.kind == "eval":
                 results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
-                rows.append({"entry": e, "perplexity": results.get("perplexity") or {},
-                             "harness": results.get("harness") or {}})
+                rows.append(
+                    {
+                        "entry": e,
+                        "perplexity": results.get("perplexity") or {},
+                        "harness": results.get("harness") or {},
+                    }
+                )
         return render("evals.html", request, rows=rows)
 
     def evaluation(request: Request) -> HTMLResponse:
@@ -321,15 +429,20 @@ def create_app(config: UiConfig) -> Starlette:
         results = read_json_capped(f"{entry.row.path}/{RESULTS_FILE}")
         if not isinstance(results, dict):
             raise HTTPException(404, f"{entry.rel!r} holds no {RESULTS_FILE}")
-        return render("evaluation.html", request, entry=entry, results=results,
-                      samples_page=f"/data/{quote(entry.rel)}/samples.jsonl",
-                      harness_samples=harness_samples_of(entry, results))
+        return render(
+            "evaluation.html",
+            request,
+            entry=entry,
+            results=results,
+            samples_page=f"/data/{quote(entry.rel)}/samples.jsonl",
+            harness_samples=harness_samples_of(entry, results),
+        )
 
     def harness_samples_of(entry: Entry, results: dict) -> list[dict]:
         """Each harness task's per-sample file the results name: its data page and first records."""
         files = results.get("harness_samples")
         shown = []
-        for task, file in (files.items() if isinstance(files, dict) else ()):
+        for task, file in files.items() if isinstance(files, dict) else ():
             if not isinstance(file, str):
                 continue
             rel = f"{entry.rel}/{file}"
@@ -339,8 +452,13 @@ def create_app(config: UiConfig) -> Starlette:
                 continue
             if is_dir(path) or not data_pages.is_browsable(path):
                 continue
-            shown.append({"task": task, "page": f"/data/{quote(rel)}",
-                          "records": data_pages.page_file(path, 0, HARNESS_SAMPLES_SHOWN)})
+            shown.append(
+                {
+                    "task": task,
+                    "page": f"/data/{quote(rel)}",
+                    "records": data_pages.page_file(path, 0, HARNESS_SAMPLES_SHOWN),
+                }
+            )
         return shown
 
     async def not_found(request: Request, exc: HTTPException) -> HTMLResponse:
@@ -368,8 +486,9 @@ def create_app(config: UiConfig) -> Starlette:
         threading.Thread(target=index.entries, name="marin-ui-index", daemon=True).start()
         yield
 
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found},
-                     lifespan=lifespan)
+    return Starlette(
+        routes=routes, middleware=middleware, exception_handlers={HTTPException: not_found}, lifespan=lifespan
+    )
 
 
 def _find_dep(dep: Any, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> Entry | None:
@@ -392,4 +511,3 @@ def _float(value: str | None, default: float) -> float:
         return float(value) if value is not None else default
     except ValueError:
         return default
-

@@ -19,7 +19,17 @@ from marin.execution import storage
 from marin.ui.paths import open_binary
 
 LINE_CAP = 16 << 10  # characters of one record shown
-TEXT_SUFFIXES = (".jsonl", ".json", ".txt", ".jsonl.gz", ".jsonl.zst", ".txt.gz", ".txt.zst", ".json.gz", ".json.zst")
+TEXT_SUFFIXES = (
+    ".jsonl",
+    ".json",
+    ".txt",
+    ".jsonl.gz",
+    ".jsonl.zst",
+    ".txt.gz",
+    ".txt.zst",
+    ".json.gz",
+    ".json.zst",
+)
 PARQUET_SUFFIXES = (".parquet",)
 
 
@@ -91,7 +101,9 @@ def _page_parquet(path: str, start: int, size: int) -> Page:
 
 
 def _clip(row: dict) -> dict:
-    return {k: (v[:LINE_CAP] + " ..." if isinstance(v, str) and len(v) > LINE_CAP else v) for k, v in row.items()}
+    return {
+        k: (v[:LINE_CAP] + " ..." if isinstance(v, str) and len(v) > LINE_CAP else v) for k, v in row.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,10 @@ def page_token_cache(path: str, split: str, start: int, size: int, with_ids: boo
     stop = min(tokens.num_documents, start + size)
     for i in range(start, stop):
         ids = [int(t) for t in tokens.document(i)]
-        text = tok.decode(ids, skip_special_tokens=False) if tok is not None else "(the cache holds no tokenizer.json)"
+        text = (
+            tok.decode(ids, skip_special_tokens=False)
+            if tok is not None
+            else "(the cache holds no tokenizer.json)"
+        )
         docs.append(TokenDocument(i, text[:LINE_CAP], len(ids), ids if with_ids else None))
     return cache, Page(docs, start, stop < tokens.num_documents)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -75,7 +75,9 @@ class OutputIndex:
     lease_timeout: float = 60.0
     _cache: dict[str, tuple[Any, Entry]] = field(default_factory=dict)
     _dirs: dict[str, tuple[int, list[str], list[str]]] = field(default_factory=dict)
-    _walking: threading.Lock = field(default_factory=threading.Lock)  # one walk at a time: later ones reuse it
+    _walking: threading.Lock = field(
+        default_factory=threading.Lock
+    )  # one walk at a time: later ones reuse it
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def entries(self, include_superseded: bool = True) -> list[Entry]:
@@ -133,11 +135,20 @@ class OutputIndex:
             cached = self._cache.get(path)
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
-        oversized = [n for n in (STATUS_FILE, ARTIFACT_FILE) if n in names
-                     and (size_of(f"{path}/{n}") or 0) > RECORD_CAP]
+        oversized = [
+            n
+            for n in (STATUS_FILE, ARTIFACT_FILE)
+            if n in names and (size_of(f"{path}/{n}") or 0) > RECORD_CAP
+        ]
         if oversized:  # the engine's readers take whole files: never hand them one this large
-            row = OutputStatus(path, storage.basename(path), UNREADABLE, None, None,
-                               f"{', '.join(oversized)} is larger than {RECORD_CAP >> 20} MiB; not read")
+            row = OutputStatus(
+                path,
+                storage.basename(path),
+                UNREADABLE,
+                None,
+                None,
+                f"{', '.join(oversized)} is larger than {RECORD_CAP >> 20} MiB; not read",
+            )
         else:
             row = output_status(path, names, now, self.lease_timeout)
         if row.state == SUCCESS and not row.headline:

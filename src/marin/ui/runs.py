@@ -11,8 +11,13 @@ from marin.ui.paths import read_capped
 
 METRICS_CAP = 32 << 20
 # The curves the Runs page overlays: (metrics.jsonl field, chart title).
-CURVES = (("loss", "train loss"), ("eval_loss", "eval loss"), ("eval_bpb", "eval bits per byte"),
-          ("lr", "learning rate"), ("tokens_per_s", "tokens / s"))
+CURVES = (
+    ("loss", "train loss"),
+    ("eval_loss", "eval loss"),
+    ("eval_bpb", "eval bits per byte"),
+    ("lr", "learning rate"),
+    ("tokens_per_s", "tokens / s"),
+)
 
 
 def read_metrics(output_path: str) -> list[dict[str, Any]]:
@@ -33,8 +38,11 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
     """For each curve, the [step, tokens, value] points the run logged."""
     out: dict[str, list[list[float]]] = {}
     for field, _ in CURVES:
-        points = [[row.get("step"), row.get("tokens"), row[field]] for row in rows
-                  if isinstance(row.get(field), (int, float))]
+        points = [
+            [row.get("step"), row.get("tokens"), row[field]]
+            for row in rows
+            if isinstance(row.get(field), (int, float))
+        ]
         if points:
             out[field] = points
     return out
@@ -50,7 +58,9 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def hyperparameter_diff(params: list[dict[str, Any]], only_different: bool = True) -> list[tuple[str, list[str]]]:
+def hyperparameter_diff(
+    params: list[dict[str, Any]], only_different: bool = True
+) -> list[tuple[str, list[str]]]:
     """Rows (field, [value per run]) of the runs' flattened hash_attrs; only fields that differ unless asked."""
     flat = [flatten(p) for p in params]
     fields = sorted(set().union(*flat)) if flat else []

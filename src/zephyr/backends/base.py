@@ -33,11 +33,13 @@ class Backend(abc.ABC):
         A task whose worker died yields a result with a retryable failure rather than an exception.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a backend without workers has nothing to stop)
         """Stop workers and cancel whatever still runs."""
 
 
-def run_stage(backend: Backend, tasks: list[ShardTask], max_retries: int, progress: StageProgress) -> list[ShardResult]:
+def run_stage(
+    backend: Backend, tasks: list[ShardTask], max_retries: int, progress: StageProgress
+) -> list[ShardResult]:
     """Run every task, re-running failed attempts up to `max_retries` times; results in task order.
 
     A task that still fails (or fails in a way retrying cannot fix, such as a malformed record
@@ -65,7 +67,11 @@ def run_stage(backend: Backend, tasks: list[ShardTask], max_retries: int, progre
             if failure.retryable and attempts[i] <= max_retries:
                 logger.warning(
                     "zephyr: stage %d shard %d attempt %d failed (%s: %s); retrying",
-                    task.stage, task.shard, attempts[i], failure.error_type, failure.message.partition("\n")[0],
+                    task.stage,
+                    task.shard,
+                    attempts[i],
+                    failure.error_type,
+                    failure.message.partition("\n")[0],
                 )
                 pending.append(i)
                 continue

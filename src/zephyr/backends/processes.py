@@ -47,8 +47,9 @@ def _worker_main(conn: Connection) -> None:
         try:
             data = pickle.dumps(result, protocol=5)
         except Exception as e:
-            unpicklable = TaskFailure(type(e).__name__, f"the shard's result cannot be pickled: {e}", None, None,
-                                      retryable=False)
+            unpicklable = TaskFailure(
+                type(e).__name__, f"the shard's result cannot be pickled: {e}", None, None, retryable=False
+            )
             data = pickle.dumps(ShardResult(result.stage, result.shard, failure=unpicklable), protocol=5)
         conn.send_bytes(data)
 
@@ -147,8 +148,10 @@ class ProcessBackend(Backend):
         self._workers.remove(worker)
         code = worker.process.exitcode
         failure = TaskFailure(
-            "WorkerDied", f"worker process {worker.process.pid} exited with code {code} while running the shard",
-            None, None,
+            "WorkerDied",
+            f"worker process {worker.process.pid} exited with code {code} while running the shard",
+            None,
+            None,
         )
         return ShardResult(-1, -1, failure=failure)
 

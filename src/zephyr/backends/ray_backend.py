@@ -8,7 +8,6 @@ re-submits failed shards the same way on every backend.
 from __future__ import annotations
 
 from fray.cluster.ray_cluster import connect_ray
-
 from zephyr.backends.base import Backend
 from zephyr.worker import ShardResult, TaskFailure, run_payload
 
@@ -39,7 +38,9 @@ class RayBackend(Backend):
             try:
                 result = self._ray.get(ref)
             except self._ray.exceptions.RayError as e:  # the worker died or the task was lost
-                result = ShardResult(-1, -1, failure=TaskFailure(type(e).__name__, str(e).partition("\n")[0], None, None))
+                result = ShardResult(
+                    -1, -1, failure=TaskFailure(type(e).__name__, str(e).partition("\n")[0], None, None)
+                )
             finished.append((task_id, result))
         return finished
 

@@ -15,10 +15,14 @@ def _documents(config: SourceConfig) -> list[str]:
 
 
 def test_save_to_disk_folder_reads_the_requested_split_with_exact_sample_count(tmp_path):
-    train = datasets.Dataset.from_dict({"text": [f"train story {i}" for i in range(30)], "n": list(range(30))})
+    train = datasets.Dataset.from_dict(
+        {"text": [f"train story {i}" for i in range(30)], "n": list(range(30))}
+    )
     valid = datasets.Dataset.from_dict({"text": ["valid story"], "n": [0]})
     datasets.DatasetDict({"train": train, "validation": valid}).save_to_disk(str(tmp_path / "ds"))
-    assert _documents(SourceConfig(source=str(tmp_path / "ds"), sample_count=12)) == [f"train story {i}" for i in range(12)]
+    assert _documents(SourceConfig(source=str(tmp_path / "ds"), sample_count=12)) == [
+        f"train story {i}" for i in range(12)
+    ]
     assert _documents(SourceConfig(source=str(tmp_path / "ds"), split="validation")) == ["valid story"]
 
 

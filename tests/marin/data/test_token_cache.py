@@ -29,12 +29,26 @@ def _write_cache(root: str, docs_per_shard: list[list[list[int]]], vocab_size: i
             w = ShardWriter(root, split, index, dtype)
             if split_docs:
                 flat = np.concatenate([np.asarray(d) for d in split_docs])
-                w.add(flat, np.array([len(d) for d in split_docs]), np.array([10 * len(d) for d in split_docs]))
+                w.add(
+                    flat, np.array([len(d) for d in split_docs]), np.array([10 * len(d) for d in split_docs])
+                )
             summaries[split] = w.publish().to_json()
         outcomes.append({"index": index, "splits": summaries, "bad_records": 0, "bad_examples": []})
-    tokenizer = {"vocab_size": vocab_size, "eos_id": 0, "bos_id": None, "tokenizer_fingerprint": "sha256:test"}
-    ledger = build_ledger(outcomes, dtype=dtype.str, tokenizer=tokenizer, source={"kind": "test"},
-                          sample_count=None, validation_fraction=0.0, bad_records_policy="fail")
+    tokenizer = {
+        "vocab_size": vocab_size,
+        "eos_id": 0,
+        "bos_id": None,
+        "tokenizer_fingerprint": "sha256:test",
+    }
+    ledger = build_ledger(
+        outcomes,
+        dtype=dtype.str,
+        tokenizer=tokenizer,
+        source={"kind": "test"},
+        sample_count=None,
+        validation_fraction=0.0,
+        bad_records_policy="fail",
+    )
     write_ledger(root, ledger)
     return [d for docs in docs_per_shard for d in docs]
 
@@ -46,7 +60,13 @@ def _random_docs(rng: np.random.Generator, n: int, vocab: int) -> list[list[int]
 @pytest.mark.parametrize("vocab_size", [1000, 100_000])
 def test_reader_returns_every_document_and_window_across_shards(tmp_path, vocab_size):
     rng = np.random.default_rng(0)
-    shards = [_random_docs(rng, 7, vocab_size), [], _random_docs(rng, 1, vocab_size), [], _random_docs(rng, 12, vocab_size)]
+    shards = [
+        _random_docs(rng, 7, vocab_size),
+        [],
+        _random_docs(rng, 1, vocab_size),
+        [],
+        _random_docs(rng, 12, vocab_size),
+    ]
     docs = _write_cache(str(tmp_path), shards, vocab_size)
     cache = TokenCache.open(str(tmp_path))
     train = cache.split("train")
@@ -91,7 +111,11 @@ def test_unpublished_shard_leaves_only_temporary_files_which_the_next_writer_rem
     w2 = ShardWriter(str(tmp_path), "train", 0, np.dtype("<u2"))  # a rerun after a crash
     w2.add(np.array([7, 0]), np.array([2]), np.array([1]))
     w2.publish()
-    assert sorted(os.listdir(tmp_path / "train")) == ["part-00000.bytes", "part-00000.offsets", "part-00000.tokens"]
+    assert sorted(os.listdir(tmp_path / "train")) == [
+        "part-00000.bytes",
+        "part-00000.offsets",
+        "part-00000.tokens",
+    ]
     assert np.fromfile(tmp_path / "train" / "part-00000.offsets", "<i8").tolist() == [0, 2]
     w.abort()
 

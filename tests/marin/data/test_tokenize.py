@@ -35,10 +35,17 @@ def _write_jsonl(folder: Path, files: int, docs_per_file: int, extra: list[str] 
 
 
 def _config(folder: Path, tokenizer: str, backend: str = "sync", **kw) -> TokenizeConfig:
-    source = SourceConfig(paths=(str(folder / "*.jsonl"),), **{k: kw.pop(k) for k in ("sample_count", "bad_records") if k in kw})
+    source = SourceConfig(
+        paths=(str(folder / "*.jsonl"),), **{k: kw.pop(k) for k in ("sample_count", "bad_records") if k in kw}
+    )
     zephyr = ZephyrConfig(backend=backend, num_workers=2, quiet=True)
-    return TokenizeConfig(input=source, tokenizer=tokenizer, validation_fraction=kw.pop("validation_fraction", 0.2),
-                          zephyr=zephyr, **kw)
+    return TokenizeConfig(
+        input=source,
+        tokenizer=tokenizer,
+        validation_fraction=kw.pop("validation_fraction", 0.2),
+        zephyr=zephyr,
+        **kw,
+    )
 
 
 def _tree_bytes(root: Path) -> dict[str, bytes]:
@@ -58,7 +65,9 @@ def _decoded(cache: TokenCache, split: str) -> list[str]:
 
 def test_decoding_the_cache_gives_back_every_document(tmp_path, tiny_tokenizer_dir):
     texts = _write_jsonl(tmp_path / "in", files=2, docs_per_file=60, extra=ODD)
-    summary = run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, max_chunk_chars=200), str(tmp_path / "out"))
+    summary = run_tokenize(
+        _config(tmp_path / "in", tiny_tokenizer_dir, max_chunk_chars=200), str(tmp_path / "out")
+    )
     cache = TokenCache.open(str(tmp_path / "out"))
     train, valid = _decoded(cache, "train"), _decoded(cache, "validation")
     assert sorted(train + valid) == sorted(texts)
@@ -68,7 +77,9 @@ def test_decoding_the_cache_gives_back_every_document(tmp_path, tiny_tokenizer_d
     for split in ("train", "validation"):
         data = cache.split(split)
         decoded = train if split == "train" else valid
-        assert [data.document_bytes(i) for i in range(data.num_documents)] == [len(t.encode()) for t in decoded]
+        assert [data.document_bytes(i) for i in range(data.num_documents)] == [
+            len(t.encode()) for t in decoded
+        ]
     ledger = cache.ledger
     assert ledger["tokenizer_fingerprint"].startswith("sha256:") and ledger["eos_policy"] == "append"
     assert ledger["dtype"] == "<u2" and ledger["source"]["kind"] == "files"
@@ -96,7 +107,9 @@ def test_reruns_and_backends_write_identical_bytes(tmp_path, tiny_tokenizer_dir)
 @pytest.mark.parametrize("count", [1, 79, 80, 81, 200])
 def test_sample_count_is_exact(tmp_path, tiny_tokenizer_dir, count):
     _write_jsonl(tmp_path / "in", files=3, docs_per_file=80)
-    summary = run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, sample_count=count), str(tmp_path / "out"))
+    summary = run_tokenize(
+        _config(tmp_path / "in", tiny_tokenizer_dir, sample_count=count), str(tmp_path / "out")
+    )
     cache = TokenCache.open(str(tmp_path / "out"))
     assert sum(summary["documents"].values()) == count
     assert cache.ledger["sample_count"] == count
@@ -107,7 +120,7 @@ def test_malformed_line_stops_the_step_with_file_and_line(tmp_path, tiny_tokeniz
     _write_jsonl(tmp_path / "in", files=1, docs_per_file=5)
     with open(tmp_path / "in" / "part-0.jsonl", "a") as f:
         f.write('{"text": "fine"}\n{"text": truncated\n')
-    with pytest.raises(Exception, match=rf"part-0.jsonl:7"):
+    with pytest.raises(Exception, match=r"part-0.jsonl:7"):
         run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir), str(tmp_path / "out"))
     assert not (tmp_path / "out" / "ledger.json").exists()
 
@@ -116,7 +129,9 @@ def test_skip_policy_counts_malformed_lines_in_the_ledger(tmp_path, tiny_tokeniz
     _write_jsonl(tmp_path / "in", files=1, docs_per_file=5)
     with open(tmp_path / "in" / "part-0.jsonl", "a") as f:
         f.write('{"text": truncated\n{"title": "no text"}\n{"text": "last"}\n')
-    summary = run_tokenize(_config(tmp_path / "in", tiny_tokenizer_dir, bad_records="skip"), str(tmp_path / "out"))
+    summary = run_tokenize(
+        _config(tmp_path / "in", tiny_tokenizer_dir, bad_records="skip"), str(tmp_path / "out")
+    )
     ledger = TokenCache.open(str(tmp_path / "out")).ledger
     assert summary["bad_records"] == ledger["bad_records"] == 2
     assert ledger["bad_examples"][0].startswith(f"{tmp_path / 'in' / 'part-0.jsonl'}:6")
@@ -138,7 +153,9 @@ run_tokenize(config, out)
 def test_run_killed_mid_tokenization_resumes_to_the_same_bytes(tmp_path, tiny_tokenizer_dir):
     _write_jsonl(tmp_path / "in", files=8, docs_per_file=400)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(tmp_path / "in"), tiny_tokenizer_dir, str(killed)])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE, str(tmp_path / "in"), tiny_tokenizer_dir, str(killed)]
+    )
     deadline = time.monotonic() + 120
     while not (killed / "shards" / "part-00001.json").exists():
         assert proc.poll() is None, "the tokenize subprocess ended before it could be killed"
@@ -160,14 +177,24 @@ def test_run_killed_mid_tokenization_resumes_to_the_same_bytes(tmp_path, tiny_to
 
 
 def test_embedded_source_tokenizes_offline(tmp_path, tiny_tokenizer_dir):
-    config = TokenizeConfig(SourceConfig(source=EMBEDDED_SOURCE, sample_count=300), tokenizer=tiny_tokenizer_dir,
-                            validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync", quiet=True))
+    config = TokenizeConfig(
+        SourceConfig(source=EMBEDDED_SOURCE, sample_count=300),
+        tokenizer=tiny_tokenizer_dir,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
     summary = run_tokenize(config, str(tmp_path / "out"))
     cache = TokenCache.open(str(tmp_path / "out"))
     assert sum(summary["documents"].values()) == 300
     assert sorted(_decoded(cache, "train") + _decoded(cache, "validation")) == sorted(stories(0, 300))
-    assert cache.ledger["source"] == {"kind": "embedded", "name": EMBEDDED_SOURCE, "size": 50_000, "text_key": "text",
-                                      "sample_count": 300, "bad_records": "fail"}
+    assert cache.ledger["source"] == {
+        "kind": "embedded",
+        "name": EMBEDDED_SOURCE,
+        "size": 50_000,
+        "text_key": "text",
+        "sample_count": 300,
+        "bad_records": "fail",
+    }
 
 
 def test_ray_backend_writes_the_same_bytes_as_sync(tmp_path, tiny_tokenizer_dir, ray_nodes):

@@ -27,7 +27,9 @@ def test_step_without_success_is_unfinished(tmp_path, tiny_export, state):
     shutil.copytree(tiny_export, tmp_path / "hf")
     if state:
         _mark(tmp_path, state)
-    with pytest.raises(CheckpointNotReadyError, match=f"model step '{STEP}' is unfinished.*{state or 'missing'}"):
+    with pytest.raises(
+        CheckpointNotReadyError, match=f"model step '{STEP}' is unfinished.*{state or 'missing'}"
+    ):
         find_hf_export(STEP, str(tmp_path))
 
 

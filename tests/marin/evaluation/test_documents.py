@@ -38,7 +38,10 @@ def test_compressed_jsonl_reads_the_same_as_plain_with_domains(tmp_path):
     for name in ("d.jsonl", "d.jsonl.gz", "d.jsonl.zst"):
         docs = read_text_dataset(TextDataset("ds", (str(tmp_path / name),), domain_field="tag"))
         assert [(d.text, d.domain, d.num_bytes) for d in docs] == [
-            ("a cat", "ds/pets", 5), ("a dog", "ds", 5), ("rain", "ds/weather", 4)]
+            ("a cat", "ds/pets", 5),
+            ("a dog", "ds", 5),
+            ("rain", "ds/weather", 4),
+        ]
         assert [d.text for d in docs] == _data_reader(tmp_path / name)
 
 

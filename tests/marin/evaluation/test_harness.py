@@ -52,7 +52,9 @@ def test_harness_per_sample_outputs_are_saved_one_file_per_task(tiny_export, sto
     tasks_dir = write_own_tasks(str(tmp_path / "harness"), stories, num_items=5)
     run_harness(tiny_export, OWN_TASKS, tasks_dir, batch_size=4, samples_dir=str(tmp_path / "samples"))
 
-    assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == [f"{t}.jsonl" for t in sorted(OWN_TASKS)]
+    assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == [
+        f"{t}.jsonl" for t in sorted(OWN_TASKS)
+    ]
     rolling = [json.loads(line) for line in (tmp_path / "samples" / "marin_text_perplexity.jsonl").open()]
     assert [r["doc_id"] for r in rolling] == list(range(5))
     assert rolling[0]["doc"]["text"] == stories[0] and rolling[0]["arguments"] == [[stories[0]]]
@@ -61,12 +63,30 @@ def test_harness_per_sample_outputs_are_saved_one_file_per_task(tiny_export, sto
 
 
 def test_saved_harness_samples_are_bounded_in_count_and_text(tmp_path):
-    rows = [{"doc_id": i, "doc": {"text": "x" * 50}, "target": "y", "arguments": [("x" * 50,)], "resps": [[-1.0]],
-             "filtered_resps": [-1.0], "metrics": ["acc"], "acc": 1.0, "doc_hash": "h"} for i in range(5)]
+    rows = [
+        {
+            "doc_id": i,
+            "doc": {"text": "x" * 50},
+            "target": "y",
+            "arguments": [("x" * 50,)],
+            "resps": [[-1.0]],
+            "filtered_resps": [-1.0],
+            "metrics": ["acc"],
+            "acc": 1.0,
+            "doc_hash": "h",
+        }
+        for i in range(5)
+    ]
     files = write_samples(str(tmp_path), {"group/task": rows}, per_task=2, text_chars=10)
 
     assert files == {"group/task": "group_task.jsonl"}
     saved = [json.loads(line) for line in (tmp_path / "group_task.jsonl").open()]
     assert [r["doc_id"] for r in saved] == [0, 1]
-    assert saved[0] == {"doc_id": 0, "doc": {"text": "x" * 10 + "…"}, "target": "y", "arguments": [["x" * 10 + "…"]],
-                        "response": [-1.0], "metrics": {"acc": 1.0}}
+    assert saved[0] == {
+        "doc_id": 0,
+        "doc": {"text": "x" * 10 + "…"},
+        "target": "y",
+        "arguments": [["x" * 10 + "…"]],
+        "response": [-1.0],
+        "metrics": {"acc": 1.0},
+    }

@@ -40,11 +40,18 @@ def test_bits_per_byte_equals_harness_loglikelihood_rolling(tiny_export, stories
     lengths = [len(loaded.tokenizer.encode(s, add_special_tokens=False)) for s in stories]
     assert max(lengths) > loaded.max_length  # the rolling windows really roll
 
-    ours = summarize(score_documents(loaded.model, loaded.tokenizer, _docs("stories", stories), loaded.max_length))
+    ours = summarize(
+        score_documents(loaded.model, loaded.tokenizer, _docs("stories", stories), loaded.max_length)
+    )
 
     # The harness does its own tokenization and windowing; it is only told our document-start token.
-    harness = HFLM(pretrained=tiny_export, device="cpu", dtype="float32", batch_size=4,
-                   prefix_token_id=prefix_token_id(loaded.tokenizer))
+    harness = HFLM(
+        pretrained=tiny_export,
+        device="cpu",
+        dtype="float32",
+        batch_size=4,
+        prefix_token_id=prefix_token_id(loaded.tokenizer),
+    )
     requests = [Instance("loglikelihood_rolling", {}, (s,), i) for i, s in enumerate(stories)]
     loglikelihoods = harness.loglikelihood_rolling(requests, disable_tqdm=True)
     harness_bpb = -sum(loglikelihoods) / math.log(2) / sum(len(s.encode("utf-8")) for s in stories)

@@ -17,9 +17,15 @@ def test_greedy_continuation_equals_transformers_generate(tiny_export):
     assert [r["mode"] for r in records] == ["greedy", "greedy"]
     for record, prompt in zip(records, PROMPTS, strict=True):
         ids = torch.tensor([loaded.tokenizer.encode(prompt, add_special_tokens=False)])
-        out = loaded.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12,
-                                    eos_token_id=loaded.tokenizer.eos_token_id, pad_token_id=loaded.tokenizer.eos_token_id)
-        expected = [t for t in out[0, ids.shape[1]:].tolist() if t != loaded.tokenizer.eos_token_id]
+        out = loaded.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=12,
+            eos_token_id=loaded.tokenizer.eos_token_id,
+            pad_token_id=loaded.tokenizer.eos_token_id,
+        )
+        expected = [t for t in out[0, ids.shape[1] :].tolist() if t != loaded.tokenizer.eos_token_id]
         assert record["text"] == loaded.tokenizer.decode(expected)
 
 
@@ -35,9 +41,18 @@ def test_samples_are_reproducible_per_seed_and_differ_across_seeds(tiny_export):
 
 def test_top_p_near_zero_keeps_only_the_most_likely_token(tiny_export):
     loaded = load_hf_model(tiny_export)
-    greedy = generate_samples(loaded.model, loaded.tokenizer, PROMPTS[:1],
-                              SamplingConfig(max_new_tokens=10, num_samples=0), loaded.max_length)
-    narrow = generate_samples(loaded.model, loaded.tokenizer, PROMPTS[:1],
-                              SamplingConfig(max_new_tokens=10, temperature=1.5, top_p=1e-9, num_samples=2),
-                              loaded.max_length)
+    greedy = generate_samples(
+        loaded.model,
+        loaded.tokenizer,
+        PROMPTS[:1],
+        SamplingConfig(max_new_tokens=10, num_samples=0),
+        loaded.max_length,
+    )
+    narrow = generate_samples(
+        loaded.model,
+        loaded.tokenizer,
+        PROMPTS[:1],
+        SamplingConfig(max_new_tokens=10, temperature=1.5, top_p=1e-9, num_samples=2),
+        loaded.max_length,
+    )
     assert {r["text"] for r in narrow} == {greedy[0]["text"]}

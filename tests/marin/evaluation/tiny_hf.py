@@ -22,11 +22,19 @@ def build_tiny_export(out_dir: Path, context: int = 48, seed: int = 0) -> Path:
 
     train_byte_level_bpe(stories(0, 300), 400, str(out_dir))
     tokenizer = AutoTokenizer.from_pretrained(out_dir)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id,
-                         initializer_range=0.2)  # far from uniform, so scores really differ per token
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        initializer_range=0.2,
+    )  # far from uniform, so scores really differ per token
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(out_dir)
     return out_dir

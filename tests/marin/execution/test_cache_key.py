@@ -13,7 +13,6 @@ from marin.execution.cache_key import code_fingerprint, diff_key_records, key_of
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
-
 _counter = itertools.count()
 _module_dir = Path(tempfile.mkdtemp(prefix="marin-keys-"))
 atexit.register(shutil.rmtree, _module_dir, True)
@@ -60,7 +59,9 @@ def _write(path, value):
 
 
 def test_partial_fingerprint_includes_json_bound_args_only():
-    assert code_fingerprint(functools.partial(_write, value=1)) != code_fingerprint(functools.partial(_write, value=2))
+    assert code_fingerprint(functools.partial(_write, value=1)) != code_fingerprint(
+        functools.partial(_write, value=2)
+    )
     # Non-JSON bound arguments are left to hash_attrs: the fingerprint is the function's.
     assert code_fingerprint(functools.partial(_write, value=object())) == code_fingerprint(_write)
 
@@ -234,7 +235,7 @@ def test_a_global_read_by_a_called_helper_changes_the_key_within_and_across_plan
     before = [runner.plan(steps).of(s).key for s in steps]
     module.SCALE = 3
     after = [runner.plan(steps).of(s).key for s in steps]
-    assert all(a != b for a, b in zip(before, after))
+    assert all(a != b for a, b in zip(before, after, strict=False))
     assert code_fingerprint(module.make("x")) != code_fingerprint(module.make("y"))
 
 

@@ -18,7 +18,7 @@ from marin.execution.explain import list_outputs
 # A DAG script run as a separate process. Every execution of a step appends its name to COUNTER.
 # A step named in HANG writes a partial file, signals STARTED, then sleeps HANG_S seconds before
 # finishing; env vars are not part of any key, so a rerun without them is the same step.
-DAG_SCRIPT = textwrap.dedent('''
+DAG_SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
@@ -57,7 +57,7 @@ DAG_SCRIPT = textwrap.dedent('''
             print(json.dumps(runner.plan(build(layers, width)).to_json()))
         else:
             runner.run(build(layers, width), force_run_failed=bool(os.environ.get("FORCE_RUN_FAILED")))
-''')
+""")
 
 
 @pytest.fixture
@@ -69,11 +69,20 @@ def dag(tmp_path):
     started = tmp_path / "started"
 
     def start(new_session=False, **env):
-        full_env = {**os.environ, "COUNTER": str(counter), "STARTED": str(started),
-                    **{k: str(v) for k, v in env.items()}}
-        return subprocess.Popen([sys.executable, str(script), str(prefix)], env=full_env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=new_session)
+        full_env = {
+            **os.environ,
+            "COUNTER": str(counter),
+            "STARTED": str(started),
+            **{k: str(v) for k, v in env.items()},
+        }
+        return subprocess.Popen(
+            [sys.executable, str(script), str(prefix)],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
+        )
 
     def executions(pids=False):
         """The steps executed so far, in order (with the pid of the process that ran each, if `pids`)."""
@@ -134,21 +143,32 @@ def test_kill_9_mid_step_then_rerun_reruns_cleanly(dag):
     assert _listing(hung) == [".executor_lease.0", ".executor_status", "part-0.txt"]
     # Finished before the kill: started *and* recorded SUCCESS (a step beside s1x0 may have started
     # and been killed before its SUCCESS, and is then rightly run again).
-    done_before = {name for name in executions()
-                   if name != "s1x0" and (_status(output(name)) or {}).get("state") == "SUCCESS"}
+    done_before = {
+        name
+        for name in executions()
+        if name != "s1x0" and (_status(output(name)) or {}).get("state") == "SUCCESS"
+    }
     assert done_before  # s1x0's dependencies at least
     planned = start.plan()
     assert planned["s1x0"]["state"] == "run: retry" and "interrupted" in planned["s1x0"]["reason"]
     assert all(planned[name]["state"] == "cached" for name in done_before)
     (row,) = [r for r in list_outputs(str(hung.parent)) if r.path == str(hung)]
     assert row.state == "INTERRUPTED" and "died" in row.detail  # `marin status` shows the dead attempt
-    (hung / "leftover.txt").write_text("what the killed attempt wrote")  # a step that is not resumable: cleared
+    (hung / "leftover.txt").write_text(
+        "what the killed attempt wrote"
+    )  # a step that is not resumable: cleared
 
     _finish(start())  # same DAG, nothing hangs; the dead holder's lease is taken over at once
     status = _status(hung)
     assert status["state"] == "SUCCESS"
     assert [e["state"] for e in status["events"]] == ["RUNNING", "RUNNING", "SUCCESS"]
-    assert _listing(hung) == [".artifact.json", ".executor_info", ".executor_status", "part-0.txt", "part-1.txt"]
+    assert _listing(hung) == [
+        ".artifact.json",
+        ".executor_info",
+        ".executor_status",
+        "part-0.txt",
+        "part-1.txt",
+    ]
     manifest = json.loads((hung / ".artifact.json").read_text())["files"]
     assert [f["path"] for f in manifest] == ["part-0.txt", "part-1.txt"]
     # Steps that had finished before the kill were not run again.
@@ -245,5 +265,8 @@ def test_a_stalled_runner_that_lost_its_lease_kills_its_step_as_soon_as_it_wakes
     assert (out / "part-1.txt").read_text() == f"second half by {taker_step_pid}"  # ...and never finished
     status = _status(out)
     assert [(e["state"], e["pid"]) for e in status["events"]] == [
-        ("RUNNING", holder.pid), ("RUNNING", taker.pid), ("SUCCESS", taker.pid)]  # the holder recorded nothing
+        ("RUNNING", holder.pid),
+        ("RUNNING", taker.pid),
+        ("SUCCESS", taker.pid),
+    ]  # the holder recorded nothing
     assert executions() == ["s0x0", "s0x0"]

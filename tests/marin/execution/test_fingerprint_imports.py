@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-CURATE = '''
+CURATE = """
 from marin.execution.step_spec import StepSpec
 from zephyr import Dataset
 from zephyr.step import zephyr_step
@@ -31,7 +31,7 @@ def build(context):
 
 curated = StepSpec(name="curated", fn=curate_fn, hash_attrs={"lr": 1.0})
 pipeline = zephyr_step("pipeline", build)
-'''
+"""
 
 PRINT_KEYS = """
 import json, sys
@@ -45,8 +45,14 @@ print(json.dumps({s.name: [s.key, s.state] for s in plan.steps}))
 def _plan_via_import(root, sys_path, module, prefix):
     """{step name: [key, state]} as planned by a fresh interpreter that imports the steps as `module`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(sys_path), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", PRINT_KEYS, module, str(prefix)], env=env, cwd=root,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PRINT_KEYS, module, str(prefix)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -70,8 +76,20 @@ def test_one_step_has_one_key_under_every_import_name(tmp_path):
     as_top_level = _keys_via_import(tmp_path, package, "curate", prefix)
     as_package_module = _keys_via_import(tmp_path, tmp_path, "experiments.curate", prefix)
     planned = subprocess.run(
-        [sys.executable, "-m", "marin.cli", "plan", str(package / "curate.py"), "--prefix", str(prefix), "--json"],
-        cwd=tmp_path, capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "marin.cli",
+            "plan",
+            str(package / "curate.py"),
+            "--prefix",
+            str(prefix),
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     under_marin = {s["name"]: s["key"] for s in json.loads(planned)["steps"]}
 
@@ -93,12 +111,18 @@ def test_a_changed_json_global_changes_the_key_under_every_import_name(tmp_path)
     assert changed_helper_global["pipeline"] != before["pipeline"]
 
 
-
 def test_steps_run_by_marin_run_are_cached_when_imported_elsewhere(tmp_path):
     package = _experiment_package(tmp_path)
     prefix = tmp_path / "outputs"
-    subprocess.run([sys.executable, "-m", "marin.cli", "run", str(package / "curate.py"), "--prefix", str(prefix)],
-                   cwd=tmp_path, capture_output=True, text=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "marin.cli", "run", str(package / "curate.py"), "--prefix", str(prefix)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     for sys_path, module in ((package, "curate"), (tmp_path, "experiments.curate")):
-        states = {name: state for name, (_, state) in _plan_via_import(tmp_path, sys_path, module, prefix).items()}
+        states = {
+            name: state for name, (_, state) in _plan_via_import(tmp_path, sys_path, module, prefix).items()
+        }
         assert states == {"curated": "cached", "pipeline": "cached"}

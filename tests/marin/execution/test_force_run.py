@@ -12,7 +12,7 @@ import time
 # A runner process with one resumable step that writes three atomic units, skipping those it finds,
 # and returns the units it found. MODE=hang stops it after the first unit, MODE=fail fails it there.
 # `python script.py PREFIX (run|plan) [force_run] [force_run_failed]`.
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     from fray.cluster import ThreadCluster
@@ -42,15 +42,20 @@ SCRIPT = textwrap.dedent('''
                                      force_run_failed="force_run_failed" in flags).of(step).to_json()))
     else:
         runner.run([step], force_run=force_run, force_run_failed="force_run_failed" in flags)
-''')
+""")
 
 
 def _runner(tmp_path, *args, mode="", wait=True):
     script = tmp_path / "units.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "MODE": mode, "STARTED": str(tmp_path / "started")}
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "prefix"), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "prefix"), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if not wait:
         return proc
     out, err = proc.communicate(timeout=120)

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from fray.cluster import ThreadCluster
-
 from marin.execution.gc import collect
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
@@ -25,6 +24,7 @@ def _run(prefix, *steps):
 def _writer(text):
     def fn(path):
         Path(path, "data.txt").write_text(text)
+
     return fn
 
 
@@ -35,13 +35,21 @@ def _chain(a_value):
 
 
 def _marin(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "marin.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "MARIN_PREFIX": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "marin.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MARIN_PREFIX": ""},
+    )
 
 
 def test_a_live_output_named_like_a_superseded_copy_survives_gc(tmp_path):
     prefix = tmp_path / "prefix"
-    release = StepSpec(name="release", fn=_writer("v1 weights"), output_path="models/release.superseded-by-v2-2024")
+    release = StepSpec(
+        name="release", fn=_writer("v1 weights"), output_path="models/release.superseded-by-v2-2024"
+    )
     _run(prefix, release)
     fake = prefix / "models" / "old.superseded-abcdef12-1700000000"  # made by hand, no record of being moved
     fake.mkdir()
@@ -57,7 +65,10 @@ def test_a_live_output_named_like_a_superseded_copy_survives_gc(tmp_path):
 def test_gc_deletes_moved_aside_copies_only_with_yes_and_prints_the_bytes(tmp_path):
     prefix = tmp_path / "prefix"
     for value in ("1", "2"):  # a new key at a fixed path: the first output is moved aside
-        _run(prefix, StepSpec(name="fixed", fn=_writer(value * 1000), hash_attrs={"v": value}, output_path="fixed"))
+        _run(
+            prefix,
+            StepSpec(name="fixed", fn=_writer(value * 1000), hash_attrs={"v": value}, output_path="fixed"),
+        )
     aside = [p for p in prefix.iterdir() if p != prefix / "fixed"]
     assert len(aside) == 1 and (aside[0] / "data.txt").read_text() == "1" * 1000
     record = json.loads((aside[0] / ".marin_aside").read_text())
@@ -109,28 +120,41 @@ def test_gc_never_deletes_an_output_whose_status_it_cannot_read(tmp_path):
     (old / ".executor_status").write_bytes(b"garbled{")
     report = collect(str(prefix), delete=True)
     assert report.garbage == []
-    assert (old, ) == tuple(Path(p) for p, why in report.kept if "unreadable status" in why)
+    assert (old,) == tuple(Path(p) for p, why in report.kept if "unreadable status" in why)
     assert (old / "data.txt").exists()
 
 
 def _documented_gc_commands() -> list[str]:
     text = DOCS.read_text()
-    section = text[text.index("## What marin will and will not delete"):]
+    section = text[text.index("## What marin will and will not delete") :]
     section = section[: section.index("\n## ", 1)]
     return re.findall(r"^(marin gc [^\n]+)$", section, flags=re.M)
 
 
 def test_the_gc_commands_in_the_docs_run_verbatim(tmp_path):
     commands = _documented_gc_commands()
-    assert commands == ["marin gc marin-outputs", "marin gc marin-outputs --keep-latest 2", "marin gc marin-outputs --yes"]
+    assert commands == [
+        "marin gc marin-outputs",
+        "marin gc marin-outputs --keep-latest 2",
+        "marin gc marin-outputs --yes",
+    ]
     prefix = tmp_path / "marin-outputs"
     a1, b1 = _chain("1")
     _run(prefix, b1)
     a2, b2 = _chain("2")
     _run(prefix, b2)
     for command in commands:
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=fresh_env(), capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=fresh_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, (command, done.stderr)
         assert "bytes" in done.stdout
-    assert sorted(p.name[:2] for p in prefix.iterdir()) == ["a-", "b-"]  # the `--yes` command deleted the old pair
+    assert sorted(p.name[:2] for p in prefix.iterdir()) == [
+        "a-",
+        "b-",
+    ]  # the `--yes` command deleted the old pair

@@ -10,5 +10,7 @@ def test_step_runner_import_pulls_in_no_heavy_libraries():
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'ray', 'transformers', 'rich'})\n"
         "print(heavy)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
     assert done.stdout.strip() == "[]"

@@ -135,7 +135,9 @@ def test_fsspec_inputs_are_part_of_the_key(tmp_path):
 
     fs = fsspec.filesystem("memory")
     fs.pipe("/marin-inputs-test/raw/x.parquet", b"abc")
-    spec = StepSpec(name="remote", fn=_count_lines(None), inputs=("memory://marin-inputs-test/raw/*.parquet",))
+    spec = StepSpec(
+        name="remote", fn=_count_lines(None), inputs=("memory://marin-inputs-test/raw/*.parquet",)
+    )
     prefix = tmp_path / "out"
     _run(prefix, spec)
     assert _plan(prefix, spec).state == "cached"
@@ -150,8 +152,10 @@ def test_hub_inputs_unpinned_are_marked_and_a_pinned_revision_is_part_of_the_key
     planned = _plan(tmp_path, unpinned)
     assert planned.notes == ("unpinned: roneneldan/TinyStories",)
     assert "unpinned: roneneldan/TinyStories" in orjson.dumps(planned.to_json()).decode()
-    pinned = [StepSpec(name="hub", fn=_count_lines(None), inputs=(f"hf://datasets/roneneldan/TinyStories@{rev}",))
-              for rev in ("a" * 40, "b" * 40)]
+    pinned = [
+        StepSpec(name="hub", fn=_count_lines(None), inputs=(f"hf://datasets/roneneldan/TinyStories@{rev}",))
+        for rev in ("a" * 40, "b" * 40)
+    ]
     keys = [_plan(tmp_path, p).key for p in pinned]
     assert keys[0] != keys[1] and planned.key not in keys
     assert _plan(tmp_path, pinned[0]).notes == ()

@@ -8,13 +8,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.timeout(300)
 
-SLEEPER = textwrap.dedent('''
+SLEEPER = textwrap.dedent("""
     import time
     from pathlib import Path
     from marin.execution.step_spec import StepSpec
@@ -25,15 +24,20 @@ SLEEPER = textwrap.dedent('''
         Path(path, "finished").write_text("yes")
 
     sleeper = StepSpec(name="sleeper", fn=sleep, output_path="sleeper")
-''')
+""")
 
 
 def _start(tmp_path, *extra, own_group=False):
     (tmp_path / "exp.py").write_text(SLEEPER)
     stderr = open(tmp_path / "stderr.txt", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out"),
-                             *extra], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr,
-                            env={**os.environ, "MARIN_PREFIX": ""}, start_new_session=own_group)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out"), *extra],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env={**os.environ, "MARIN_PREFIX": ""},
+        start_new_session=own_group,
+    )
     started = tmp_path / "out" / "sleeper" / "started"
     deadline = time.monotonic() + 120
     while not started.exists():
@@ -61,8 +65,13 @@ def test_a_signal_cancels_the_running_step_and_records_it_interrupted(tmp_path, 
     log = (tmp_path / "out" / "sleeper" / ".executor_log").read_text()
     assert "interrupted" in log
 
-    planned = subprocess.run([sys.executable, "-m", "marin.cli", "plan", "exp.py", "--prefix", str(tmp_path / "out"),
-                              "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    planned = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "plan", "exp.py", "--prefix", str(tmp_path / "out"), "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(planned.stdout)["steps"][0]["state"] == "run: retry"
 
 
@@ -76,7 +85,9 @@ def test_ctrl_c_in_a_terminal_reaching_the_step_process_too_records_it_interrupt
 
 
 def test_a_second_ctrl_c_exits_at_once_when_a_step_cannot_be_stopped(tmp_path):
-    proc = _start(tmp_path, "--cluster", "thread")  # a thread cannot be killed: the first Ctrl-C cannot end it
+    proc = _start(
+        tmp_path, "--cluster", "thread"
+    )  # a thread cannot be killed: the first Ctrl-C cannot end it
     proc.send_signal(signal.SIGINT)
     deadline = time.monotonic() + 30
     while "interrupted by SIGINT" not in (tmp_path / "stderr.txt").read_text():

@@ -19,8 +19,16 @@ def _dead_pid() -> int:
 
 
 def _lease(path, *, machine, pid, heartbeat, host=HOST):
-    record = {"token": "t", "host": host, "machine": machine, "pid": pid, "pid_start": None, "step": "s",
-              "acquired": heartbeat, "heartbeat": heartbeat}
+    record = {
+        "token": "t",
+        "host": host,
+        "machine": machine,
+        "pid": pid,
+        "pid_start": None,
+        "step": "s",
+        "acquired": heartbeat,
+        "heartbeat": heartbeat,
+    }
     (path / ".executor_lease.0").write_bytes(orjson.dumps(record))
 
 
@@ -35,7 +43,9 @@ def test_the_lease_file_names_this_machine(tmp_path):
 def test_a_machine_with_the_same_hostname_does_not_steal_a_fresh_lease_by_pid(tmp_path):
     _lease(tmp_path, machine="another-machine", pid=_dead_pid(), heartbeat=time.time())
     holder = try_acquire(str(tmp_path), "s", timeout=60)
-    assert not isinstance(holder, Lease) and holder.machine == "another-machine"  # that pid is not ours to judge
+    assert (
+        not isinstance(holder, Lease) and holder.machine == "another-machine"
+    )  # that pid is not ours to judge
 
 
 def test_a_dead_pid_on_this_machine_frees_the_lease_at_once(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fray.cluster import ThreadCluster
 
+from fray.cluster import ThreadCluster
 from marin.execution import status as status_module
 from marin.execution import storage
 from marin.execution.errors import LeaseGivenUpError, StepFailedError
@@ -20,7 +20,7 @@ from marin.execution.status import Heartbeat, try_acquire
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
-RUN_ONE_STEP = textwrap.dedent('''
+RUN_ONE_STEP = textwrap.dedent("""
     import sys
     from pathlib import Path
     from fray.cluster import ThreadCluster
@@ -32,7 +32,7 @@ RUN_ONE_STEP = textwrap.dedent('''
 
     step = StepSpec(name="fixed", fn=work, output_path="fixed")
     StepRunner(prefix=sys.argv[1], cluster=ThreadCluster(), progress=False, lease_timeout=1).run([step])
-''')
+""")
 
 
 def test_an_empty_lease_file_goes_stale_after_the_timeout(tmp_path):
@@ -42,8 +42,12 @@ def test_an_empty_lease_file_goes_stale_after_the_timeout(tmp_path):
     lease = out / ".executor_lease.0"
     lease.write_bytes(b"")
     written = lease.stat().st_mtime
-    done = subprocess.run([sys.executable, "-c", RUN_ONE_STEP, str(tmp_path / "prefix")], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_ONE_STEP, str(tmp_path / "prefix")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads((out / ".executor_status").read_text())
     assert record["state"] == "SUCCESS"
@@ -90,7 +94,11 @@ def _failing_writes(monkeypatch, prefix, failures=None):
     failed = []
 
     def write_atomic(path, data):
-        if path.startswith(prefix) and "/.executor_lease." in path and (failures is None or len(failed) < failures):
+        if (
+            path.startswith(prefix)
+            and "/.executor_lease." in path
+            and (failures is None or len(failed) < failures)
+        ):
             failed.append(path)
             raise RuntimeError("the store refused the write")
         real_write(path, data)

@@ -15,16 +15,16 @@ import time
 import uuid
 
 import pytest
+from object_stores import conditional_create_missing, environment, gcs_server, s3_server
 
 from marin.execution import storage
-from object_stores import conditional_create_missing, environment, gcs_server, s3_server
 
 STORES = ["local", "s3", "gs"]
 
 # Every execution of a step appends its name to COUNTER (a local file); a step named in HANG writes
 # its first part, signals STARTED, then sleeps until killed. Outputs go through `storage`, so they land
 # in the bucket.
-DAG_SCRIPT = textwrap.dedent('''
+DAG_SCRIPT = textwrap.dedent("""
     import os, sys, time
     from marin.execution import storage
     from marin.execution.step_spec import StepSpec
@@ -57,7 +57,7 @@ DAG_SCRIPT = textwrap.dedent('''
         runner = StepRunner(prefix=sys.argv[1], max_concurrent=4, progress=False)
         steps = build(int(os.environ.get("LAYERS", "2")), int(os.environ.get("WIDTH", "2")))
         runner.run(steps)
-''')
+""")
 
 
 @pytest.fixture(scope="module", params=STORES)
@@ -86,9 +86,20 @@ def dag(store, tmp_path):
     counter, started = tmp_path / "counter.txt", tmp_path / "started"
 
     def start(**env):
-        full_env = {**os.environ, "COUNTER": str(counter), "STARTED": str(started), **{k: str(v) for k, v in env.items()}}
-        return subprocess.Popen([sys.executable, str(script), prefix], env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        full_env = {
+            **os.environ,
+            "COUNTER": str(counter),
+            "STARTED": str(started),
+            **{k: str(v) for k, v in env.items()},
+        }
+        return subprocess.Popen(
+            [sys.executable, str(script), prefix],
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def executions():
         return [line.split()[0] for line in counter.read_text().splitlines()] if counter.exists() else []
@@ -119,7 +130,9 @@ def _status(output):
 
 
 def _marin(*args):
-    done = subprocess.run([sys.executable, "-m", "marin.cli", *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "marin.cli", *args], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

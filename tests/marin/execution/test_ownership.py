@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from fray.cluster import ThreadCluster
 
+from fray.cluster import ThreadCluster
 from marin.execution.errors import DagError, StepDefinitionError, StepFailedError
 from marin.execution.plan import BLOCKED, CACHED, RUN_NEW, RUN_RETRY
 from marin.execution.step_runner import StepRunner
@@ -24,6 +24,7 @@ def _runner(prefix):
 def _write(name, text="made by the step"):
     def fn(path):
         Path(path, name).write_text(text)
+
     return fn
 
 
@@ -155,7 +156,9 @@ def test_adopt_takes_an_existing_folder_as_the_output_without_running_fn(tmp_pat
     data.mkdir(parents=True)
     (data / "part-0.jsonl").write_text('{"text": "hi"}\n')
     ran = []
-    step = StepSpec(name="corpus", fn=lambda path: ran.append(path), output_path="external/corpus", adopt=True)
+    step = StepSpec(
+        name="corpus", fn=lambda path: ran.append(path), output_path="external/corpus", adopt=True
+    )
 
     planned = _runner(prefix).plan([step]).steps[0]
     assert planned.state == RUN_NEW and planned.reason.startswith("adopt:")
@@ -201,8 +204,16 @@ def test_train_lm_and_evaluate_pass_adopt_to_their_step(tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"text": "a"}\n')
     data = tokenized(name="tokenized/c", tokenizer="gpt2", paths=[str(corpus)])
-    model = train_lm(name="m", model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2), optimizer=AdamConfig(), datasets={data: 1.0}, batch_size=2,
-                     seq_len=16, num_train_steps=1, adopt=True)
+    model = train_lm(
+        name="m",
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2),
+        optimizer=AdamConfig(),
+        datasets={data: 1.0},
+        batch_size=2,
+        seq_len=16,
+        num_train_steps=1,
+        adopt=True,
+    )
     assert lower(model).adopt is True
     assert lower(evaluate("e", model, prompts=["x"], adopt=True)).adopt is True
     assert lower(evaluate("e2", model, prompts=["x"])).adopt is False

@@ -148,7 +148,10 @@ def test_lazy_handles_that_depend_on_each_other_are_a_named_cycle(tmp_path):
         ({"name": "ok", "output_path": "a/../../b"}, "escapes the prefix"),
         ({"name": "ok", "output_path": "gs://bucket/x"}, "is absolute"),
         ({"name": "ok", "hash_attrs": {"when": object()}}, r"hash_attrs.when is a object"),
-        ({"name": "ok", "hash_attrs": {"nested": [1, {"bad": {1, 2}}]}}, r"hash_attrs.nested\[1\].bad is a set"),
+        (
+            {"name": "ok", "hash_attrs": {"nested": [1, {"bad": {1, 2}}]}},
+            r"hash_attrs.nested\[1\].bad is a set",
+        ),
     ],
 )
 def test_bad_step_definitions_name_the_step_and_field(kwargs, message):

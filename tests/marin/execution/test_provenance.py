@@ -29,8 +29,12 @@ EXPERIMENT = textwrap.dedent("""
 
 
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -59,7 +63,9 @@ def test_script_run_records_the_experiment_repository_beside_marins(tmp_path):
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     # Run from another directory: the experiment is found from __main__'s file, not the cwd.
-    subprocess.run([sys.executable, str(repo / "exp.py"), str(prefix)], cwd=elsewhere, check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(repo / "exp.py"), str(prefix)], cwd=elsewhere, check=True, timeout=120
+    )
     git = _info(prefix)["git"]
     assert git["commit"] == _marin_commit()
     assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": False}
@@ -70,23 +76,45 @@ def test_marin_run_records_the_imported_experiment_files_repository(tmp_path):
     (repo / "exp.py").write_text(EXPERIMENT + "\n# an uncommitted edit\n")
     prefix = tmp_path / "out"
     env = {**os.environ, "MARIN_PREFIX": ""}
-    subprocess.run([sys.executable, "-m", "marin.cli", "run", str(repo / "exp.py"), "--prefix", str(prefix)],
-                   cwd=tmp_path, env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "marin.cli", "run", str(repo / "exp.py"), "--prefix", str(prefix)],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     info = _info(prefix)
     git = info["git"]
     assert git["commit"] == _marin_commit()
     diff = _git(repo, "diff", "HEAD") + "\n"
-    assert git["experiment"] == {"directory": str(repo), "commit": commit, "dirty": True, "repository": str(repo),
-                                 "diff": diff, "diff_bytes": len(diff), "diff_truncated": False}
+    assert git["experiment"] == {
+        "directory": str(repo),
+        "commit": commit,
+        "dirty": True,
+        "repository": str(repo),
+        "diff": diff,
+        "diff_bytes": len(diff),
+        "diff_truncated": False,
+    }
     assert "+# an uncommitted edit" in diff
     exp_bytes = (repo / "exp.py").read_bytes()
-    assert info["experiment"] == {"file": str(repo / "exp.py"), "sha256": hashlib.sha256(exp_bytes).hexdigest()}
+    assert info["experiment"] == {
+        "file": str(repo / "exp.py"),
+        "sha256": hashlib.sha256(exp_bytes).hexdigest(),
+    }
     assert info["command_line"]["argv"][1:] == ["run", str(repo / "exp.py"), "--prefix", str(prefix)]
     assert info["command_line"]["cwd"] == str(tmp_path)
     distributions = info["environment"]["distributions"]
     assert distributions["marin"] and distributions["orjson"] == importlib.metadata.version("orjson")
-    shown = subprocess.run([sys.executable, "-m", "marin.cli", "info", str(next(prefix.glob("library-step-*")))],
-                           env=env, check=True, capture_output=True, text=True, timeout=120).stdout
+    shown = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "info", str(next(prefix.glob("library-step-*")))],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert f"exp git  {commit}  (dirty working tree)  in {repo}" in shown
 
 
@@ -94,32 +122,48 @@ def test_a_run_under_python_m_pytest_records_the_cwd_not_pytests_package(tmp_pat
     repo, commit = _experiment_repo(tmp_path)
     tests = repo / "tests"
     tests.mkdir()
-    (tests / "test_exp.py").write_text(textwrap.dedent("""
+    (tests / "test_exp.py").write_text(
+        textwrap.dedent("""
         import os
         from exp import library_step
         from marin.execution.step_runner import StepRunner
 
         def test_runs():
             StepRunner(prefix=os.environ["PREFIX"], progress=False).run([library_step])
-    """))
+    """)
+    )
     prefix = tmp_path / "out"
     env = {**os.environ, "PREFIX": str(prefix), "PYTHONPATH": str(repo)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_exp.py"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_exp.py"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert _info(prefix)["git"]["experiment"] == {"directory": str(repo), "commit": commit, "dirty": False}
 
 
 def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imported(tmp_path):
     repo, _ = _experiment_repo(tmp_path)
-    script = ("import sys\n"
-              "from marin.execution.artifact import experiment_directory\n"
-              "from marin.execution.discover import import_file\n"
-              "print(experiment_directory())\n"
-              "import_file(sys.argv[1])\n"
-              "print(experiment_directory())\n")
-    done = subprocess.run([sys.executable, "-c", script, str(repo / "exp.py")], cwd=tmp_path, capture_output=True,
-                          text=True, check=True, timeout=120)
+    script = (
+        "import sys\n"
+        "from marin.execution.artifact import experiment_directory\n"
+        "from marin.execution.discover import import_file\n"
+        "print(experiment_directory())\n"
+        "import_file(sys.argv[1])\n"
+        "print(experiment_directory())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(repo / "exp.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     assert done.stdout.splitlines() == [str(tmp_path), str(repo)]
 
 

@@ -67,8 +67,12 @@ def test_marin_status_lists_a_fifo_status_as_unreadable_instead_of_hanging(tmp_p
     out = tmp_path / "prefix" / "step-abc"
     out.mkdir(parents=True)
     os.mkfifo(out / ".executor_status")
-    done = subprocess.run([sys.executable, "-m", "marin.cli", "status", str(tmp_path / "prefix"), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "status", str(tmp_path / "prefix"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [(Path(r["path"]).name, r["state"]) for r in rows] == [("step-abc", "UNREADABLE")]

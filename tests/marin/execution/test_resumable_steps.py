@@ -19,7 +19,7 @@ from marin.data.corpus import stories
 from marin.data.tokenizer_training import train_byte_level_bpe
 
 # The experiment, run as its own process: `python script.py PREFIX TOKENIZER DATA_DIR (tokenize|train|plan)`.
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import json, os, sys
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
@@ -34,7 +34,8 @@ SCRIPT = textwrap.dedent('''
                        zephyr=ZephyrConfig(backend="sync"))  # one shard after another, in the step's process
     model = train_lm(
         "train/nano",
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64),
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4,
+                          num_kv_heads=2, max_seq_len=64),
         optimizer=AdamConfig(learning_rate=3e-3, warmup=2),
         datasets={tokens: 1.0}, batch_size=4, seq_len=32, num_train_steps=200, checkpoint_every=2, keep_last_k=2,
         cpu_threads=1, seed=3,
@@ -44,7 +45,7 @@ SCRIPT = textwrap.dedent('''
         print(json.dumps(runner.plan([model]).to_json()))
     else:
         runner.run([tokens] if what == "tokenize" else [model])
-''')
+""")
 TRAIN_STEPS = 200
 
 
@@ -61,9 +62,13 @@ def experiment(tmp_path_factory):
         write_stories(data / f"part-{i}.jsonl", i)
 
     def start(prefix, what, new_session=False, data_dir=None):
-        return subprocess.Popen([sys.executable, str(script), str(prefix), str(tokenizer), str(data_dir or data), what],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=new_session)
+        return subprocess.Popen(
+            [sys.executable, str(script), str(prefix), str(tokenizer), str(data_dir or data), what],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
+        )
 
     return start, data
 
@@ -93,8 +98,11 @@ def only(folder: Path, pattern: str) -> Path:
 
 def cache_files(out: Path) -> dict[str, bytes]:
     """The token cache's own files (not the runner's records or the step's log)."""
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and not p.name.startswith((".executor", ".artifact"))}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and not p.name.startswith((".executor", ".artifact"))
+    }
 
 
 def test_killed_tokenize_step_keeps_its_finished_shards_and_ends_with_clean_bytes(experiment, tmp_path):
@@ -131,12 +139,15 @@ def test_killed_tokenize_step_keeps_its_finished_shards_and_ends_with_clean_byte
 
 
 def test_killed_train_lm_resumes_from_its_latest_checkpoint_to_the_weights_of_an_uninterrupted_run(
-        experiment, tmp_path):
+    experiment, tmp_path
+):
     start, _ = experiment
     prefix = tmp_path / "killed"
     runner = start(prefix, "train", new_session=True)
     metrics = lambda: list(prefix.glob("train/nano-*/metrics.jsonl"))  # noqa: E731
-    wait_for(lambda: metrics() and len(metrics()[0].read_text().splitlines()) >= 5, runner, "five training steps")
+    wait_for(
+        lambda: metrics() and len(metrics()[0].read_text().splitlines()) >= 5, runner, "five training steps"
+    )
     os.killpg(runner.pid, signal.SIGSTOP)  # freeze the runner and its step's process where they are...
     out = only(prefix / "train", "nano-*")
     assert len((out / "metrics.jsonl").read_text().splitlines()) < TRAIN_STEPS  # ...mid-run

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fray.cluster import ThreadCluster
 
+from fray.cluster import ThreadCluster
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
@@ -29,7 +29,9 @@ def latency_fs(tmp_path_factory):
 
 
 def _steps(n: int) -> list[StepSpec]:
-    return [StepSpec(name=f"s{i}", fn=storage_round_trips.make_fn(f"s{i}"), hash_attrs={"i": i}) for i in range(n)]
+    return [
+        StepSpec(name=f"s{i}", fn=storage_round_trips.make_fn(f"s{i}"), hash_attrs={"i": i}) for i in range(n)
+    ]
 
 
 def _runner(prefix: str) -> StepRunner:

@@ -11,8 +11,8 @@ from pathlib import Path
 import fsspec
 import pytest
 import xxhash
-from fray.cluster import ThreadCluster
 
+from fray.cluster import ThreadCluster
 from marin.execution.context import current
 from marin.execution.errors import StepFailedError
 from marin.execution.explain import explain_output, list_outputs
@@ -43,8 +43,14 @@ def divide_by_zero():
 def test_seed_custom_step_example_runs_unchanged(tmp_path):
     env = {**os.environ, "MARIN_PREFIX": ""}
     for _ in range(2):  # the second run reuses the cached output
-        done = subprocess.run([sys.executable, str(SEED_EXAMPLE)], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(SEED_EXAMPLE)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
     out = tmp_path / "marin-outputs" / "outputs" / "preprocess"
     status = json.loads((out / ".executor_status").read_text())
@@ -62,14 +68,18 @@ def test_dependency_outputs_and_records(tmp_path):
     assert (out / "sum.txt").read_text() == "6"
     assert result.results[str(out)] == {"sum": 6}
     info = json.loads((out / ".executor_info").read_text())
-    assert info["deps"] == [{"name": "numbers", "key": result.plan.of(numbers).key,
-                             "path": result.output_path(numbers)}]
+    assert info["deps"] == [
+        {"name": "numbers", "key": result.plan.of(numbers).key, "path": result.output_path(numbers)}
+    ]
     assert info["fn"] == f"{__name__}:sum_numbers" and info["code_fingerprint"]
     assert info["end_time"] >= info["start_time"] and info["environment"]["python"]
     artifact = json.loads(Path(result.output_path(numbers), ".artifact.json").read_text())
     digest = xxhash.xxh3_128_hexdigest((Path(result.output_path(numbers)) / "shard/numbers.txt").read_bytes())
-    assert artifact == {"result": {"count": 3}, "total_bytes": 5,
-                        "files": [{"path": "shard/numbers.txt", "size": 5, "xxh3_128": digest}]}
+    assert artifact == {
+        "result": {"count": 3},
+        "total_bytes": 5,
+        "files": [{"path": "shard/numbers.txt", "size": 5, "xxh3_128": digest}],
+    }
     again = StepRunner(prefix=str(tmp_path), progress=False).run([total])
     assert set(again.outcomes.values()) == {"cached"}
 
@@ -121,8 +131,9 @@ def test_force_run_failed_retries_and_force_run_reruns_without_deleting(tmp_path
     flag.touch()
     with pytest.raises(StepFailedError, match="failed in an earlier run"):
         runner.run([step])
-    assert runner.run([step], force_run_failed=True).outcomes == {runner.plan([step]).of(step).output_path:
-                                                                   "succeeded"}
+    assert runner.run([step], force_run_failed=True).outcomes == {
+        runner.plan([step]).of(step).output_path: "succeeded"
+    }
     out = Path(runner.plan([step]).of(step).output_path)
     events = json.loads((out / ".executor_status").read_text())["events"]
     assert [e["state"] for e in events] == ["RUNNING", "FAILED", "RUNNING", "SUCCESS"]
@@ -161,7 +172,9 @@ def test_changed_step_at_an_explicit_path_keeps_the_old_output_aside(tmp_path):
     runner.run([second])
     assert json.loads((tmp_path / "fixed/data/.executor_status").read_text())["key"] == plan.of(second).key
     archived = list((tmp_path / "fixed").glob("data.superseded-*"))
-    assert len(archived) == 1 and json.loads((archived[0] / ".executor_info").read_text())["hash_attrs"] == {"v": 1}
+    assert len(archived) == 1 and json.loads((archived[0] / ".executor_info").read_text())["hash_attrs"] == {
+        "v": 1
+    }
 
 
 def test_non_json_return_value_fails_the_step_with_a_clear_message(tmp_path):
@@ -207,12 +220,14 @@ def test_memory_storage_runs_caches_and_records(tmp_path, monkeypatch):
     status = json.loads(fs.cat_file(result.output_path(writer) + "/.executor_status"))
     assert status["state"] == "SUCCESS"
     artifact = json.loads(fs.cat_file(result.output_path(writer) + "/.artifact.json"))
-    assert artifact["files"] == [{"path": "data.txt", "size": 9, "xxh3_128": xxhash.xxh3_128_hexdigest(b"in memory")}]
+    assert artifact["files"] == [
+        {"path": "data.txt", "size": 9, "xxh3_128": xxhash.xxh3_128_hexdigest(b"in memory")}
+    ]
     assert not [p for p in fs.find(prefix) if ".executor_lease" in p]  # leases released
     assert set(runner.run([reader]).outcomes.values()) == {"cached"}
     rows = list_outputs(prefix)
     assert sorted((r.name, r.state) for r in rows) == [("mem-reader", "SUCCESS"), ("mem-writer", "SUCCESS")]
-    assert "result   {\"read\":\"in memory\"}" in explain_output(result.output_path(reader))
+    assert 'result   {"read":"in memory"}' in explain_output(result.output_path(reader))
 
 
 def test_default_prefix_is_marin_prefix_env_then_local_directory(tmp_path, monkeypatch):
@@ -234,22 +249,37 @@ def _bad_inputs(good):
         return [b]
 
     def clash():
-        return [good, StepSpec(name="other", fn=write_numbers, output_path=os.path.relpath(
-            StepRunner(prefix="/p", progress=False).plan([good]).of(good).output_path, "/p"))]
+        return [
+            good,
+            StepSpec(
+                name="other",
+                fn=write_numbers,
+                output_path=os.path.relpath(
+                    StepRunner(prefix="/p", progress=False).plan([good]).of(good).output_path, "/p"
+                ),
+            ),
+        ]
 
     return {
         "cycle": (cycle, "cycle: cyc-b -> cyc-a -> cyc-b"),
-        "non-json hash_attrs": (lambda: [StepSpec(name="nj", fn=write_numbers, hash_attrs={"p": Path("x")})],
-                                "step 'nj': hash_attrs.p is a PosixPath"),
+        "non-json hash_attrs": (
+            lambda: [StepSpec(name="nj", fn=write_numbers, hash_attrs={"p": Path("x")})],
+            "step 'nj': hash_attrs.p is a PosixPath",
+        ),
         "escaping name": (lambda: [StepSpec(name="../../etc", fn=write_numbers)], "step '../../etc'"),
-        "absolute output": (lambda: [StepSpec(name="abs", fn=write_numbers, output_path="/tmp/x")], "step 'abs'"),
+        "absolute output": (
+            lambda: [StepSpec(name="abs", fn=write_numbers, output_path="/tmp/x")],
+            "step 'abs'",
+        ),
         "one path two steps": (clash, "'numbers' and 'other' both claim"),
         "fn raises": (lambda: [StepSpec(name="boom", fn=divide_by_zero), good], "ZeroDivisionError"),
     }
 
 
-@pytest.mark.parametrize("case", ["cycle", "non-json hash_attrs", "escaping name", "absolute output",
-                                  "one path two steps", "fn raises"])
+@pytest.mark.parametrize(
+    "case",
+    ["cycle", "non-json hash_attrs", "escaping name", "absolute output", "one path two steps", "fn raises"],
+)
 def test_bad_input_names_the_step_and_loses_nothing_completed_before(tmp_path, case):
     good = StepSpec(name="numbers", fn=write_numbers)
     runner = StepRunner(prefix=str(tmp_path), progress=False)
@@ -269,7 +299,10 @@ def test_steps_run_in_subprocesses_through_a_local_cluster(tmp_path):
         from marin.execution.context import current
 
         Path(path, "pid.txt").write_text(str(os.getpid()))
-        return {"output_matches_context": current().output_path == path, "parent": current().path_of("numbers")}
+        return {
+            "output_matches_context": current().output_path == path,
+            "parent": current().path_of("numbers"),
+        }
 
     numbers = StepSpec(name="numbers", fn=write_numbers)
     child = StepSpec(name="child", fn=in_child, deps=[numbers])

@@ -48,17 +48,24 @@ def test_the_watch_sees_file_access(tmp_path):
 
 def test_declaring_and_lowering_touch_no_file_and_no_network():
     def build():
-        tok = train_tokenizer("tokenizers/never-trained", vocab_size=1000, paths=["/nonexistent/corpus/*.jsonl"])
-        return tokenized("tokenized/never-read", paths=["/nonexistent/data/*.jsonl.zst"], tokenizer=tok,
-                         sample_count=10)
+        tok = train_tokenizer(
+            "tokenizers/never-trained", vocab_size=1000, paths=["/nonexistent/corpus/*.jsonl"]
+        )
+        return tokenized(
+            "tokenized/never-read", paths=["/nonexistent/data/*.jsonl.zst"], tokenizer=tok, sample_count=10
+        )
 
     spec = _declare_and_lower_while_watching(build)
     assert _touched == []
     assert [d.name for d in spec.deps] == ["tokenizers/never-trained"]
 
     def seed_call():
-        return tokenized(name="tokenized/tinystories", source="roneneldan/TinyStories",
-                         tokenizer="no-such-org/unknown-tokenizer", sample_count=1000)
+        return tokenized(
+            name="tokenized/tinystories",
+            source="roneneldan/TinyStories",
+            tokenizer="no-such-org/unknown-tokenizer",
+            sample_count=1000,
+        )
 
     spec = _declare_and_lower_while_watching(seed_call)
     assert _touched == []
@@ -71,8 +78,14 @@ def test_every_parameter_and_the_tokenizer_identity_enter_the_key():
     assert attrs["tokenizer"] == {"spec": "gpt2"}
     assert attrs["input"]["sample_count"] == 100
     variants = [
-        dict(tokenizer="other/tokenizer"), dict(sample_count=101), dict(text_key="body"), dict(split="validation"),
-        dict(hf_config="en"), dict(validation_fraction=0.1), dict(bad_records="skip"), dict(max_chunk_chars=5000),
+        dict(tokenizer="other/tokenizer"),
+        dict(sample_count=101),
+        dict(text_key="body"),
+        dict(split="validation"),
+        dict(hf_config="en"),
+        dict(validation_fraction=0.1),
+        dict(bad_records="skip"),
+        dict(max_chunk_chars=5000),
         dict(source="org/other"),
     ]
     for change in variants:
@@ -118,8 +131,13 @@ def test_bad_declarations_are_step_definition_errors(kwargs, message):
 
 def test_trained_tokenizer_and_tokenized_run_under_the_step_runner_then_cache(tmp_path):
     tok = train_tokenizer("tokenizers/test-bpe", vocab_size=400, source=EMBEDDED_SOURCE, sample_count=300)
-    data = tokenized("tokenized/test-stories", source=EMBEDDED_SOURCE, tokenizer=tok, sample_count=120,
-                     zephyr=ZephyrConfig(backend="sync", quiet=True))
+    data = tokenized(
+        "tokenized/test-stories",
+        source=EMBEDDED_SOURCE,
+        tokenizer=tok,
+        sample_count=120,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
     runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
     result = runner.run([lower(data)])
     cache_path = result.output_path(lower(data))
@@ -140,8 +158,12 @@ def test_marin_tokenizer_is_the_offline_demo_tokenizer_unless_chosen(monkeypatch
     assert lower(marin_demo_tokenizer).hash_attrs["input"]["name"] == EMBEDDED_SOURCE
     assert select_tokenizer("hub") == MARIN_HUB_TOKENIZER
     assert select_tokenizer("gpt2") == "gpt2"
-    seed = tokenized(name="tokenized/tinystories", source="roneneldan/TinyStories",
-                     tokenizer=select_tokenizer(None), sample_count=1000)
+    seed = tokenized(
+        name="tokenized/tinystories",
+        source="roneneldan/TinyStories",
+        tokenizer=select_tokenizer(None),
+        sample_count=1000,
+    )
     assert [d.name for d in lower(seed).deps] == ["tokenizers/marin-demo-bpe"]
 
 
@@ -159,8 +181,13 @@ def test_tokenized_paths_are_inputs_appending_documents_reruns_naming_the_file(t
     pattern = str(data / "*.jsonl")
     tok = train_tokenizer("tokenizers/paths", vocab_size=300, paths=[pattern])
     assert lower(tok).inputs == (pattern,)
-    handle = tokenized("tokenized/paths", paths=[pattern], tokenizer=tok, validation_fraction=0.0,
-                       zephyr=ZephyrConfig(backend="sync", quiet=True))
+    handle = tokenized(
+        "tokenized/paths",
+        paths=[pattern],
+        tokenizer=tok,
+        validation_fraction=0.0,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
     assert lower(handle).inputs == (pattern,)
     runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
     runner.run([lower(handle)])
@@ -183,8 +210,10 @@ def test_a_hub_source_is_pinned_by_revision_or_marked_unpinned_in_the_plan(tmp_p
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     unpinned = lower(tokenized("tokenized/hub", source="roneneldan/TinyStories", tokenizer="gpt2"))
-    pinned = [lower(tokenized("tokenized/hub", source="roneneldan/TinyStories", tokenizer="gpt2", revision=rev))
-              for rev in ("a" * 40, "b" * 40)]
+    pinned = [
+        lower(tokenized("tokenized/hub", source="roneneldan/TinyStories", tokenizer="gpt2", revision=rev))
+        for rev in ("a" * 40, "b" * 40)
+    ]
     runner = StepRunner(prefix=str(tmp_path), progress=False)
     plan = runner.plan([unpinned])
     assert plan.of(unpinned).notes == ("unpinned: roneneldan/TinyStories",)

@@ -39,8 +39,10 @@ def crash_before_export(output_path: str) -> dict:
 
 def write_metrics(curve: list[tuple[int, float]], output_path: str) -> dict:
     """A stand-in train step that logged eval metrics against tokens."""
-    lines = [json.dumps({"step": i, "tokens": t, "train_loss": 9.0, "eval_loss": v, "eval_bpb": v / 2})
-             for i, (t, v) in enumerate(curve)]
+    lines = [
+        json.dumps({"step": i, "tokens": t, "train_loss": 9.0, "eval_loss": v, "eval_bpb": v / 2})
+        for i, (t, v) in enumerate(curve)
+    ]
     (Path(output_path) / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     return {}
 
@@ -48,16 +50,26 @@ def write_metrics(curve: list[tuple[int, float]], output_path: str) -> dict:
 @pytest.fixture()
 def text_dataset(tmp_path) -> TextDataset:
     path = tmp_path / "eval.jsonl"
-    rows = [{"text": text, "tag": "even" if i % 2 == 0 else "odd"} for i, text in enumerate(held_out_stories(6))]
+    rows = [
+        {"text": text, "tag": "even" if i % 2 == 0 else "odd"} for i, text in enumerate(held_out_stories(6))
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return TextDataset("stories", (str(path),), domain_field="tag")
 
 
-def test_evaluation_step_writes_results_and_headline_and_reruns_identically(tmp_path, tiny_export, text_dataset):
+def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
+    tmp_path, tiny_export, text_dataset
+):
     model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
-    ev = evaluate("eval/tiny", model_step=model, datasets=[text_dataset], harness_tasks=OWN_TASKS,
-                  prompts=("Once upon a time",), harness_items=10,
-                  sampling=SamplingConfig(max_new_tokens=8, num_samples=2, seed=1))
+    ev = evaluate(
+        "eval/tiny",
+        model_step=model,
+        datasets=[text_dataset],
+        harness_tasks=OWN_TASKS,
+        prompts=("Once upon a time",),
+        harness_items=10,
+        sampling=SamplingConfig(max_new_tokens=8, num_samples=2, seed=1),
+    )
     runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
 
     result = runner.run([ev])
@@ -107,8 +119,13 @@ def test_evaluate_handle_is_hashable_and_lowers_model_and_token_cache_steps(text
 
 
 def test_sweep_report_writes_table_csv_and_plot(tmp_path):
-    runs = {f"lr={lr}": StepSpec(f"checkpoints/lr{lr}", functools.partial(write_metrics, curve))
-            for lr, curve in [("1e-3", [(0, 5.0), (100, 4.0), (200, 3.5)]), ("3e-3", [(0, 5.0), (100, 3.0), (200, 2.5)])]}
+    runs = {
+        f"lr={lr}": StepSpec(f"checkpoints/lr{lr}", functools.partial(write_metrics, curve))
+        for lr, curve in [
+            ("1e-3", [(0, 5.0), (100, 4.0), (200, 3.5)]),
+            ("3e-3", [(0, 5.0), (100, 3.0), (200, 2.5)]),
+        ]
+    }
     report = sweep_report("reports/lr", runs)
     result = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([report])
     out = Path(result.output_path(lower(report)))
@@ -123,22 +140,33 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
 
 
 def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
-    from zephyr import ZephyrConfig
-
     from marin.data.corpus import SOURCE_NAME
     from marin.data.token_cache import TokenCache
     from marin.experiment.data import tokenized, train_tokenizer
     from marin.experiment.train import train_lm
     from marin.training.model import LlamaConfig
     from marin.training.optim import AdamConfig
+    from zephyr import ZephyrConfig
 
     tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=512, sample_count=300)
-    data = tokenized(name="tokenized/stories", tokenizer=tokenizer, source=SOURCE_NAME, sample_count=240,
-                     validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync", quiet=True))
-    model = train_lm(name="checkpoints/tiny", model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2,
-                                                                num_heads=2, max_seq_len=64),
-                     optimizer=AdamConfig(learning_rate=3e-3), datasets={data: 1.0}, batch_size=4, seq_len=64,
-                     num_train_steps=12, cpu_threads=1)
+    data = tokenized(
+        name="tokenized/stories",
+        tokenizer=tokenizer,
+        source=SOURCE_NAME,
+        sample_count=240,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
+    model = train_lm(
+        name="checkpoints/tiny",
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=64),
+        optimizer=AdamConfig(learning_rate=3e-3),
+        datasets={data: 1.0},
+        batch_size=4,
+        seq_len=64,
+        num_train_steps=12,
+        cpu_threads=1,
+    )
     ev = evaluate("eval/tiny", model_step=model, datasets=[data], batch_size=16)
     result = StepRunner(prefix=str(tmp_path / "out"), progress=False, max_concurrent=1).run([ev])
 
@@ -147,7 +175,9 @@ def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
     metrics = scored["datasets"]["tokenized/stories"]
     assert metrics["documents"] == validation.num_documents
     assert metrics["bytes"] == validation.num_bytes  # the original texts' bytes, from the cache
-    assert metrics["tokens"] == validation.num_tokens - validation.num_documents  # the appended EOS is not scored
+    assert (
+        metrics["tokens"] == validation.num_tokens - validation.num_documents
+    )  # the appended EOS is not scored
     trainer = json.loads((Path(result.output_path(lower(model))) / ".artifact.json").read_text())["result"]
     # the trainer streams windows across documents, we score documents whole: close, not equal
     assert metrics["bpb"] == pytest.approx(trainer["final_eval_bpb"], rel=0.05)

@@ -32,14 +32,29 @@ def tokenizer_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def stories_tokenized(tokenizer_dir):
-    return tokenized("tokenized/stories", tokenizer=tokenizer_dir, source=SOURCE_NAME, sample_count=300,
-                     validation_fraction=0.1, zephyr=IN_PROCESS)
+    return tokenized(
+        "tokenized/stories",
+        tokenizer=tokenizer_dir,
+        source=SOURCE_NAME,
+        sample_count=300,
+        validation_fraction=0.1,
+        zephyr=IN_PROCESS,
+    )
 
 
 def _nano(datasets, **overrides):
-    fields = dict(name="checkpoints/nano", model=llama_nano, optimizer=AdamConfig(learning_rate=6e-3, weight_decay=0.1),
-                  datasets=datasets, batch_size=2, seq_len=2048, num_train_steps=6, resources=ResourceConfig.with_cpu(),
-                  steps_per_eval=3, checkpoint_every=2)
+    fields = dict(
+        name="checkpoints/nano",
+        model=llama_nano,
+        optimizer=AdamConfig(learning_rate=6e-3, weight_decay=0.1),
+        datasets=datasets,
+        batch_size=2,
+        seq_len=2048,
+        num_train_steps=6,
+        resources=ResourceConfig.with_cpu(),
+        steps_per_eval=3,
+        checkpoint_every=2,
+    )
     fields.update(overrides)
     return train_lm(**fields)
 
@@ -55,7 +70,9 @@ def test_dataset_weight_not_above_zero_is_refused_when_declared(stories_tokenize
         _nano({stories_tokenized: weight})
 
 
-@pytest.mark.parametrize("dataset", ["tokenized/stories", StepSpec(name="x", fn=lambda: None)], ids=["path", "stepspec"])
+@pytest.mark.parametrize(
+    "dataset", ["tokenized/stories", StepSpec(name="x", fn=lambda: None)], ids=["path", "stepspec"]
+)
 def test_dataset_that_is_not_a_tokenized_handle_is_refused_when_declared(dataset):
     with pytest.raises(TrainingConfigError, match="not a tokenized handle"):
         _nano({dataset: 1.0})
@@ -71,12 +88,16 @@ def test_handle_is_hashable_lowers_its_datasets_and_keys_only_what_changes_resul
     two_processes = _nano({stories_tokenized: 1.0}, num_processes=2, cpu_threads=1)
     assert two_processes.to_step_spec().hash_attrs == spec.hash_attrs
     assert two_processes.num_processes == 2 and handle.num_processes == 1
-    fsdp = _nano({stories_tokenized: 1.0}, parallelism="fsdp")  # how the processes share the model: not the key
+    fsdp = _nano(
+        {stories_tokenized: 1.0}, parallelism="fsdp"
+    )  # how the processes share the model: not the key
     assert fsdp.config.parallelism == "fsdp" and fsdp.to_step_spec().hash_attrs == spec.hash_attrs
 
 
 def test_unknown_parallelism_is_refused_when_declared(stories_tokenized):
-    with pytest.raises(TrainingConfigError, match=r"'checkpoints/nano'.*parallelism must be one of \['ddp', 'fsdp'\]"):
+    with pytest.raises(
+        TrainingConfigError, match=r"'checkpoints/nano'.*parallelism must be one of \['ddp', 'fsdp'\]"
+    ):
         _nano({stories_tokenized: 1.0}, parallelism="zero3")
 
 
@@ -98,8 +119,12 @@ def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_token
     assert set(again.outcomes.values()) == {"cached"}
 
 
-def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_training(stories_tokenized, tmp_path):
-    small_vocab = LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2, vocab_size=128, max_seq_len=256)
+def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_training(
+    stories_tokenized, tmp_path
+):
+    small_vocab = LlamaConfig(
+        hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2, vocab_size=128, max_seq_len=256
+    )
     model = _nano({stories_tokenized: 1.0}, model=small_vocab, seq_len=128)
     with pytest.raises(StepFailedError, match="128 rows"):
         StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])
@@ -109,6 +134,8 @@ def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_trainin
 
 def test_empty_token_cache_fails_the_step_before_training(tokenizer_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
-    empty = tokenized("tokenized/empty", tokenizer=tokenizer_dir, paths=[str(tmp_path / "empty.jsonl")], zephyr=IN_PROCESS)
+    empty = tokenized(
+        "tokenized/empty", tokenizer=tokenizer_dir, paths=[str(tmp_path / "empty.jsonl")], zephyr=IN_PROCESS
+    )
     with pytest.raises(StepFailedError, match="no tokens"):
         StepRunner(prefix=str(tmp_path / "out"), progress=False).run([lower(_nano({empty: 1.0}))])

@@ -21,20 +21,38 @@ from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
 from zephyr.config import ZephyrConfig
 
-TINY = LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64)
+TINY = LlamaConfig(
+    hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64
+)
 
 
 @pytest.fixture(scope="module")
 def stories_tokenized(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("tokenizer"))
     train_byte_level_bpe(stories(0, 300), 384, folder)
-    return tokenized("tokenized/stories", tokenizer=folder, source=SOURCE_NAME, sample_count=200,
-                     validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
+    return tokenized(
+        "tokenized/stories",
+        tokenizer=folder,
+        source=SOURCE_NAME,
+        sample_count=200,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync"),
+    )
 
 
 def _train(name, datasets, **overrides):
-    fields = dict(name=name, model=TINY, optimizer=AdamConfig(learning_rate=3e-3, warmup=1), datasets=datasets,
-                  batch_size=4, seq_len=32, num_train_steps=4, eval_max_tokens=512, cpu_threads=1, seed=1)
+    fields = dict(
+        name=name,
+        model=TINY,
+        optimizer=AdamConfig(learning_rate=3e-3, warmup=1),
+        datasets=datasets,
+        batch_size=4,
+        seq_len=32,
+        num_train_steps=4,
+        eval_max_tokens=512,
+        cpu_threads=1,
+        seed=1,
+    )
     fields.update(overrides)
     return train_lm(**fields)
 
@@ -55,7 +73,8 @@ def _weights(folder: str) -> dict:
 
 @pytest.mark.parametrize("kind", ["step", "train output", "checkpoint folder", "hf folder"])
 def test_training_starts_from_the_source_weights_whose_loss_it_reproduces_at_step_0(
-        stories_tokenized, source, kind):
+    stories_tokenized, source, kind
+):
     prefix, source_handle, source_out, source_result = source
     init_from = {
         "step": source_handle,
@@ -66,7 +85,9 @@ def test_training_starts_from_the_source_weights_whose_loss_it_reproduces_at_ste
     handle = _train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=init_from, num_train_steps=2)
     spec = lower(handle)
     if kind == "step":
-        assert lower(source_handle) in spec.deps and spec.hash_attrs["init_from"] == {"step": "checkpoints/source"}
+        assert lower(source_handle) in spec.deps and spec.hash_attrs["init_from"] == {
+            "step": "checkpoints/source"
+        }
     else:
         assert spec.hash_attrs["init_from"] == {"path": init_from}
     result = StepRunner(prefix=prefix, progress=False).run([handle])
@@ -100,18 +121,30 @@ def test_the_source_is_part_of_the_key(stories_tokenized, source, tmp_path):
     }
     assert len(keys) == 4
     other_source = _train("checkpoints/source", {stories_tokenized: 1.0}, seed=2)
-    a = StepRunner(prefix=str(tmp_path), progress=False).plan(
-        [_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=source_handle)]).steps[-1].key
-    b = StepRunner(prefix=str(tmp_path), progress=False).plan(
-        [_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=other_source)]).steps[-1].key
+    a = (
+        StepRunner(prefix=str(tmp_path), progress=False)
+        .plan([_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=source_handle)])
+        .steps[-1]
+        .key
+    )
+    b = (
+        StepRunner(prefix=str(tmp_path), progress=False)
+        .plan([_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=other_source)])
+        .steps[-1]
+        .key
+    )
     assert a != b  # a changed source step changes the key through its dependency key
 
 
 def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, source, tmp_path):
     _, _, source_out, _ = source
-    wider = LlamaConfig(hidden_dim=64, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64)
+    wider = LlamaConfig(
+        hidden_dim=64, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64
+    )
     handle = _train("checkpoints/wider", {stories_tokenized: 1.0}, model=wider, init_from=source_out)
-    with pytest.raises(StepFailedError, match=r"parameters of other shapes than the model.*init_from needs the"):
+    with pytest.raises(
+        StepFailedError, match=r"parameters of other shapes than the model.*init_from needs the"
+    ):
         StepRunner(prefix=str(tmp_path), progress=False).run([handle])
     (tmp_path / "empty").mkdir()
     handle = _train("checkpoints/nothing", {stories_tokenized: 1.0}, init_from=str(tmp_path / "empty"))

@@ -40,7 +40,14 @@ def tokenize(prefix: str, name: str, tokenizer: str, **source) -> str:
 def story_cache(tmp_path_factory, bpe_tokenizer) -> str:
     """About 400 training and 40 validation stories of the embedded corpus."""
     prefix = str(tmp_path_factory.mktemp("caches"))
-    return tokenize(prefix, "tokenized/stories", bpe_tokenizer, source=SOURCE_NAME, sample_count=440, validation_fraction=0.1)
+    return tokenize(
+        prefix,
+        "tokenized/stories",
+        bpe_tokenizer,
+        source=SOURCE_NAME,
+        sample_count=440,
+        validation_fraction=0.1,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +56,13 @@ def other_cache(tmp_path_factory, bpe_tokenizer) -> str:
     folder = tmp_path_factory.mktemp("other")
     for i, text in enumerate(stories(5000, 5200)):
         (folder / f"story-{i:03d}.txt").write_text(text)
-    return tokenize(str(folder / "out"), "tokenized/other", bpe_tokenizer, paths=[str(folder / "*.txt")], validation_fraction=0.1)
+    return tokenize(
+        str(folder / "out"),
+        "tokenized/other",
+        bpe_tokenizer,
+        paths=[str(folder / "*.txt")],
+        validation_fraction=0.1,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -57,4 +70,6 @@ def empty_cache(tmp_path_factory, bpe_tokenizer) -> str:
     """A token cache with no documents (its source file is empty)."""
     folder = tmp_path_factory.mktemp("empty")
     (folder / "empty.jsonl").write_text("")
-    return tokenize(str(folder / "out"), "tokenized/empty", bpe_tokenizer, paths=[str(folder / "empty.jsonl")])
+    return tokenize(
+        str(folder / "out"), "tokenized/empty", bpe_tokenizer, paths=[str(folder / "empty.jsonl")]
+    )

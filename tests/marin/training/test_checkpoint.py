@@ -20,7 +20,9 @@ from marin.training.errors import CheckpointError
 from marin.training.model import Llama, LlamaConfig
 from marin.training.optim import AdamConfig
 
-CONFIG = LlamaConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=40, tie_embeddings=True)
+CONFIG = LlamaConfig(
+    hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=40, tie_embeddings=True
+)
 
 
 def _trained(seed: int):
@@ -43,9 +45,9 @@ def test_saved_checkpoint_restores_model_optimizer_and_loader_state(tmp_path):
     other, other_opt = _trained(1)
     state = load_checkpoint(str(tmp_path), 5, model=other, optimizer=other_opt, config_fingerprint="abc")
     assert state.step == 5 and state.loader == {"samples": 5}
-    for (name, a), b in zip(model.named_parameters(), other.parameters()):
+    for (name, a), b in zip(model.named_parameters(), other.parameters(), strict=False):
         assert torch.equal(a, b), name
-    for p, q in zip(model.parameters(), other.parameters()):
+    for p, q in zip(model.parameters(), other.parameters(), strict=False):
         for field in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(optimizer.state[p][field], other_opt.state[q][field])
 
@@ -85,22 +87,31 @@ def test_a_truncated_checkpoint_is_skipped_for_the_one_before_and_none_intact_is
         f.truncate(10)  # loading these bytes raw would raise a SafetensorError
     logged = []
     fresh, fresh_opt = _trained(2)
-    state = load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc",
-                               log=logged.append)
+    state = load_latest_intact(
+        str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc", log=logged.append
+    )
     assert state.step == 2
-    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters(), strict=False))
     written = _size_written(tmp_path)
-    assert logged == [f"[marin.train] skipped checkpoint {tmp_path}/step-00000004: checkpoint "
-                      f"{tmp_path}/step-00000004/model.safetensors has 10 bytes, {written} were written"]
+    assert logged == [
+        f"[marin.train] skipped checkpoint {tmp_path}/step-00000004: checkpoint "
+        f"{tmp_path}/step-00000004/model.safetensors has 10 bytes, {written} were written"
+    ]
 
     os.remove(tmp_path / "step-00000002" / "checksums.json")
-    with pytest.raises(CheckpointError, match=r"every checkpoint under .* failed verification .*step-00000002 has no "
-                                              r"checksums.json"):
-        load_latest_intact(str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc",
-                           log=logged.append)
+    with pytest.raises(
+        CheckpointError,
+        match=r"every checkpoint under .* failed verification .*step-00000002 has no "
+        r"checksums.json",
+    ):
+        load_latest_intact(
+            str(tmp_path), model=fresh, optimizer=fresh_opt, config_fingerprint="abc", log=logged.append
+        )
 
 
 def _size_written(directory) -> int:
     import json
 
-    return json.loads((directory / "step-00000004" / "checksums.json").read_text())["model.safetensors"]["size"]
+    return json.loads((directory / "step-00000004" / "checksums.json").read_text())["model.safetensors"][
+        "size"
+    ]

@@ -12,11 +12,11 @@ import psutil
 import pytest
 import torch
 from safetensors.torch import load_file
+from train_child import tiny_config
 
 from marin.training.datasets import DatasetInput
 from marin.training.launch import TrainWorkerError, run_job
 from marin.training.trainer import TrainJob
-from train_child import tiny_config
 
 
 def _metrics(out: str) -> list[dict]:
@@ -39,7 +39,7 @@ def test_two_process_gloo_ddp_matches_single_process(story_cache, tmp_path):
     # the two ranks each saw half of the same global batches: losses agree step by step
     la, lb = _metrics(str(tmp_path / "single")), _metrics(str(tmp_path / "ddp"))
     assert len(la) == len(lb) == 6
-    for ra, rb in zip(la, lb):
+    for ra, rb in zip(la, lb, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5)
         assert ra["grad_norm"] == pytest.approx(rb["grad_norm"], rel=1e-4)
     assert la[-1]["eval_loss"] == pytest.approx(lb[-1]["eval_loss"], rel=1e-5)
@@ -66,7 +66,10 @@ LAUNCHER = textwrap.dedent("""
 
 def test_rank_processes_die_when_their_launcher_is_killed(story_cache, tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]),
+    }
     launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, story_cache, str(out)], env=env)
     ranks: list[psutil.Process] = []
     try:

@@ -11,6 +11,7 @@ import os
 
 import pytest
 import torch
+from train_child import tiny_config
 
 from fray.cluster import LocalCluster, ResourceConfig
 from marin.training.checkpoint import load_init_weights
@@ -19,7 +20,6 @@ from marin.training.errors import TrainingConfigError
 from marin.training.launch import run_job
 from marin.training.model import Llama
 from marin.training.trainer import Parallelism, TrainJob
-from train_child import tiny_config
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -34,15 +34,19 @@ def _metrics(out) -> list[dict]:
 def _assert_same_losses(single: str, other: str) -> None:
     a, b = _metrics(single), _metrics(other)
     assert len(a) == len(b) == STEPS
-    for ra, rb in zip(a, b):
+    for ra, rb in zip(a, b, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
 
 
 @pytest.fixture(scope="module")
 def single_run(story_cache, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("single") / "run")
-    run_job(TrainJob(tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out),
-            num_processes=1)
+    run_job(
+        TrainJob(
+            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
+        ),
+        num_processes=1,
+    )
     return out
 
 
@@ -59,12 +63,18 @@ def _stop_after_step_9(done: int) -> None:
 def fsdp_gang_run(story_cache, tmp_path_factory):
     """A 2-replica FSDP run on a LocalCluster, to the end (checkpoints every 3 steps)."""
     out = str(tmp_path_factory.mktemp("fsdp") / "run")
-    job = TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"),
-                   (DatasetInput("stories", story_cache, 1.0),), out)
+    job = TrainJob(
+        tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"),
+        (DatasetInput("stories", story_cache, 1.0),),
+        out,
+    )
     cluster = LocalCluster(cpu=2)
     try:
-        summary = cluster.submit(functools.partial(run_job, job, 1), name="train-fsdp",
-                                 resources=ResourceConfig.with_cpu(1, replicas=2)).result(timeout=540)
+        summary = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-fsdp",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        ).result(timeout=540)
     finally:
         cluster.shutdown()
     return out, summary
@@ -88,7 +98,9 @@ def test_an_fsdp_checkpoint_holds_each_ranks_shards_under_checksums(fsdp_gang_ru
     assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-00000018", "step-00000020"]
 
 
-def test_weights_saved_at_world_size_two_give_the_saved_models_logits_in_a_plain_model(fsdp_gang_run, story_cache):
+def test_weights_saved_at_world_size_two_give_the_saved_models_logits_in_a_plain_model(
+    fsdp_gang_run, story_cache
+):
     out, summary = fsdp_gang_run
     config = tiny_config(STEPS).model.with_vocab_size(summary["vocab_size"])
     from_checkpoint, from_export = Llama(config), Llama(config)
@@ -102,23 +114,33 @@ def test_weights_saved_at_world_size_two_give_the_saved_models_logits_in_a_plain
 
 
 @pytest.mark.parametrize("parallelism", ["fsdp", "ddp"])
-def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(story_cache, single_run, tmp_path,
-                                                                              parallelism):
+def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
+    story_cache, single_run, tmp_path, parallelism
+):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
     cluster = LocalCluster(cpu=2)
     try:
-        job = TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"), datasets, out,
-                       on_step_end=_stop_after_step_9)
-        future = cluster.submit(functools.partial(run_job, job, 1), name="train-fsdp",
-                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        job = TrainJob(
+            tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"),
+            datasets,
+            out,
+            on_step_end=_stop_after_step_9,
+        )
+        future = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-fsdp",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
         with pytest.raises(_Stop):
             future.result(timeout=540)
     finally:
         cluster.shutdown()
     # the sharded checkpoint reshards onto one FSDP process, or loads into a plain (DDP-style) model
-    summary = run_job(TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism=parallelism), datasets, out),
-                      num_processes=1)
+    summary = run_job(
+        TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism=parallelism), datasets, out),
+        num_processes=1,
+    )
     assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
     rows = _metrics(out)
     assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
@@ -129,17 +151,27 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(st
 def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_three(story_cache, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     single, out = str(tmp_path / "single"), str(tmp_path / "run")
-    run_job(TrainJob(tiny_config(STEPS, batch_size=6, checkpoint_every=None), datasets, single), num_processes=1)
-    config = tiny_config(STEPS, batch_size=6, checkpoint_every=3, parallelism="fsdp")  # 6 rows split over 2 and 3
+    run_job(
+        TrainJob(tiny_config(STEPS, batch_size=6, checkpoint_every=None), datasets, single), num_processes=1
+    )
+    config = tiny_config(
+        STEPS, batch_size=6, checkpoint_every=3, parallelism="fsdp"
+    )  # 6 rows split over 2 and 3
     cluster = LocalCluster(cpu=3)
     try:
         first = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
-        stopped = cluster.submit(functools.partial(run_job, first, 1), name="train-fsdp",
-                                 resources=ResourceConfig.with_cpu(1, replicas=2))
+        stopped = cluster.submit(
+            functools.partial(run_job, first, 1),
+            name="train-fsdp",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
         with pytest.raises(_Stop):
             stopped.result(timeout=540)
-        summary = cluster.submit(functools.partial(run_job, TrainJob(config, datasets, out), 1), name="train-fsdp",
-                                 resources=ResourceConfig.with_cpu(1, replicas=3)).result(timeout=540)
+        summary = cluster.submit(
+            functools.partial(run_job, TrainJob(config, datasets, out), 1),
+            name="train-fsdp",
+            resources=ResourceConfig.with_cpu(1, replicas=3),
+        ).result(timeout=540)
     finally:
         cluster.shutdown()
     assert summary["resumed_from_step"] == 9 and summary["world_size"] == 3
@@ -151,11 +183,17 @@ def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(ray_nodes, story_
     from fray.cluster import RayCluster
 
     out = str(tmp_path / "gang")
-    job = TrainJob(tiny_config(STEPS, checkpoint_every=None, parallelism="fsdp"),
-                   (DatasetInput("stories", story_cache, 1.0),), out)
-    future = RayCluster(max_retries=0).submit(functools.partial(run_job, job, 1), name="train-fsdp",
-                                              resources=ResourceConfig.with_cpu(1, replicas=2),
-                                              log_path=str(tmp_path / "log"))
+    job = TrainJob(
+        tiny_config(STEPS, checkpoint_every=None, parallelism="fsdp"),
+        (DatasetInput("stories", story_cache, 1.0),),
+        out,
+    )
+    future = RayCluster(max_retries=0).submit(
+        functools.partial(run_job, job, 1),
+        name="train-fsdp",
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+        log_path=str(tmp_path / "log"),
+    )
     assert future.result(timeout=540)["world_size"] == 2
     _assert_same_losses(single_run, out)
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
@@ -165,14 +203,19 @@ def test_a_whole_ddp_checkpoint_resumes_as_two_fsdp_shards(story_cache, single_r
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
     with pytest.raises(_Stop):  # a DDP-style run writes whole (safetensors) checkpoints
-        run_job(TrainJob(tiny_config(STEPS, checkpoint_every=3), datasets, out, on_step_end=_stop_after_step_9),
-                num_processes=1)
+        run_job(
+            TrainJob(tiny_config(STEPS, checkpoint_every=3), datasets, out, on_step_end=_stop_after_step_9),
+            num_processes=1,
+        )
     assert os.path.exists(os.path.join(out, "checkpoints", "step-00000009", "model.safetensors"))
     job = TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"), datasets, out)
     cluster = LocalCluster(cpu=2)
     try:  # each of 2 FSDP ranks takes its shards of the whole weights and AdamW moments
-        summary = cluster.submit(functools.partial(run_job, job, 1), name="train-fsdp",
-                                 resources=ResourceConfig.with_cpu(1, replicas=2)).result(timeout=540)
+        summary = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-fsdp",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        ).result(timeout=540)
     finally:
         cluster.shutdown()
     assert summary["resumed_from_step"] == 9 and summary["world_size"] == 2
@@ -197,5 +240,7 @@ def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single
 
 def test_parallelism_must_be_ddp_or_fsdp():
     assert tiny_config(1, parallelism="fsdp").parallelism is Parallelism.FSDP
-    with pytest.raises(TrainingConfigError, match=r"parallelism must be one of \['ddp', 'fsdp'\], got 'zero3'"):
+    with pytest.raises(
+        TrainingConfigError, match=r"parallelism must be one of \['ddp', 'fsdp'\], got 'zero3'"
+    ):
         tiny_config(1, parallelism="zero3")

@@ -17,8 +17,17 @@ def _train(path):
 
 
 def _mixture(story_cache, other_cache, *, seed=0, weights=(3.0, 1.0), **kwargs):
-    sources = [NamedSource("stories", _train(story_cache), weights[0]), NamedSource("other", _train(other_cache), weights[1])]
-    return WindowMixture(sources, seq_len=kwargs.pop("seq_len", 64), batch_size=kwargs.pop("batch_size", 8), seed=seed, **kwargs)
+    sources = [
+        NamedSource("stories", _train(story_cache), weights[0]),
+        NamedSource("other", _train(other_cache), weights[1]),
+    ]
+    return WindowMixture(
+        sources,
+        seq_len=kwargs.pop("seq_len", 64),
+        batch_size=kwargs.pop("batch_size", 8),
+        seed=seed,
+        **kwargs,
+    )
 
 
 def test_same_seed_gives_the_same_batches_and_another_seed_does_not(story_cache, other_cache):
@@ -34,7 +43,9 @@ def test_samples_follow_the_mixture_weights(story_cache, other_cache):
     for _ in range(40):
         loader.next_batch()
     state = loader.state_dict()
-    drawn = [e * n + c for e, n, c in zip(state["epochs"], loader._num_windows, state["cursors"])]
+    drawn = [
+        e * n + c for e, n, c in zip(state["epochs"], loader._num_windows, state["cursors"], strict=False)
+    ]
     assert sum(drawn) == state["samples"] == 2000
     assert drawn[0] / 2000 == pytest.approx(0.75, abs=0.03)
 
@@ -81,7 +92,9 @@ def test_cache_shorter_than_a_window_and_bad_weights_are_refused(story_cache):
         WindowMixture([NamedSource("stories", split, 1.0)], seq_len=8, batch_size=3, seed=0, world_size=2)
 
 
-def test_prefetcher_yields_the_loader_batches_with_their_states_and_counts_its_waits(story_cache, other_cache):
+def test_prefetcher_yields_the_loader_batches_with_their_states_and_counts_its_waits(
+    story_cache, other_cache
+):
     reference = _mixture(story_cache, other_cache)
     prefetcher = Prefetcher(_mixture(story_cache, other_cache), torch.device("cpu"), depth=2)
     try:

@@ -16,7 +16,11 @@ def test_tensorboard_logger_mirrors_every_numeric_metric(tmp_path):
         log.write({"step": step, "loss": 4.0 - step, "lr": 1e-3, "note": "text is not a scalar"})
     log.close()
 
-    assert [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [3, 2, 1]
+    assert [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [
+        3,
+        2,
+        1,
+    ]
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert sorted(events.Tags()["scalars"]) == ["loss", "lr"]

@@ -16,7 +16,9 @@ def test_documented_parameter_counts_match_the_instantiated_modules(name):
     with torch.device("meta"):
         model = Llama(config)
     total = sum(p.numel() for p in model.parameters())
-    non_embedding = total - sum(p.numel() for n, p in model.named_parameters() if n in ("embed_tokens.weight", "lm_head.weight"))
+    non_embedding = total - sum(
+        p.numel() for n, p in model.named_parameters() if n in ("embed_tokens.weight", "lm_head.weight")
+    )
     assert (total, non_embedding) == sizes.DOCUMENTED_PARAMETER_COUNTS[name]
     assert config.num_parameters() == total
     assert name in sizes.__doc__ and f"{total:,}" in sizes.__doc__
@@ -36,13 +38,21 @@ def test_llama_nano_is_two_layers_hidden_32_two_heads_and_trains_at_2048():
 )
 def test_exported_model_gives_the_same_float32_logits_in_transformers(tmp_path, tie, kv_heads, multiplier):
     config = LlamaConfig(
-        hidden_dim=64, intermediate_dim=96, num_layers=3, num_heads=4, num_kv_heads=kv_heads,
-        vocab_size=211, max_seq_len=128, tie_embeddings=tie, rope_theta=500000.0, output_multiplier=multiplier,
+        hidden_dim=64,
+        intermediate_dim=96,
+        num_layers=3,
+        num_heads=4,
+        num_kv_heads=kv_heads,
+        vocab_size=211,
+        max_seq_len=128,
+        tie_embeddings=tie,
+        rope_theta=500000.0,
+        output_multiplier=multiplier,
     )
     torch.manual_seed(0)
     ours = Llama(config)
     with torch.no_grad():  # norms away from 1 so a wrongly mapped norm weight would show
-        for name, p in ours.named_parameters():
+        for _name, p in ours.named_parameters():
             if p.dim() == 1:
                 p.uniform_(0.5, 1.5)
     export_hf(ours, config, str(tmp_path))
@@ -60,6 +70,13 @@ def test_bad_shapes_are_refused_with_the_field_named():
     with pytest.raises(TrainingConfigError, match="num_kv_heads"):
         LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4, num_kv_heads=3)
     with pytest.raises(TrainingConfigError, match="untied"):
-        LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4, tie_embeddings=True, output_multiplier=2.0)
+        LlamaConfig(
+            hidden_dim=32,
+            intermediate_dim=64,
+            num_layers=1,
+            num_heads=4,
+            tie_embeddings=True,
+            output_multiplier=2.0,
+        )
     with pytest.raises(TrainingConfigError, match="vocab_size"):
         Llama(LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=4))

@@ -12,13 +12,13 @@ import signal
 import time
 
 import pytest
+from train_child import tiny_config
 
 from fray.cluster import LocalCluster, ResourceConfig
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
-from train_child import tiny_config
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -33,7 +33,7 @@ def _metrics(out) -> list[dict]:
 def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_steps: int = 1) -> None:
     a, b = _metrics(single), _metrics(other)
     assert len(a) == len(b) == STEPS
-    for ra, rb in zip(a, b):
+    for ra, rb in zip(a, b, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
     assert {r["world_size"] for r in a} == {1} and {r["world_size"] for r in b} == {world_size}
     assert {(r["grad_accum_steps"]) for r in b} == {grad_accum_steps}
@@ -58,8 +58,12 @@ def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(ray_nodes, story_c
 
     cluster = RayCluster(max_retries=0)
     out = str(tmp_path / "gang")
-    future = cluster.submit(_gang_task(story_cache, out), name="train-gang",
-                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+    future = cluster.submit(
+        _gang_task(story_cache, out),
+        name="train-gang",
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+        log_path=str(tmp_path / "log"),
+    )
     summary = future.result(timeout=540)
     assert summary["world_size"] == 2
     _assert_same_run(single_run, out)
@@ -70,9 +74,14 @@ def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, singl
     cluster = LocalCluster(cpu=2)
     try:
         out = str(tmp_path / "gang")
-        job = TrainJob(tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out)
-        future = cluster.submit(functools.partial(run_job, job, 2), name="train-gang",
-                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        job = TrainJob(
+            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
+        )
+        future = cluster.submit(
+            functools.partial(run_job, job, 2),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
         assert future.result(timeout=540)["world_size"] == 4
         _assert_same_run(single_run, out, world_size=4)
     finally:
@@ -86,17 +95,29 @@ def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache
     assert (summary["world_size"], summary["grad_accum_steps"]) == (1, 4)
     _assert_same_run(single_run, out, world_size=1, grad_accum_steps=4)
     with pytest.raises(TrainingConfigError, match="grad_accum_steps=3 does not split this process's 4 rows"):
-        run_job(TrainJob(tiny_config(2, grad_accum_steps=3), (DatasetInput("stories", story_cache, 1.0),),
-                         str(tmp_path / "bad")), num_processes=1)
+        run_job(
+            TrainJob(
+                tiny_config(2, grad_accum_steps=3),
+                (DatasetInput("stories", story_cache, 1.0),),
+                str(tmp_path / "bad"),
+            ),
+            num_processes=1,
+        )
 
 
-def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(story_cache, single_run, tmp_path):
+def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(
+    story_cache, single_run, tmp_path
+):
     cluster = LocalCluster(cpu=2)
     try:
         out = str(tmp_path / "gang")
         # batch_size 4 = 2 replicas x 2 microbatches of 1 row
-        future = cluster.submit(_gang_task(story_cache, out, grad_accum_steps=2), name="train-gang",
-                                resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(tmp_path / "log"))
+        future = cluster.submit(
+            _gang_task(story_cache, out, grad_accum_steps=2),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+            log_path=str(tmp_path / "log"),
+        )
         assert future.result(timeout=540)["world_size"] == 2
         _assert_same_run(single_run, out, grad_accum_steps=2)
     finally:
@@ -116,16 +137,21 @@ def _rank1_pid(log: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoint(ray_nodes, story_cache,
-                                                                                  single_run, tmp_path):
+def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoint(
+    ray_nodes, story_cache, single_run, tmp_path
+):
     from fray.cluster import RayCluster
 
     cluster = RayCluster(max_retries=2)
     out, log = tmp_path / "gang", tmp_path / "log"
     config = tiny_config(STEPS, checkpoint_every=3)
     job = TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), str(out), on_step_end=_slow_step)
-    future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
-                            resources=ResourceConfig.with_cpu(1, replicas=2), log_path=str(log))
+    future = cluster.submit(
+        functools.partial(run_job, job, 1),
+        name="train-gang",
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+        log_path=str(log),
+    )
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and not future.done():
         if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
@@ -155,8 +181,11 @@ def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_ca
     cluster = LocalCluster(cpu=2)
     try:
         job = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
-        future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
-                                resources=ResourceConfig.with_cpu(1, replicas=2))
+        future = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
         with pytest.raises(_Stop):
             future.result(timeout=540)
     finally:
@@ -191,7 +220,9 @@ print(json.dumps(future.result(timeout=600)))
 """
 
 
-def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elastic: bool) -> tuple[dict, str, str]:
+def _preempt_a_node_mid_training(
+    story_cache: str, tmp_path, workers: int, elastic: bool
+) -> tuple[dict, str, str]:
     """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
     1's node after the step-6 checkpoint. Returns the step's summary, its output folder and its log."""
     import subprocess
@@ -204,10 +235,21 @@ def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elast
     out, log = tmp_path / "run", tmp_path / "log"
     try:
         driver = subprocess.Popen(
-            [sys.executable, "-c", PREEMPTED_DRIVER, nodes.address, story_cache, str(out), str(log),
-             os.path.dirname(__file__), "elastic" if elastic else "fixed"],
-            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                PREEMPTED_DRIVER,
+                nodes.address,
+                story_cache,
+                str(out),
+                str(log),
+                os.path.dirname(__file__),
+                "elastic" if elastic else "fixed",
+            ],
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline and driver.poll() is None:
@@ -227,15 +269,18 @@ def _preempt_a_node_mid_training(story_cache: str, tmp_path, workers: int, elast
     return summary, str(out), open(log).read()
 
 
-def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(story_cache, single_run,
-                                                                                       tmp_path):
+def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(
+    story_cache, single_run, tmp_path
+):
     summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
     assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 2
     assert log.count("lost a replica") == 1  # retried once, completed once
     _assert_same_run(single_run, out)
 
 
-def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(story_cache, single_run, tmp_path):
+def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(
+    story_cache, single_run, tmp_path
+):
     summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
     assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 1
     assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log

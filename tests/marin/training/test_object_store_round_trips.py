@@ -6,6 +6,7 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from object_stores import environment, gcs_server, s3_server
 from torch import nn
 
 from marin.data.token_cache import TokenCache, token_dtype
@@ -14,7 +15,6 @@ from marin.data.tokenize_pipeline import build_ledger
 from marin.execution import storage
 from marin.training.checkpoint import TrainState, list_checkpoints, load_checkpoint, save_checkpoint
 from marin.training.metrics import MetricsLog
-from object_stores import environment, gcs_server, s3_server
 
 
 @pytest.fixture(scope="module", params=["local", "s3", "gs"])
@@ -36,13 +36,25 @@ def test_token_cache_written_to_the_store_reads_back_every_document(root):
     for split, split_docs in (("train", docs), ("validation", [])):
         writer = ShardWriter(cache, split, 0, dtype)
         if split_docs:
-            writer.add(np.concatenate([np.asarray(d) for d in split_docs]), np.array([len(d) for d in split_docs]),
-                       np.array([10 * len(d) for d in split_docs]))
+            writer.add(
+                np.concatenate([np.asarray(d) for d in split_docs]),
+                np.array([len(d) for d in split_docs]),
+                np.array([10 * len(d) for d in split_docs]),
+            )
         summaries[split] = writer.publish().to_json()
     tokenizer = {"vocab_size": 500, "eos_id": 0, "bos_id": None, "tokenizer_fingerprint": "sha256:test"}
-    write_ledger(cache, build_ledger([{"index": 0, "splits": summaries, "bad_records": 0, "bad_examples": []}],
-                                     dtype=dtype.str, tokenizer=tokenizer, source={"kind": "test"}, sample_count=None,
-                                     validation_fraction=0.0, bad_records_policy="fail"))
+    write_ledger(
+        cache,
+        build_ledger(
+            [{"index": 0, "splits": summaries, "bad_records": 0, "bad_examples": []}],
+            dtype=dtype.str,
+            tokenizer=tokenizer,
+            source={"kind": "test"},
+            sample_count=None,
+            validation_fraction=0.0,
+            bad_records_policy="fail",
+        ),
+    )
     train = TokenCache.open(cache).split("train")
     assert [train.document(i).tolist() for i in range(len(docs))] == docs
     flat = [t for d in docs for t in d]
@@ -74,4 +86,6 @@ def test_checkpoint_saves_prunes_and_loads_bit_for_bit(root):
     loaded = load_checkpoint(directory, 3, model=fresh, optimizer=fresh_optimizer, config_fingerprint="fp")
     assert loaded.loader == {"position": 3}
     assert torch.equal(fresh.weight, model.weight) and torch.equal(fresh.bias, model.bias)
-    assert torch.equal(fresh_optimizer.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"])
+    assert torch.equal(
+        fresh_optimizer.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"]
+    )

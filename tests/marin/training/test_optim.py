@@ -26,7 +26,7 @@ def test_cosine_schedule_warms_up_then_decays_to_the_minimum_ratio():
     adam = AdamConfig(learning_rate=1.0, warmup=10, lr_schedule="cosine", min_lr_ratio=0.1)
     lrs = [adam.lr_at(s, 110) for s in range(110)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:], strict=False))
     assert lrs[-1] == pytest.approx(0.1)
     assert (lrs[59] + lrs[60]) / 2 == pytest.approx(0.1 + 0.9 * 0.5, rel=1e-3)  # half way through the decay
 

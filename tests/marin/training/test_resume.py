@@ -43,7 +43,10 @@ def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache,
     assert a.keys() == b.keys()
     for name in a:
         assert a[name].equal(b[name]), name
-    ha, hb = load_file(os.path.join(straight, "hf/model.safetensors")), load_file(os.path.join(interrupted, "hf/model.safetensors"))
+    ha, hb = (
+        load_file(os.path.join(straight, "hf/model.safetensors")),
+        load_file(os.path.join(interrupted, "hf/model.safetensors")),
+    )
     assert all(ha[n].equal(hb[n]) for n in ha)
     opt_a = load_file(os.path.join(straight, "checkpoints/step-00000010/optimizer.safetensors"))
     opt_b = load_file(os.path.join(interrupted, "checkpoints/step-00000010/optimizer.safetensors"))
@@ -56,7 +59,8 @@ def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache,
 
 
 def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one_before_to_identical_weights(
-        story_cache, tmp_path):
+    story_cache, tmp_path
+):
     steps = 10
     straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "interrupted")
     assert _run(story_cache, straight, steps).returncode == 0
@@ -71,9 +75,11 @@ def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one
 
     resumed = _run(story_cache, interrupted, steps)
     assert resumed.returncode == 0, resumed.stderr
-    assert (f"[marin.train] skipped checkpoint {interrupted}/checkpoints/step-00000006: checkpoint "
-            f"{interrupted}/checkpoints/step-00000006/model.safetensors does not match its xxh3_128 checksum"
-            in resumed.stdout)
+    assert (
+        f"[marin.train] skipped checkpoint {interrupted}/checkpoints/step-00000006: checkpoint "
+        f"{interrupted}/checkpoints/step-00000006/model.safetensors does not match its xxh3_128 checksum"
+        in resumed.stdout
+    )
     assert f"resumed from {interrupted}/checkpoints/step-00000003" in resumed.stdout
     final = "checkpoints/step-00000010/model.safetensors"
     a, b = load_file(os.path.join(straight, final)), load_file(os.path.join(interrupted, final))

@@ -13,13 +13,22 @@ from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.trainer import TrainConfig, TrainJob, train
 
-MODEL = LlamaConfig(hidden_dim=64, intermediate_dim=128, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=128)
+MODEL = LlamaConfig(
+    hidden_dim=64, intermediate_dim=128, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=128
+)
 
 
 def _config(**overrides) -> TrainConfig:
     fields = dict(
-        model=MODEL, optimizer=AdamConfig(learning_rate=6e-3, warmup=4), batch_size=8, seq_len=128,
-        num_train_steps=80, steps_per_eval=40, checkpoint_every=40, eval_max_tokens=2048, cpu_threads=1,
+        model=MODEL,
+        optimizer=AdamConfig(learning_rate=6e-3, warmup=4),
+        batch_size=8,
+        seq_len=128,
+        num_train_steps=80,
+        steps_per_eval=40,
+        checkpoint_every=40,
+        eval_max_tokens=2048,
+        cpu_threads=1,
     )
     fields.update(overrides)
     return TrainConfig(**fields)
@@ -56,7 +65,11 @@ def test_every_step_logs_loss_lr_grad_norm_throughput_and_mfu_and_evals_follow_s
 def test_export_loads_in_transformers_with_its_tokenizer_and_format_metadata(trained):
     out, _, summary = trained
     hf = summary["hf_path"]
-    assert sorted(f for f in os.listdir(hf) if not f.startswith(".")) >= ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(f for f in os.listdir(hf) if not f.startswith(".")) >= [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     model = transformers.AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
     ids = tokenizer("Once upon a time, a little fox", return_tensors="pt").input_ids
@@ -83,7 +96,9 @@ def test_empty_token_cache_is_refused_before_any_step(empty_cache, tmp_path):
 
 
 def test_tokenizer_larger_than_the_model_embedding_is_refused_before_any_step(story_cache, tmp_path):
-    small = _config(model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2, vocab_size=100))
+    small = _config(
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=1, num_heads=2, vocab_size=100)
+    )
     with pytest.raises(TrainingDataError, match="embedding has 100 rows"):
         train(TrainJob(small, (DatasetInput("stories", story_cache, 1.0),), str(tmp_path / "out")))
     assert not (tmp_path / "out" / "metrics.jsonl").exists()

@@ -16,7 +16,9 @@ from marin.training.trainer import TrainConfig, TrainJob, train
 def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
     """The small run the resume and DDP tests share."""
     fields = dict(
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64),
+        model=LlamaConfig(
+            hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64
+        ),
         optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, warmup=2),
         batch_size=4,
         seq_len=32,

@@ -2,7 +2,8 @@
 
 `raw` writes data shards in every format the data page reads (one record is hostile HTML), `train`
 writes a metrics.jsonl (run twice with another learning rate: two versions of one step), `evil`
-has a hostile name and hash_attrs, `broken` fails, `pinned` leaves a superseded copy, and `tokens` is a real token cache.
+has a hostile name and hash_attrs, `broken` fails, `pinned` leaves a superseded copy, and `tokens` is a
+real token cache.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import textwrap
 from pathlib import Path
 
-EXPERIMENT = textwrap.dedent('''
+EXPERIMENT = textwrap.dedent("""
     import gzip
     import json
     import os
@@ -65,7 +66,7 @@ EXPERIMENT = textwrap.dedent('''
     broken_step = StepSpec(name="broken", fn=broken, deps=[raw])
     # A fixed output path: the second run (another lr) moves the first output aside as superseded.
     pinned = StepSpec(name="pinned", fn=evil_step, output_path="pinned", hash_attrs={"lr": LR})
-''')
+""")
 
 
 def write_experiment(folder: Path) -> Path:
@@ -102,8 +103,14 @@ def build_token_cache(folder: Path, prefix: Path) -> None:
 
     tokenizer = folder / "tokenizer"
     train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))
-    cache = tokenized("tokenized/stories", tokenizer=str(tokenizer), source=SOURCE_NAME, sample_count=60,
-                      validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
+    cache = tokenized(
+        "tokenized/stories",
+        tokenizer=str(tokenizer),
+        source=SOURCE_NAME,
+        sample_count=60,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync"),
+    )
     StepRunner(prefix=str(prefix), progress=False).run([cache])
 
 
@@ -136,13 +143,36 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
 
     tokenizer = folder / "tokenizer"
     train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))
-    cache = tokenized("tokenized/stories", tokenizer=str(tokenizer), source=SOURCE_NAME, sample_count=80,
-                      validation_fraction=0.1, zephyr=ZephyrConfig(backend="sync"))
-    runs = [train_lm(name=f"checkpoints/nano-lr{lr:g}", model=llama_nano, optimizer=AdamConfig(learning_rate=lr),
-                     datasets={cache: 1.0}, batch_size=2, seq_len=128, num_train_steps=6,
-                     resources=ResourceConfig.with_cpu(), steps_per_eval=3, checkpoint_every=6)
-            for lr in (6e-3, 1e-3)]
-    evaluation = evaluate("eval/nano", model_step=runs[0], datasets=[cache], prompts=("Once upon a time",),
-                          harness_tasks=OWN_TASKS, harness_items=4)
+    cache = tokenized(
+        "tokenized/stories",
+        tokenizer=str(tokenizer),
+        source=SOURCE_NAME,
+        sample_count=80,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync"),
+    )
+    runs = [
+        train_lm(
+            name=f"checkpoints/nano-lr{lr:g}",
+            model=llama_nano,
+            optimizer=AdamConfig(learning_rate=lr),
+            datasets={cache: 1.0},
+            batch_size=2,
+            seq_len=128,
+            num_train_steps=6,
+            resources=ResourceConfig.with_cpu(),
+            steps_per_eval=3,
+            checkpoint_every=6,
+        )
+        for lr in (6e-3, 1e-3)
+    ]
+    evaluation = evaluate(
+        "eval/nano",
+        model_step=runs[0],
+        datasets=[cache],
+        prompts=("Once upon a time",),
+        harness_tasks=OWN_TASKS,
+        harness_items=4,
+    )
     report = sweep_report("reports/lr", {"lr=6e-3": runs[0], "lr=1e-3": runs[1]})
     StepRunner(prefix=str(prefix), progress=False).run([*runs, evaluation, report])

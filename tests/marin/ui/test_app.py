@@ -45,8 +45,16 @@ def test_output_page_shows_records_log_events_and_other_versions(client):
     rel = _rel(client, "train")
     page = client.get(f"/output/{rel}")
     assert page.status_code == 200
-    for shown in ("hash_attrs", "&#34;lr&#34;", "Inputs", "Events", "Artifact", "metrics.jsonl",
-                  "Other versions of train", "diff with this one"):
+    for shown in (
+        "hash_attrs",
+        "&#34;lr&#34;",
+        "Inputs",
+        "Events",
+        "Artifact",
+        "metrics.jsonl",
+        "Other versions of train",
+        "diff with this one",
+    ):
         assert shown in page.text, shown
     raw = _rel(client, "raw")
     assert "raw wrote" in client.get(f"/output/{raw}").text  # the log tail
@@ -64,8 +72,9 @@ def test_diff_page_names_the_changed_hyperparameter(client):
 def test_lineage_has_upstream_and_downstream_nodes(client):
     page = client.get(f"/lineage/{_rel(client, 'train')}")
     assert page.status_code == 200
-    data = json.loads(re.search(r'<script type="application/json" id="graph-data">(.*?)</script>', page.text, re.S)
-                      .group(1))
+    data = json.loads(
+        re.search(r'<script type="application/json" id="graph-data">(.*?)</script>', page.text, re.S).group(1)
+    )
     labels = {n["label"] for n in data["nodes"]}
     assert {"raw", "train"} <= labels and any(label.startswith("evil") for label in labels)
     assert len(data["edges"]) >= 2 and all(n["url"].startswith("/output/") for n in data["nodes"])
@@ -158,17 +167,21 @@ def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipe
 def test_evaluation_page_shows_the_harness_per_sample_outputs(pipeline_client, pipeline):
     out = next((pipeline[1] / "eval").glob("nano-*/results.json")).parent
     results = json.loads((out / "results.json").read_text())
-    assert results["harness_samples"] == {"marin_story_endings": "harness_samples/marin_story_endings.jsonl",
-                                          "marin_text_perplexity": "harness_samples/marin_text_perplexity.jsonl"}
+    assert results["harness_samples"] == {
+        "marin_story_endings": "harness_samples/marin_story_endings.jsonl",
+        "marin_text_perplexity": "harness_samples/marin_text_perplexity.jsonl",
+    }
     endings = [json.loads(line) for line in (out / "harness_samples" / "marin_story_endings.jsonl").open()]
     assert [r["doc_id"] for r in endings] == [0, 1, 2, 3]  # harness_items=4
     first = endings[0]
     assert first["doc"]["choices"][first["target"]] in first["arguments"][first["target"]][1]
-    assert set(first["metrics"]) == {"acc", "acc_norm"} and len(first["response"]) == len(first["doc"]["choices"])
+    assert set(first["metrics"]) == {"acc", "acc_norm"} and len(first["response"]) == len(
+        first["doc"]["choices"]
+    )
 
     rel = _rel(pipeline_client, "eval/nano")
     page = pipeline_client.get(f"/evals/{rel}").text
-    section = page[page.index("Harness samples"):]
+    section = page[page.index("Harness samples") :]
     for task in ("marin_story_endings", "marin_text_perplexity"):
         assert f'href="/data/{rel}/harness_samples/{task}.jsonl"' in section
     assert str(escape(first["doc"]["choices"][1])) in section and "acc_norm" in section
@@ -186,24 +199,53 @@ def test_a_sweep_report_selects_the_runs_it_compares(pipeline_client):
 
 
 def test_static_assets_are_served_from_the_package(client):
-    for asset in ("htmx.min.js", "chart.umd.min.js", "cytoscape.min.js", "dagre.min.js", "cytoscape-dagre.js",
-                  "LICENSES"):
+    for asset in (
+        "htmx.min.js",
+        "chart.umd.min.js",
+        "cytoscape.min.js",
+        "dagre.min.js",
+        "cytoscape-dagre.js",
+        "LICENSES",
+    ):
         assert client.get(f"/static/vendor/{asset}").status_code == 200
 
 
-@pytest.mark.parametrize("attempt", [
-    "/output/../../etc/passwd", "/output/..%2F..%2Fetc%2Fpasswd", "/data/..%2f..%2fetc", "/data/%2e%2e/%2e%2e/etc",
-    "/data/raw%252F..%252F..", "/output/..\\..\\etc", "/data/raw/..%2F..%2F..", "/lineage/%2e%2e", "/log/../x",
-    "/data/outside-link/passwd", "/output/nope",
-])
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        "/output/../../etc/passwd",
+        "/output/..%2F..%2Fetc%2Fpasswd",
+        "/data/..%2f..%2fetc",
+        "/data/%2e%2e/%2e%2e/etc",
+        "/data/raw%252F..%252F..",
+        "/output/..\\..\\etc",
+        "/data/raw/..%2F..%2F..",
+        "/lineage/%2e%2e",
+        "/log/../x",
+        "/data/outside-link/passwd",
+        "/output/nope",
+    ],
+)
 def test_paths_outside_the_prefix_are_404(client, attempt):
     response = client.get(attempt)
     assert response.status_code == 404, attempt
     assert "root:" not in response.text
 
 
-@pytest.mark.parametrize("rel", ["..", "../etc", "a/../../etc", "./x", "%2e%2e/etc", "a\\..\\..", "x\x00",
-                                 "outside-link", "outside-link/passwd"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "..",
+        "../etc",
+        "a/../../etc",
+        "./x",
+        "%2e%2e/etc",
+        "a\\..\\..",
+        "x\x00",
+        "outside-link",
+        "outside-link/passwd",
+    ],
+)
 def test_resolve_refuses_paths_that_leave_the_prefix(ui_prefix, rel):
     from marin.ui.paths import NotFound, resolve
 
@@ -289,13 +331,17 @@ def test_an_oversized_status_record_is_shown_unread(tmp_path):
     from marin.ui.paths import RECORD_CAP
 
     prefix = tmp_path / "out"
-    StepRunner(prefix=str(prefix), cluster=ThreadCluster(), progress=False).run([StepSpec(name="fine", fn=dict)])
+    StepRunner(prefix=str(prefix), cluster=ThreadCluster(), progress=False).run(
+        [StepSpec(name="fine", fn=dict)]
+    )
     huge = prefix / "huge"
     huge.mkdir()
     (huge / ".executor_status").write_bytes(b'{"state": "SUCCESS", "pad": "' + b"x" * RECORD_CAP + b'"}')
     with TestClient(create_app(UiConfig(str(prefix)))) as c:
         page = c.get("/").text
-        assert 'data-state="UNREADABLE"' in page and "larger than 4 MiB" not in page  # the note is on its page
+        assert (
+            'data-state="UNREADABLE"' in page and "larger than 4 MiB" not in page
+        )  # the note is on its page
         assert 'data-state="SUCCESS"' in page
         output = c.get("/output/huge")
         assert output.status_code == 200 and "larger than 4 MiB" in output.text
@@ -305,7 +351,9 @@ def write_lines(output_path: str) -> dict:
     """A step that writes a jsonl shard through fsspec, wherever its output lives."""
     from marin.execution import storage
 
-    storage.write_bytes(storage.join(output_path, "rows.jsonl"), b"".join(b'{"n": %d}\n' % i for i in range(30)))
+    storage.write_bytes(
+        storage.join(output_path, "rows.jsonl"), b"".join(b'{"n": %d}\n' % i for i in range(30))
+    )
     return {"headline": {"metric": "rows", "value": 30}}
 
 
@@ -317,7 +365,8 @@ def test_an_fsspec_prefix_is_served_like_a_local_one():
     prefix = "memory://marin-ui-test"
     base = StepSpec(name="base", fn=write_lines)
     StepRunner(prefix=prefix, cluster=ThreadCluster(), progress=False).run(
-        [StepSpec(name="top", fn=write_lines, deps=[base])])
+        [StepSpec(name="top", fn=write_lines, deps=[base])]
+    )
     with TestClient(create_app(UiConfig(prefix))) as c:
         page = c.get("/").text
         assert page.count('data-state="SUCCESS"') == 2 and "rows = 30" in page
@@ -326,7 +375,9 @@ def test_an_fsspec_prefix_is_served_like_a_local_one():
         lineage = c.get(f"/lineage/{rel}").text
         assert lineage.count('<li><a href="/output/') == 2
         rows = c.get(f"/data/{rel}/rows.jsonl", params={"start": 25})
-        assert rows.status_code == 200 and "&#34;n&#34;: 29" in rows.text and "&#34;n&#34;: 24" not in rows.text
+        assert (
+            rows.status_code == 200 and "&#34;n&#34;: 29" in rows.text and "&#34;n&#34;: 24" not in rows.text
+        )
         assert c.get(f"/data/{rel}/../../x").status_code == 404
         assert c.get("/output/nothing-here").status_code == 404
 
@@ -339,9 +390,17 @@ def test_package_data_ships_every_template_and_asset():
     import marin.ui
 
     root = Path(marin.ui.__file__).parent
-    globs = tomllib.loads((root.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.suffix != ".py"
-             and "__pycache__" not in p.parts]
+    globs = tomllib.loads((root.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    files = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix != ".py" and "__pycache__" not in p.parts
+    ]
     assert len(files) > 15
-    assert not [f for f in files if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/")
-                                             for g in globs["marin.ui"])]
+    assert not [
+        f
+        for f in files
+        if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/") for g in globs["marin.ui"])
+    ]

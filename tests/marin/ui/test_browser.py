@@ -24,8 +24,10 @@ import pytest
 from tests.marin.ui.prefix import chatter
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
+)
 
 
 def _free_port() -> int:
@@ -38,11 +40,16 @@ def _free_port() -> int:
 def marin_ui(*args: str):
     """`marin ui ARGS --port N` as a real process on a free port; yields its base URL."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "marin.cli", "ui", *args, "--port", str(port)],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marin.cli", "ui", *args, "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stderr.readline()
-        assert f"http://127.0.0.1:{port}/" in line, line + (proc.stderr.read() if proc.poll() is not None else "")
+        assert f"http://127.0.0.1:{port}/" in line, line + (
+            proc.stderr.read() if proc.poll() is not None else ""
+        )
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -63,8 +70,13 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                "--disable-gpu"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--disable-gpu",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -78,12 +90,14 @@ def browser():
 @pytest.fixture()
 def shots(tmp_path):
     """shoot(driver, name): save a screenshot under tmp_path (and $MARIN_UI_SCREENSHOTS when set)."""
+
     def shoot(driver, name: str) -> Path:
         path = tmp_path / f"ui-{name}.png"
         assert driver.save_screenshot(str(path)) and path.stat().st_size > 1000
         if os.environ.get("MARIN_UI_SCREENSHOTS"):
             shutil.copy(path, Path(os.environ["MARIN_UI_SCREENSHOTS"]) / path.name)
         return path
+
     return shoot
 
 
@@ -126,15 +140,19 @@ def test_outputs_filter_then_lineage_then_output(server, browser, shots):
     shots(browser, "outputs")
     box = browser.find_element(By.ID, "filter-name")
     box.send_keys("nano")
-    _wait(lambda: len(_rows(browser)) == 3, what="the filter to leave the two training runs and the evaluation")
+    _wait(
+        lambda: len(_rows(browser)) == 3, what="the filter to leave the two training runs and the evaluation"
+    )
     assert "q=nano" in browser.current_url  # the filtered view has its own URL
     _no_console_errors(browser)
 
     row = next(r for r in _rows(browser) if "eval/nano" in r.text)
     row.find_element(By.CSS_SELECTOR, "a.lineage-link").click()
     _wait(lambda: "/lineage/" in browser.current_url, what="the lineage page")
-    count = _wait(lambda: browser.execute_script("return window.marinaCy && window.marinaCy.nodes().length"),
-                  what="the graph to draw")
+    count = _wait(
+        lambda: browser.execute_script("return window.marinaCy && window.marinaCy.nodes().length"),
+        what="the graph to draw",
+    )
     assert count == 3  # the evaluation, the run it scored, and the token cache both read
     shots(browser, "lineage")
     _no_console_errors(browser)
@@ -142,11 +160,13 @@ def test_outputs_filter_then_lineage_then_output(server, browser, shots):
     # Click the tokenize node on the canvas itself, where Cytoscape drew it.
     x, y = browser.execute_script(
         "const n = window.marinaCy.nodes().filter(n => n.data('label') === 'tokenized/stories')[0];"
-        "const p = n.renderedPosition(); return [p.x, p.y];")
+        "const p = n.renderedPosition(); return [p.x, p.y];"
+    )
     graph = browser.find_element(By.ID, "graph")
     rect = graph.rect
-    ActionChains(browser).move_to_element_with_offset(graph, int(x - rect["width"] / 2),
-                                                      int(y - rect["height"] / 2)).click().perform()
+    ActionChains(browser).move_to_element_with_offset(
+        graph, int(x - rect["width"] / 2), int(y - rect["height"] / 2)
+    ).click().perform()
     _wait(lambda: "/output/tokenized/" in browser.current_url, what="the click to open the tokenize output")
     assert "tokenized/stories" in browser.find_element(By.TAG_NAME, "h1").text
     shots(browser, "output")
@@ -166,20 +186,29 @@ def test_running_step_log_updates_live(pipeline, server, browser, shots):
     runner.start()
     try:
         browser.get(server + "/?state=RUNNING")
-        _wait(lambda: (browser.refresh() or True) and len(_rows(browser)) == 1, what="the RUNNING step to appear")
+        _wait(
+            lambda: (browser.refresh() or True) and len(_rows(browser)) == 1,
+            what="the RUNNING step to appear",
+        )
         _rows(browser)[0].find_element(By.CSS_SELECTOR, "a.name").click()
-        first = _wait(lambda: "tick" in (text := browser.find_element(By.ID, "log").text) and text,
-                      what="the first log lines")
-        _wait(lambda: browser.find_element(By.ID, "log").text.count("tick") > first.count("tick") + 2,
-              what="the log to grow without a reload")
+        first = _wait(
+            lambda: "tick" in (text := browser.find_element(By.ID, "log").text) and text,
+            what="the first log lines",
+        )
+        _wait(
+            lambda: browser.find_element(By.ID, "log").text.count("tick") > first.count("tick") + 2,
+            what="the log to grow without a reload",
+        )
         assert _wait(lambda: browser.find_element(By.ID, "log").get_attribute("data-running")) == "yes"
         shots(browser, "running")
         _no_console_errors(browser)
     finally:
         stop.write_text("stop")
         runner.join(timeout=120)
-    _wait(lambda: browser.find_element(By.ID, "log").get_attribute("data-running") == "no",
-          what="the page to notice the step finished")
+    _wait(
+        lambda: browser.find_element(By.ID, "log").get_attribute("data-running") == "no",
+        what="the page to notice the step finished",
+    )
 
 
 def test_overlay_two_runs_draws_both_series(server, browser, shots):
@@ -191,16 +220,20 @@ def test_overlay_two_runs_draws_both_series(server, browser, shots):
     for box in boxes:
         box.click()
     browser.find_element(By.ID, "overlay").click()
-    _wait(lambda: browser.execute_script("return !!(window.marinaCharts && window.marinaCharts.loss)"),
-          what="the loss chart")
+    _wait(
+        lambda: browser.execute_script("return !!(window.marinaCharts && window.marinaCharts.loss)"),
+        what="the loss chart",
+    )
     drawn = browser.execute_script(
         "const c = window.marinaCharts.loss;"
-        "return c.data.datasets.map((d, i) => c.getDatasetMeta(i).data.length);")
+        "return c.data.datasets.map((d, i) => c.getDatasetMeta(i).data.length);"
+    )
     assert drawn == [6, 6]
     painted = browser.execute_script(
         "const cv = document.getElementById('chart-loss'); const d = cv.getContext('2d')"
         ".getImageData(0, 0, cv.width, cv.height).data; let n = 0;"
-        "for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n;")
+        "for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n;"
+    )
     assert painted > 500
     assert "learning_rate" in browser.find_element(By.ID, "params").text
     shots(browser, "runs")
@@ -208,15 +241,19 @@ def test_overlay_two_runs_draws_both_series(server, browser, shots):
 
     # The chart settings live in the URL: tokens on x, log y, smoothing.
     browser.get(browser.current_url + "&x=tokens&logy=1&smooth=0.6")
-    _wait(lambda: browser.execute_script("return !!(window.marinaCharts && window.marinaCharts.loss)"),
-          what="the loss chart with new settings")
+    _wait(
+        lambda: browser.execute_script("return !!(window.marinaCharts && window.marinaCharts.loss)"),
+        what="the loss chart with new settings",
+    )
     scales, first, raw_x = browser.execute_script(
         "const c = window.marinaCharts.loss; const d = c.data.datasets[0].data;"
-        "return [[c.options.scales.x.type, c.options.scales.y.type], d[1].y, d.map(p => p.x)];")
+        "return [[c.options.scales.x.type, c.options.scales.y.type], d[1].y, d.map(p => p.x)];"
+    )
     assert scales == ["linear", "logarithmic"]
     assert raw_x == [256 * step for step in range(1, 7)]  # batch 2 x seq_len 128 tokens a step
-    raw = browser.execute_script("return JSON.parse(document.getElementById('runs-data').textContent)[0]"
-                                 ".series.loss.map(p => p[2]);")
+    raw = browser.execute_script(
+        "return JSON.parse(document.getElementById('runs-data').textContent)[0].series.loss.map(p => p[2]);"
+    )
     assert first == pytest.approx((0.6 * 0.4 * raw[0] + 0.4 * raw[1]) / (1 - 0.6**2))  # debiased EMA
     _no_console_errors(browser)
 
@@ -259,10 +296,14 @@ def test_experiment_plan_draws_every_step(ui_prefix, browser, shots):
     prefix, experiment = ui_prefix
     with marin_ui(str(prefix), "--experiment", str(experiment)) as url:
         browser.get(url + "/experiment")
-        rows = _wait(lambda: browser.find_elements(By.CSS_SELECTOR, "table.plan > tbody > tr"), what="the plan")
+        rows = _wait(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "table.plan > tbody > tr"), what="the plan"
+        )
         assert len(rows) == 5 and any("run: changed" in r.text and "hash_attrs.lr" in r.text for r in rows)
-        drawn = _wait(lambda: browser.execute_script("return window.marinaCy && window.marinaCy.nodes().length"),
-                      what="the plan graph")
+        drawn = _wait(
+            lambda: browser.execute_script("return window.marinaCy && window.marinaCy.nodes().length"),
+            what="the plan graph",
+        )
         assert drawn == 5
         shots(browser, "experiment")
         _no_console_errors(browser)

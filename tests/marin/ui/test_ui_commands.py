@@ -36,7 +36,9 @@ def prefix(tmp_path_factory) -> Path:
     from marin.execution.step_spec import StepSpec
 
     out = tmp_path_factory.mktemp("cli") / "outputs"
-    StepRunner(prefix=str(out), cluster=ThreadCluster(), progress=False).run([StepSpec(name="hello", fn=dict)])
+    StepRunner(prefix=str(out), cluster=ThreadCluster(), progress=False).run(
+        [StepSpec(name="hello", fn=dict)]
+    )
     return out
 
 
@@ -66,8 +68,9 @@ def test_docs_show_the_commands_this_test_runs():
 @pytest.mark.parametrize("command", sorted(set(documented_commands())))
 def test_documented_command_runs(command, prefix):
     env = fresh_env(MARIN_PREFIX=str(prefix))
-    proc = subprocess.Popen(["bash", "-c", command], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", command], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         if "--host 0.0.0.0" in command and "TOKEN" not in command:
             _, err = proc.communicate(timeout=120)

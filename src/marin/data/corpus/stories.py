@@ -60,7 +60,9 @@ def _character(rng: random.Random, avoid: str = "") -> _Character:
         elif roll < 0.7:
             c = _Character(rng.choice(lx.BOY_NAMES), "boy", lx.HE)
         else:
-            c = _Character(rng.choice(lx.ANIMAL_NAMES), rng.choice(lx.ANIMAL_KINDS), rng.choice((lx.SHE, lx.HE)))
+            c = _Character(
+                rng.choice(lx.ANIMAL_NAMES), rng.choice(lx.ANIMAL_KINDS), rng.choice((lx.SHE, lx.HE))
+            )
         if c.name != avoid:
             return c
 
@@ -119,7 +121,7 @@ def _closing(rng: random.Random, s: _Scene) -> list[str]:
         f"From that day on, {h.name} and {f.name} were best friends.",
         f"{h.name} learned {rng.choice(lx.LESSONS)}.",
         f"That night, {h.name} went to sleep with a big smile.",
-        f"The end.",
+        "The end.",
         f"{h.name} felt {s.happy}, and the {s.weather} day was perfect.",
         f"They went home and ate {s.food} together.",
     ]
@@ -148,14 +150,14 @@ def _arc_lost_thing(rng: random.Random, s: _Scene) -> list[str]:
             (
                 f"{_cap(h.p.subj)} looked under the bench and behind the bushes.",
                 f"{_cap(h.p.subj)} looked high and low, but {h.p.subj} did not see it.",
-                f"{_cap(h.p.subj)} called out, \"Where are you, {s.thing}?\"",
+                f'{_cap(h.p.subj)} called out, "Where are you, {s.thing}?"',
             )
         ),
         f"Then {f.intro} came by. {f.name} was very {s.trait}.",
-        f"\"{rng.choice(lx.HELPERS_SAY)},\" said {f.name}. \"I will help you look.\"",
+        f'"{rng.choice(lx.HELPERS_SAY)}," said {f.name}. "I will help you look."',
         rng.choice(
             (
-                f"Together they searched {s.prep} {s.place} until {f.name} shouted, \"I found it!\"",
+                f'Together they searched {s.prep} {s.place} until {f.name} shouted, "I found it!"',
                 f"They followed a trail of little marks, and there was the {s.thing}, "
                 f"hiding {rng.choice(('under a leaf', 'in the grass', 'behind a rock', 'near the water'))}.",
                 f"At last, {h.name} saw something {s.thing_adj}. It was the {s.thing}!",
@@ -177,18 +179,18 @@ def _arc_new_friend(rng: random.Random, s: _Scene) -> list[str]:
                 f"Nearby, {f.intro} was sitting alone too.",
             )
         ),
-        f"\"Hello,\" said {h.name}. \"My name is {h.name}. Do you want to {s.activity}?\"",
+        f'"Hello," said {h.name}. "My name is {h.name}. Do you want to {s.activity}?"',
         rng.choice(
             (
-                f"{f.name} smiled. \"Yes, please!\"",
-                f"{f.name} was {s.trait}, but {f.p.subj} nodded and said, \"I would like that.\"",
-                f"\"I love to {s.activity}!\" said {f.name}.",
+                f'{f.name} smiled. "Yes, please!"',
+                f'{f.name} was {s.trait}, but {f.p.subj} nodded and said, "I would like that."',
+                f'"I love to {s.activity}!" said {f.name}.',
             )
         ),
         rng.choice(
             (
-                f"They played until the sun went down.",
-                f"They laughed and ran and had so much fun.",
+                "They played until the sun went down.",
+                "They laughed and ran and had so much fun.",
                 f"{h.name} shared {h.p.poss} {s.thing} with {f.name}, and they took turns.",
             )
         ),
@@ -197,7 +199,9 @@ def _arc_new_friend(rng: random.Random, s: _Scene) -> list[str]:
 
 def _arc_fear(rng: random.Random, s: _Scene) -> list[str]:
     h, f = s.hero, s.friend
-    scary = rng.choice(("the dark", "the deep water", "the big dog", "the thunder", "the tall slide", "the loud wind"))
+    scary = rng.choice(
+        ("the dark", "the deep water", "the big dog", "the thunder", "the tall slide", "the loud wind")
+    )
     return [
         f"{h.name} was afraid of {scary}.",
         rng.choice(
@@ -208,12 +212,12 @@ def _arc_fear(rng: random.Random, s: _Scene) -> list[str]:
             )
         ),
         f"{f.name} the {f.kind} saw that {h.name} was {s.sad}.",
-        f"\"What is wrong?\" asked {f.name}.",
-        f"\"I am scared of {scary},\" said {h.name}.",
+        f'"What is wrong?" asked {f.name}.',
+        f'"I am scared of {scary}," said {h.name}.',
         rng.choice(
             (
-                f"\"I was scared too, once,\" said {f.name}. \"Let us go together, one step at a time.\"",
-                f"\"{rng.choice(lx.HELPERS_SAY)},\" said {f.name}, and held {h.p.poss} hand.",
+                f'"I was scared too, once," said {f.name}. "Let us go together, one step at a time."',
+                f'"{rng.choice(lx.HELPERS_SAY)}," said {f.name}, and held {h.p.poss} hand.',
                 f"{f.name} gave {h.name} {h.p.poss} {s.thing_adj} {s.thing} to hold for courage.",
             )
         ),
@@ -232,7 +236,7 @@ def _arc_sharing(rng: random.Random, s: _Scene) -> list[str]:
     h, f = s.hero, s.friend
     return [
         f"{h.name} had a {s.thing_adj} {s.thing}.",
-        f"{f.name} wanted to play with it too, but {h.name} said, \"No, it is mine!\"",
+        f'{f.name} wanted to play with it too, but {h.name} said, "No, it is mine!"',
         f"{f.name} felt {s.sad} and walked away.",
         rng.choice(
             (
@@ -243,14 +247,14 @@ def _arc_sharing(rng: random.Random, s: _Scene) -> list[str]:
         ),
         rng.choice(
             (
-                f"{_cap(h.p.subj)} ran after {f.name}. \"I am sorry. Do you want to play with my {s.thing}?\"",
-                f"{_cap(h.p.subj)} found {f.name} {s.prep} {s.place} and said, \"Let us share.\"",
+                f'{_cap(h.p.subj)} ran after {f.name}. "I am sorry. Do you want to play with my {s.thing}?"',
+                f'{_cap(h.p.subj)} found {f.name} {s.prep} {s.place} and said, "Let us share."',
             )
         ),
         f"{f.name} smiled, and they played with the {s.thing} together.",
         rng.choice(
             (
-                f"Sharing made the game twice as fun.",
+                "Sharing made the game twice as fun.",
                 f"Later, {f.name} shared {f.p.poss} {s.food} with {h.name}.",
             )
         ),
@@ -268,19 +272,19 @@ def _arc_skill(rng: random.Random, s: _Scene) -> list[str]:
             (
                 f"{_cap(h.p.subj)} felt {s.sad} and wanted to give up.",
                 f"{_cap(h.p.subj)} frowned and stamped {h.p.poss} foot.",
-                f"\"This is too hard,\" {h.p.subj} said.",
+                f'"This is too hard," {h.p.subj} said.',
             )
         ),
         rng.choice(
             (
-                f"{f.name} said, \"{rng.choice(lx.HELPERS_SAY)}. Watch me.\"",
+                f'{f.name} said, "{rng.choice(lx.HELPERS_SAY)}. Watch me."',
                 f"{f.name} the {f.kind} showed {h.p.obj} how, slowly and carefully.",
-                f"{f.name} cheered, \"You can do it, {h.name}!\"",
+                f'{f.name} cheered, "You can do it, {h.name}!"',
             )
         ),
         f"{h.name} tried again {tries} times.",
         f"At last, {h.p.subj} {done}!",
-        f"\"I did it!\" shouted {h.name}. {_cap(h.p.subj)} felt so {s.happy}.",
+        f'"I did it!" shouted {h.name}. {_cap(h.p.subj)} felt so {s.happy}.',
     ]
 
 
@@ -288,11 +292,11 @@ def _arc_helping(rng: random.Random, s: _Scene) -> list[str]:
     h, f = s.hero, s.friend
     trouble = rng.choice(
         (
-            f"was stuck in a tree",
+            "was stuck in a tree",
             f"had dropped {f.p.poss} {s.thing} in the water",
             f"could not carry all the {s.food}",
             f"had hurt {f.p.poss} paw" if f.kind not in lx.CHILD_KINDS else f"had hurt {f.p.poss} knee",
-            f"was lost and could not find the way home",
+            "was lost and could not find the way home",
         )
     )
     return [
@@ -300,7 +304,7 @@ def _arc_helping(rng: random.Random, s: _Scene) -> list[str]:
         f"It was {f.intro}. {f.name} {trouble}.",
         rng.choice(
             (
-                f"\"{rng.choice(lx.HELPERS_SAY)},\" said {h.name}.",
+                f'"{rng.choice(lx.HELPERS_SAY)}," said {h.name}.',
                 f"{h.name} did not know what to do at first, but {h.p.subj} wanted to help.",
             )
         ),
@@ -313,12 +317,12 @@ def _arc_helping(rng: random.Random, s: _Scene) -> list[str]:
         ),
         rng.choice(
             (
-                f"It took a long time, but together they fixed the problem.",
-                f"Soon everything was all right again.",
+                "It took a long time, but together they fixed the problem.",
+                "Soon everything was all right again.",
                 f"With a little work, {f.name} was safe and happy.",
             )
         ),
-        f"\"Thank you,\" said {f.name}. \"You are very {s.trait} and kind.\"",
+        f'"Thank you," said {f.name}. "You are very {s.trait} and kind."',
         f"{h.name} felt warm inside.",
     ]
 
@@ -327,8 +331,18 @@ def _arc_trip(rng: random.Random, s: _Scene) -> list[str]:
     h, f = s.hero, s.friend
     place2, prep2 = rng.choice(lx.PLACES)
     seen = rng.sample(
-        ("a big red bird", "a tiny snail", "a rainbow", "a boat with a white sail", "a field of flowers",
-         "a sleepy cow", "a tall tower", "a little waterfall", "three baby ducks", "a funny cloud"),
+        (
+            "a big red bird",
+            "a tiny snail",
+            "a rainbow",
+            "a boat with a white sail",
+            "a field of flowers",
+            "a sleepy cow",
+            "a tall tower",
+            "a little waterfall",
+            "three baby ducks",
+            "a funny cloud",
+        ),
         k=2,
     )
     return [
@@ -339,17 +353,17 @@ def _arc_trip(rng: random.Random, s: _Scene) -> list[str]:
             (
                 f"When they got to {place2}, the weather turned {s.weather}.",
                 f"{prep2.capitalize()} {place2}, they decided to {s.activity}.",
-                f"{f.name} said, \"Look! This is the best place ever!\"",
+                f'{f.name} said, "Look! This is the best place ever!"',
             )
         ),
         rng.choice(
             (
-                f"They stayed until their legs were tired.",
+                "They stayed until their legs were tired.",
                 f"They told stories and ate their {s.food}.",
                 f"{h.name} used the {s.thing} to play a new game.",
             )
         ),
-        f"On the way home, {h.name} said, \"Let us come back tomorrow.\"",
+        f'On the way home, {h.name} said, "Let us come back tomorrow."',
     ]
 
 
@@ -370,7 +384,7 @@ def _arc_mistake(rng: random.Random, s: _Scene) -> list[str]:
                 f"{h.name} felt bad. {_cap(h.p.subj)} knew it was {h.p.poss} fault.",
             )
         ),
-        f"\"I am sorry,\" said {h.name}. \"I will help you fix it.\"",
+        f'"I am sorry," said {h.name}. "I will help you fix it."',
         rng.choice(
             (
                 f"They used some glue and tape, and soon the {s.thing} looked almost new.",
