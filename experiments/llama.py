@@ -15,7 +15,7 @@ tests/marin/training/test_model.py.
 | `llama_1_4b` | 16     | 2048   | 16 (8)     | 7168  | 4096    | 1,431,373,824         | 906,037,248   |
 
 `llama_nano` scales its logits by `output_multiplier=8` (see `LlamaConfig`): at width 32 and the
-seed's learning rate of 6e-4, the plain parameterization cannot move its logits far enough in 100
+tiny-LLM example's learning rate of 6e-4, the plain parameterization cannot move its logits far enough in 100
 steps to learn even the unigram distribution (the demo's loss stayed at 6.2 nats against a unigram
 entropy of 5.3); with it, the same run reaches 2.8. The export folds the multiplier into `lm_head`.
 """

@@ -1,4 +1,4 @@
-"""The seed's second example, unchanged: a custom StepSpec run by StepRunner."""
+"""A custom step: a plain function wrapped in a StepSpec and run by StepRunner."""
 
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec

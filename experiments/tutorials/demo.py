@@ -1,4 +1,4 @@
-"""The main demo: the seed's tiny-LLM pipeline on the embedded story corpus, offline, on CPU.
+"""The main demo: tiny_llm.py's pipeline on the embedded story corpus, offline, on CPU.
 
     bash scripts/demo.sh            # or: python -m experiments.tutorials.demo
 

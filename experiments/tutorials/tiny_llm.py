@@ -1,4 +1,4 @@
-"""The seed's tiny-LLM example, changed in one import line only (AdamConfig is ours, not Levanter's).
+"""The tiny-LLM example as Levanter users write it, changed in one import only (AdamConfig is ours, not Levanter's).
 
 It tokenizes 1,000 TinyStories from the Hugging Face hub, so it needs network access (or a warm HF
 cache). `experiments/tutorials/demo.py` is the same pipeline on the embedded corpus, offline.

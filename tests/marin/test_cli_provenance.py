@@ -32,7 +32,7 @@ EXPERIMENT = textwrap.dedent("""
 
     a = StepSpec(name="a", fn=make_a, hash_attrs={"lang": "en"})
     b = StepSpec(name="b", fn=make_b, deps=[a])
-    result = StepRunner().run([a, b])  # at top level, as the seed's second example does
+    result = StepRunner().run([a, b])  # at top level, as experiments/tutorials/custom_step.py does
     print("b would write to", result.output_path(b))
 """)
 
