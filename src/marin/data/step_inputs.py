@@ -60,7 +60,7 @@ def split_step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
 def step_output_files(step_name: str) -> list[str]:
     """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
     from marin.execution.context import current
-    from zephyr.errors import PlanError
+    from zephyr import PlanError
     from zephyr.fileio import list_files
 
     root = current().path_of(step_name)
