@@ -108,7 +108,15 @@ def _check_common(name: str, bad_records: str) -> None:
         )
 
 
-def _document_step(name, input, kind, transform, bad_records, version, zephyr) -> CurationStep:
+def _document_step(
+    name: str,
+    input: Any,
+    kind: str,
+    transform: Any,
+    bad_records: str,
+    version: str | None,
+    zephyr: ZephyrConfig | None,
+) -> CurationStep:
     _check_common(name, bad_records)
     inputs, steps = _inputs(name, input, "input")
     return CurationStep(
