@@ -2,6 +2,8 @@
 
 At declaration each becomes a `step:NAME` placeholder in the source's paths plus a dependency; at
 run time `run_with_step_inputs` replaces the placeholders by the data files that dependency wrote.
+It sits in `marin.data`, below both users: `marin.experiment` (tokenized(), train_tokenizer()) and
+`marin.curation` (whose inputs may be steps too).
 """
 
 from __future__ import annotations
