@@ -39,7 +39,7 @@ from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
 from marin.training.model import Llama  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainConfig, TrainJob, train  # noqa: E402
-from zephyr.config import ZephyrConfig  # noqa: E402
+from zephyr import ZephyrConfig  # noqa: E402
 
 
 def build_cache(root: str) -> str:

@@ -6,6 +6,8 @@ bash scripts/setup.sh
 # Style first: it takes seconds, and a failure names the file and line to fix.
 .venv/bin/ruff check src tests benchmarks experiments scripts infra
 .venv/bin/ruff format --check src tests benchmarks experiments scripts infra
+# The layering contracts of pyproject.toml ([tool.importlinter]; docs/architecture.md).
+.venv/bin/lint-imports
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -39,6 +39,14 @@ def _runner(prefix: str | None, max_concurrent: int | None = None, lease_timeout
     return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
 
 
+def _declared_errors() -> tuple[type[Exception], ...]:
+    """The errors a declaration raises on purpose: MarinError, and ZephyrError (zephyr is a leaf
+    library, so its errors have their own base). zephyr is loaded only when the experiment file
+    imported it, so the command itself never pays for importing it."""
+    zephyr_errors = sys.modules.get("zephyr.errors")
+    return (MarinError,) + ((zephyr_errors.ZephyrError,) if zephyr_errors is not None else ())
+
+
 def _fail(message: str, code: int = 1) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -79,7 +87,7 @@ def run(
         _fail(str(e))
     except RunInterruptedError as e:
         _fail(str(e), 130)
-    except MarinError as e:
+    except _declared_errors() as e:
         _fail(str(e), 2)
     if not dry_run:
         counts: dict[str, int] = {}
@@ -102,7 +110,7 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
     try:
         steps = _load(file, step_names, prefix)
         the_plan = _runner(prefix).plan(steps, force_run=force_run, force_run_failed=force_run_failed)
-    except MarinError as e:
+    except _declared_errors() as e:
         _fail(str(e), 2)
     if as_json:
         import orjson

@@ -1,13 +1,15 @@
-"""Exception types zephyr raises on purpose. Each message names the shard, file and line involved."""
+"""Exception types zephyr raises on purpose. Each message names the shard, file and line involved.
+
+zephyr is a leaf library (it imports neither marin nor fray), so `ZephyrError` has its own base; marin
+code that reports its own errors cleanly (the `marin` command) catches `ZephyrError` beside `MarinError`.
+"""
 
 from __future__ import annotations
 
 from functools import partial
 
-from marin.execution.errors import MarinError
 
-
-class ZephyrError(MarinError):
+class ZephyrError(Exception):
     """Base class of every error zephyr raises on purpose."""
 
 

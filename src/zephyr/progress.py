@@ -1,4 +1,10 @@
-"""Progress on stderr: shards done out of total per stage, and records per second."""
+"""Progress on stderr: shards done out of total per stage, and records per second.
+
+marin's run log (`marin.execution.progress`) is a different printer on purpose: it writes one
+permanent line per step event, safe to interleave with the output of steps running beside it and
+readable in a CI log, while this is a bar redrawn in place many times a second for one pipeline's
+shards. Neither could serve the other's reader; they share no code because they share no job.
+"""
 
 from __future__ import annotations
 

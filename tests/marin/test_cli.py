@@ -98,6 +98,24 @@ def test_failed_run_exits_nonzero_with_traceback_and_log_location(tmp_path):
     assert info_missing.returncode == 2 and "holds no step output" in info_missing.stderr
 
 
+def test_a_zephyr_declaration_error_is_reported_without_a_traceback(tmp_path):
+    (tmp_path / "exp.py").write_text(
+        textwrap.dedent("""
+        from marin.data.zephyr_step import zephyr_step
+        from zephyr import Dataset
+
+        def build(context):
+            return Dataset.from_list([{"text": "a"}])
+
+        table = zephyr_step("table", build, format="csv")
+        """)
+    )
+    for command in ("plan", "run"):
+        ran = marin(command, "exp.py", "--prefix", "out", cwd=tmp_path)
+        assert ran.returncode == 2, ran.stderr
+        assert "error: unknown output format 'csv'" in ran.stderr and "Traceback" not in ran.stderr
+
+
 HEADLINE_EXPERIMENT = textwrap.dedent("""
     from marin.execution.step_spec import StepSpec
 

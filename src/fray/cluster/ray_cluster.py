@@ -49,7 +49,7 @@ def connect_ray(
 ) -> bool:
     """Connect this process to Ray unless it already is: `address`, else RAY_ADDRESS, else a new local Ray.
 
-    The one way marin connects (fray's RayCluster and zephyr's ray backend alike), so whichever
+    zephyr's ray backend (a leaf library: it cannot import fray) connects the same way, so whichever
     connects first, workers can import what the driver imports. Returns whether it connected now.
     """
     import ray

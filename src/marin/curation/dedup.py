@@ -24,7 +24,7 @@ import numpy as np
 from marin.curation.documents import CurationStats, InputShard, read_records, report_bad, resolve_inputs
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
-from zephyr import Dataset, ShardInfo
+from zephyr import Dataset, ShardInfo, ZephyrConfig
 from zephyr.fileio import join
 
 SHARD_BITS = 32
@@ -57,7 +57,7 @@ class DedupConfig:
     seed: int = 1
     bad_records: str = "fail"
     num_shards: int | None = None  # shuffle width: execution only, never changes the output
-    zephyr: Any = None
+    zephyr: ZephyrConfig | None = None
 
     def band_rows(self) -> tuple[int, int]:
         if self.bands is not None:

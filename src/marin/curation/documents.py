@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
 from marin.data.file_documents import report_bad
+from marin.data.step_inputs import STEP_INPUT_PREFIX as STEP_PREFIX
 from marin.execution.errors import MarinError
-from marin.experiment.step_inputs import STEP_INPUT_PREFIX as STEP_PREFIX
-from zephyr.readers import Position, ShardStats, infer_format, read_file
-from zephyr.writers import WriteSpec, write_shard
+from zephyr.io import Position, ShardStats, WriteSpec, infer_format, read_file, write_shard
 
 WEB_SYNTH = "marin://web-synth"
 WEB_SYNTH_SHARD = 1_000
@@ -80,7 +79,7 @@ def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
             ]
             continue
         if spec.startswith(STEP_PREFIX):
-            from marin.experiment.step_inputs import step_output_files
+            from marin.data.step_inputs import step_output_files
 
             files = step_output_files(spec[len(STEP_PREFIX) :])
         else:

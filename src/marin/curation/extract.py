@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from zephyr.readers import ShardStats
+from zephyr.io import ShardStats
 
 
 def html_to_text(html: str) -> str:

@@ -109,7 +109,7 @@ class DecontaminateSpec:
 
     def prepare(self) -> Decontaminate:
         from marin.curation.documents import read_records, resolve_inputs
-        from zephyr.readers import ShardStats
+        from zephyr.io import ShardStats
 
         banned: set[int] = set()
         stats = ShardStats()

@@ -12,11 +12,14 @@ import heapq
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from marin.curation.dedup import position
 from marin.curation.documents import CurationStats, InputShard, read_records, resolve_inputs, write_output
 from marin.curation.steps import finish, run_shards
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class MixConfig:
     seed: int = 0
     text_key: str = "text"
     bad_records: str = "fail"
-    zephyr: Any = None
+    zephyr: ZephyrConfig | None = None
 
     def describe(self) -> dict:
         return {

@@ -20,8 +20,7 @@ from marin.curation.documents import (
     write_output,
     write_stats,
 )
-from zephyr import Dataset, ShardInfo
-from zephyr.config import ZephyrConfig
+from zephyr import Dataset, ShardInfo, ZephyrConfig
 
 logger = logging.getLogger("marin.curation")
 
@@ -34,7 +33,7 @@ class DocumentStepConfig:
     inputs: tuple[str, ...]
     transform: Any
     bad_records: str = "fail"
-    zephyr: Any = None  # execution only: not in the key
+    zephyr: ZephyrConfig | None = None  # execution only: not in the key
 
     def describe(self) -> dict:
         return {

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from operator import itemgetter
 
-from zephyr.errors import BadRecordError
-from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
+from zephyr import BadRecordError
+from zephyr.io import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
 
 __all__ = [
     "BAD_RECORD_POLICIES",

@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.data.sources import SourceConfig
 from marin.data.token_cache import TOKENIZER_DIR, token_dtype
@@ -25,6 +25,9 @@ from marin.data.tokenize_pipeline import (
 )
 from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
 from marin.execution import storage
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 logger = logging.getLogger("marin.data.tokenize")
 
@@ -43,7 +46,7 @@ class TokenizeConfig:
     validation_fraction: float = 0.0
     max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
     batch_size: int = DEFAULT_BATCH_SIZE
-    zephyr: Any = None  # zephyr.config.ZephyrConfig | None; None: ZephyrConfig.from_env()
+    zephyr: ZephyrConfig | None = None  # None: ZephyrConfig.from_env()
 
 
 def resolve_tokenizer_source(config: TokenizeConfig) -> str:
@@ -58,8 +61,7 @@ def resolve_tokenizer_source(config: TokenizeConfig) -> str:
 
 def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
     """Tokenize the configured source into a token cache at `output_path`; returns its summary."""
-    from zephyr import Dataset
-    from zephyr.config import ZephyrConfig
+    from zephyr import Dataset, ZephyrConfig
 
     started = time.perf_counter()
     tokenizer_dir = storage.join(output_path, TOKENIZER_DIR)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_format, read_text_records
 from marin.evaluation.errors import EvalDataError
-from zephyr.errors import PlanError
+from zephyr import PlanError
 
 logger = logging.getLogger(__name__)
 

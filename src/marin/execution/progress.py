@@ -1,4 +1,9 @@
-"""Progress lines for a run, on stderr: one line per step that starts, waits, finishes or fails."""
+"""Progress lines for a run, on stderr: one line per step that starts, waits, finishes or fails.
+
+Not zephyr's stage bar (`zephyr.progress`, redrawn in place per shard): a run's steps run side by
+side and echo their own output, so each event is one whole line written at once, which stays
+readable when interleaved with that output and in a log file.
+"""
 
 from __future__ import annotations
 

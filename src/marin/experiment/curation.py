@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.curation.dedup import DedupConfig, run_dedup_step
 from marin.curation.documents import STEP_PREFIX, CurationError, check_input
@@ -26,7 +26,10 @@ from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.execution.errors import StepDefinitionError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
-from zephyr.readers import BAD_RECORD_POLICIES
+from zephyr.io import BAD_RECORD_POLICIES
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 __all__ = [
     "CurationStep",
@@ -105,7 +108,15 @@ def _check_common(name: str, bad_records: str) -> None:
         )
 
 
-def _document_step(name, input, kind, transform, bad_records, version, zephyr) -> CurationStep:
+def _document_step(
+    name: str,
+    input: Any,
+    kind: str,
+    transform: Any,
+    bad_records: str,
+    version: str | None,
+    zephyr: ZephyrConfig | None,
+) -> CurationStep:
     _check_common(name, bad_records)
     inputs, steps = _inputs(name, input, "input")
     return CurationStep(
@@ -125,7 +136,7 @@ def extract_text(
     html_key: str = "html",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Extract the main text of web pages with resiliparse (menus, footers, banners removed).
 
@@ -148,7 +159,7 @@ def filter_language(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Keep documents whose language (py3langid, bundled model) is in `languages` with probability >= min_score."""
     if isinstance(languages, str) or not languages or not all(isinstance(x, str) for x in languages):
@@ -169,7 +180,7 @@ def filter_quality(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Apply quality rules in order (names take the published thresholds, or pass e.g.
     `GopherQuality(min_doc_words=100)`).
@@ -193,7 +204,7 @@ def decontaminate(
     against_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Drop documents sharing any word `ngram`-gram with the evaluation data in `against` (paths or steps)."""
     if not isinstance(ngram, int) or ngram < 1:
@@ -219,7 +230,7 @@ def dedup_exact(
     bad_records: str = "fail",
     num_shards: int | None = None,
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Keep the first document (in input order) of each normalized `key` value."""
     _check_common(name, bad_records)
@@ -243,7 +254,7 @@ def dedup_fuzzy(
     bad_records: str = "fail",
     num_shards: int | None = None,
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """MinHash-LSH near-duplicate removal: one document (the earliest) per connected component of pairs
     whose estimated word-`ngram` Jaccard is >= threshold. `bands=None` picks bands for recall."""
@@ -280,7 +291,7 @@ def mix(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """A deterministic weighted sample of `total_documents` documents from the inputs (keys of `weights`)."""
     _check_common(name, bad_records)

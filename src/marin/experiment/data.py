@@ -17,6 +17,12 @@ from functools import partial
 from typing import Any
 
 from marin.data.sources import EMBEDDED_SOURCE, SourceConfig
+from marin.data.step_inputs import (
+    STEP_INPUT_PREFIX,
+    declared_inputs,
+    run_with_step_inputs,
+    split_step_inputs,
+)
 from marin.data.token_cache import FORMAT_VERSION
 from marin.data.tokenize_pipeline import DEFAULT_MAX_CHUNK_CHARS
 from marin.data.tokenize_step import TokenizeConfig, run_tokenize
@@ -24,12 +30,6 @@ from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_toke
 from marin.execution.errors import MarinError, StepDefinitionError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
-from marin.experiment.step_inputs import (
-    STEP_INPUT_PREFIX,
-    declared_inputs,
-    run_with_step_inputs,
-    split_step_inputs,
-)
 
 __all__ = ["EMBEDDED_SOURCE", "TokenizedData", "TrainedTokenizer", "tokenized", "train_tokenizer"]
 

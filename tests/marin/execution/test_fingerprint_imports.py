@@ -10,7 +10,7 @@ import textwrap
 CURATE = """
 from marin.execution.step_spec import StepSpec
 from zephyr import Dataset
-from zephyr.step import zephyr_step
+from marin.data.zephyr_step import zephyr_step
 
 MIN_WORDS = 3
 STOPWORDS = ["a", "the"]

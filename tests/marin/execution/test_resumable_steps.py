@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent("""
     from marin.experiment.train import train_lm
     from marin.training.model import LlamaConfig
     from marin.training.optim import AdamConfig
-    from zephyr.config import ZephyrConfig
+    from zephyr import ZephyrConfig
 
     prefix, tokenizer, data, what = sys.argv[1:5]
     files = [os.path.join(data, f"part-{i}.jsonl") for i in range(4)]

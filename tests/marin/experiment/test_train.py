@@ -18,7 +18,7 @@ from marin.experiment.train import train_lm
 from marin.training.errors import TrainingConfigError
 from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
-from zephyr.config import ZephyrConfig
+from zephyr import ZephyrConfig
 
 IN_PROCESS = ZephyrConfig(backend="sync")
 

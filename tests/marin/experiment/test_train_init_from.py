@@ -19,7 +19,7 @@ from marin.experiment.train import train_lm
 from marin.training.errors import TrainingConfigError
 from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
-from zephyr.config import ZephyrConfig
+from zephyr import ZephyrConfig
 
 TINY = LlamaConfig(
     hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64

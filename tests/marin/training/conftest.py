@@ -12,7 +12,7 @@ from marin.data.corpus import SOURCE_NAME, stories
 from marin.data.tokenizer_training import train_byte_level_bpe
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
-from zephyr.config import ZephyrConfig
+from zephyr import ZephyrConfig
 
 sys.path.insert(0, os.path.dirname(__file__))  # the tests import train_child's shared configuration
 

@@ -99,7 +99,7 @@ def build_token_cache(folder: Path, prefix: Path) -> None:
     from marin.data.tokenizer_training import train_byte_level_bpe
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
-    from zephyr.config import ZephyrConfig
+    from zephyr import ZephyrConfig
 
     tokenizer = folder / "tokenizer"
     train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))
@@ -139,7 +139,7 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
     from marin.experiment.evaluate import evaluate, sweep_report
     from marin.experiment.train import train_lm
     from marin.training.optim import AdamConfig
-    from zephyr.config import ZephyrConfig
+    from zephyr import ZephyrConfig
 
     tokenizer = folder / "tokenizer"
     train_byte_level_bpe(stories(0, 200), 384, str(tokenizer))

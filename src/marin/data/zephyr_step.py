@@ -1,5 +1,10 @@
 """A marin step whose function runs a zephyr pipeline into the step's output path.
 
+It lives in `marin.data`, the lowest layer that may import both `marin.execution` (StepSpec, the
+step context, code fingerprints) and `zephyr` (Dataset, writers): zephyr is a leaf library that knows
+nothing of steps, and `marin.execution` never imports zephyr. `marin.experiment` and user code build
+on it from above.
+
     def build(ctx: StepContext) -> Dataset:
         return Dataset.from_files(ctx.path_of(raw_step) + "/*.jsonl.gz").map(clean)
 
@@ -22,11 +27,9 @@ from typing import TYPE_CHECKING, Any
 from marin.execution.cache_key import code_fingerprint
 from marin.execution.context import StepContext, current
 from marin.execution.step_spec import StepSpec
-from zephyr.config import ZephyrConfig
-from zephyr.dataset import Dataset
-from zephyr.errors import PlanError
+from zephyr import Dataset, PlanError, ZephyrConfig
 from zephyr.fileio import list_files, open_read, read_chunks
-from zephyr.writers import WriteSpec
+from zephyr.io import WriteSpec
 
 if TYPE_CHECKING:
     from fray.cluster import ResourceConfig

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import orjson
 
+from marin.data.zephyr_step import zephyr_step
 from marin.execution.context import StepContext, current, running
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from zephyr import Dataset, ZephyrConfig
-from zephyr.step import zephyr_step
 
 
 def write_raw() -> dict:

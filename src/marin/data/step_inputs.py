@@ -2,6 +2,8 @@
 
 At declaration each becomes a `step:NAME` placeholder in the source's paths plus a dependency; at
 run time `run_with_step_inputs` replaces the placeholders by the data files that dependency wrote.
+It sits in `marin.data`, below both users: `marin.experiment` (tokenized(), train_tokenizer()) and
+`marin.curation` (whose inputs may be steps too).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def split_step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
 def step_output_files(step_name: str) -> list[str]:
     """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
     from marin.execution.context import current
-    from zephyr.errors import PlanError
+    from zephyr import PlanError
     from zephyr.fileio import list_files
 
     root = current().path_of(step_name)
