@@ -138,8 +138,8 @@ class JsonRecord(msgspec.Struct, frozen=True):
             raise UnreadableRecordError(path, what) from None
 
     def to_json(self) -> dict[str, Any]:
-        """The record as plain JSON data (states as their strings)."""
-        return msgspec.to_builtins(self)
+        """The record as plain JSON data, as its file holds it (states as their strings, lists as lists)."""
+        return msgspec.json.decode(_ENCODER.encode(self))
 
     def to_bytes(self) -> bytes:
         """The record as its file holds it: JSON indented by two spaces."""

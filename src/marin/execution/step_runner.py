@@ -283,7 +283,7 @@ class _Run:
         step = self.steps[i]
         self.result.outcomes[step.output_path] = outcome.kind
         if outcome.kind == RunOutcome.INTERRUPTED:
-            self.progress.step_done("interrupted", step.name, outcome.seconds, outcome.error)
+            self.progress.step_done(RunOutcome.INTERRUPTED, step.name, outcome.seconds, outcome.error)
         elif outcome.kind == RunOutcome.FAILED:
             self.failures[step.name] = outcome.error
             self.progress.step_done(
@@ -304,7 +304,7 @@ class _Run:
         else:
             self.blocked.append(step.name)
         self.result.outcomes[step.output_path] = RunOutcome.BLOCKED
-        self.progress.step_done("blocked", step.name, detail=reason)
+        self.progress.step_done(RunOutcome.BLOCKED, step.name, detail=reason)
         self._block_dependents(i, children, waiting_on)
 
     def _block_dependents(self, i: int, children, waiting_on) -> None:
@@ -317,7 +317,7 @@ class _Run:
             step: PlannedStep = self.steps[c]
             self.blocked.append(step.name)
             self.result.outcomes[step.output_path] = RunOutcome.BLOCKED
-            self.progress.step_done("blocked", step.name, detail="a dependency of it failed")
+            self.progress.step_done(RunOutcome.BLOCKED, step.name, detail="a dependency of it failed")
             stack.extend(children.get(c, ()))
 
 
