@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from enum import StrEnum
 
 import msgspec
 
@@ -19,15 +20,19 @@ from marin.execution import storage
 from marin.execution.records import JsonRecord, read_typed
 
 ASIDE_RECORD = ".marin_aside"
-SUPERSEDED = "superseded"  # a SUCCESS output replaced by a new key or by force_run
-UNREADABLE = "unreadable"  # the output of an attempt whose .executor_status could not be read
-KINDS = frozenset({SUPERSEDED, UNREADABLE})
+
+
+class AsideKind(StrEnum):
+    """Why a folder's contents were moved aside."""
+
+    SUPERSEDED = "superseded"  # a SUCCESS output replaced by a new key or by force_run
+    UNREADABLE = "unreadable"  # the output of an attempt whose .executor_status could not be read
 
 
 class AsideRecord(JsonRecord, frozen=True, kw_only=True):
     """The parsed `.marin_aside` of a moved-aside copy: what it was, and why it was moved."""
 
-    kind: str  # SUPERSEDED or UNREADABLE
+    kind: AsideKind
     origin: str = msgspec.field(name="from")  # the output path its contents were moved from
     step: str
     key: str
@@ -37,13 +42,13 @@ class AsideRecord(JsonRecord, frozen=True, kw_only=True):
     moved: list[str] = msgspec.field(default_factory=list)
 
 
-def aside_name(original_name: str, kind: str, key: str, stamp: str) -> str:
+def aside_name(original_name: str, kind: AsideKind, key: str, stamp: str) -> str:
     """The folder name of a moved-aside copy of the output folder `original_name`: the one formula
     both the writer (`move_aside`) and `marin gc` (`read_aside`) use."""
     return f"{original_name}.{kind}-{(key or 'nokey')[:8]}-{stamp}"
 
 
-def free_aside_path(output_path: str, kind: str, key: str) -> tuple[str, str]:
+def free_aside_path(output_path: str, kind: AsideKind, key: str) -> tuple[str, str]:
     """A sibling path (and its stamp) for a moved-aside copy of `output_path` that nothing occupies yet."""
     base, n = str(int(time.time())), 0
     while True:
@@ -56,7 +61,7 @@ def free_aside_path(output_path: str, kind: str, key: str) -> tuple[str, str]:
 
 def move_aside(
     output_path: str,
-    kind: str,
+    kind: AsideKind,
     key: str,
     step: str,
     reason: str,
@@ -98,7 +103,7 @@ def read_aside(path: str) -> AsideRecord | None:
     """The record of a moved-aside copy at `path`, or None unless its record is readable and names
     exactly this folder (see `aside_name`)."""
     record = read_typed(f"{path}/{ASIDE_RECORD}", AsideRecord)
-    if record is None or record.kind not in KINDS:
+    if record is None:
         return None
     expected = aside_name(storage.basename(record.origin), record.kind, record.key, record.stamp)
     return record if storage.basename(path) == expected else None

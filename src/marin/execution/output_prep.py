@@ -4,7 +4,7 @@ kept for a resumable step to resume from, or (a finished output) moved aside, ne
 from __future__ import annotations
 
 from marin.execution import storage
-from marin.execution.aside import SUPERSEDED, move_aside
+from marin.execution.aside import AsideKind, move_aside
 from marin.execution.lease import is_lease_file
 from marin.execution.states import StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, is_status_temp
@@ -39,7 +39,7 @@ def prepare_output(
     if status is not None and status.state == StepState.SUCCESS:
         move_aside(
             out,
-            SUPERSEDED,
+            AsideKind.SUPERSEDED,
             status.key,
             status.name,
             "a new key, or force_run, reuses this output path",

@@ -31,7 +31,7 @@ from typing import Any
 
 from marin.execution import storage
 from marin.execution.artifact import read_info
-from marin.execution.aside import UNREADABLE, free_aside_path
+from marin.execution.aside import AsideKind, free_aside_path
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
 from marin.execution.dag import collect_dag, count_downstream_runs, reject_nested_outputs
 from marin.execution.errors import DagError, OutputConflictError, UnreadableRecordError
@@ -331,7 +331,7 @@ def _explain_run(
     that its output folder is not its own (blocked, with `conflict`)."""
     state, reason, changes, previous = step.state, step.reason, (), None
     if unreadable is not None:
-        step.aside_path = free_aside_path(step.output_path, UNREADABLE, "")[0]
+        step.aside_path = free_aside_path(step.output_path, AsideKind.UNREADABLE, "")[0]
         state, reason = (
             PlanState.RUN_RETRY,
             (

@@ -33,7 +33,7 @@ from fray.cluster import Cluster
 from fray.cluster.logs import tail
 from marin.execution import storage
 from marin.execution.artifact import LOG_FILE, manifest, write_records
-from marin.execution.aside import UNREADABLE, move_aside
+from marin.execution.aside import AsideKind, move_aside
 from marin.execution.context import StepContext
 from marin.execution.errors import LeaseLostError, OutputConflictError, UnreadableRecordError
 from marin.execution.heartbeat import Heartbeat
@@ -177,7 +177,7 @@ def _run_holding(
             status = None
             moved_to = move_aside(
                 out,
-                UNREADABLE,
+                AsideKind.UNREADABLE,
                 "",
                 step.name,
                 f"unreadable status: {e.why}",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
-from marin.execution.aside import SUPERSEDED, UNREADABLE, aside_name, move_aside, read_aside
+from marin.execution.aside import AsideKind, aside_name, move_aside, read_aside
 from marin.execution.discover import experiment_module_name, import_file, is_experiment_module
 from marin.execution.errors import MarinError, UnreadableRecordError
 from marin.execution.explain import output_records
@@ -103,7 +103,7 @@ def test_gc_takes_an_older_default_output_for_garbage_by_its_name(tmp_path):
     assert [g.path for g in collect(str(tmp_path)).garbage] == [paths[0]]
 
 
-@pytest.mark.parametrize("kind", [SUPERSEDED, UNREADABLE])
+@pytest.mark.parametrize("kind", list(AsideKind))
 def test_a_moved_aside_copy_is_recognised_by_the_name_it_was_given(tmp_path, kind):
     out = tmp_path / "out"
     out.mkdir()
