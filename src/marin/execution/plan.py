@@ -153,6 +153,7 @@ def build_plan(
 
 
 def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
+    CACHED, SUCCESS = PlanState.CACHED, StepState.SUCCESS  # noqa: N806 - locals: read per step
     specs = collect_dag(roots)
     memo = new_plan_memo()
     scanner = InputScanner(prefix)
@@ -204,10 +205,13 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             status, unreadable = read_status(out, strict=True), None
         except UnreadableRecordError as e:
             status, unreadable = None, e
-        state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
+        if status is not None and status.key == key and status.state == SUCCESS and spec.name not in forced:
+            state, reason = CACHED, ""  # the common case, decided inline (as `_state_of` would)
+        else:
+            state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
         # A cached step needs neither its key record nor its status again; dropping them frees those
         # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
-        if state == PlanState.CACHED:
+        if state is CACHED:
             planned = PlannedStep(spec, key, None, out, state, reason, deps=dep_idx)
         else:
             planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)

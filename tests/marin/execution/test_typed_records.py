@@ -129,3 +129,18 @@ def test_the_experiment_module_name_is_how_the_experiment_file_is_found(tmp_path
         assert module.__name__ == name and experiment_file() == str(script)
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_preemption_event_reads_back_and_is_shown_apart_from_failures(tmp_path):
+    from marin.execution.explain import explain_output, output_status
+
+    lost = {"replica": 1, "node": "n2", "retry": 1, "of": 2, "error": "worker or node died"}
+    events = [
+        event(StepState.RUNNING, key="k" * 64, deps=()),
+        event(StepState.RUNNING, preempted=lost),
+        event(StepState.SUCCESS),
+    ]
+    write_status(str(tmp_path), "gang", "k" * 64, events)
+    row = output_status(str(tmp_path), [STATUS_FILE], now=events[-1].time + 1)
+    assert row.state == OutputState.SUCCESS and "preempted 1x" in row.detail
+    assert "preempted: lost replica 1 on node n2; retry 1 of 2" in explain_output(str(tmp_path))
