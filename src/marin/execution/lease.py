@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import orjson
 
 from marin.execution import storage
@@ -67,8 +68,7 @@ MACHINE_ID = _machine_id()
 DEFAULT_LEASE_TIMEOUT_S = 60.0
 
 
-@dataclass(frozen=True)
-class LeaseInfo:
+class LeaseInfo(msgspec.Struct, frozen=True):
     """What a lease file says about its holder."""
 
     generation: int

@@ -26,8 +26,9 @@ import gc
 import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from marin.execution import storage
 from marin.execution.artifact import read_info
@@ -54,12 +55,12 @@ def resolve_prefix(prefix: str | None = None) -> str:
     return storage.absolute(chosen)
 
 
-@dataclass(slots=True)
-class PlannedStep:
+class PlannedStep(msgspec.Struct, gc=False):
     """One step of a plan: its key, where its output lives, its state and the reason for it.
 
-    Built once per step by `build_plan` (not frozen: a frozen dataclass costs microseconds per
-    step that a 50,000-step cached plan cannot spare); treat it as read-only.
+    Built once per step by `build_plan` (not frozen: it is filled in as the plan settles; not tracked
+    by the garbage collector, which a 50,000-step plan would otherwise make scan each one); treat it
+    as read-only once built.
     """
 
     spec: StepSpec
@@ -105,13 +106,12 @@ class PlannedStep:
         }
 
 
-@dataclass
-class Plan:
+class Plan(msgspec.Struct):
     """Every step of a DAG in topological order (dependencies first), with its state."""
 
     prefix: str
     steps: list[PlannedStep]
-    index: dict[int, int] = field(default_factory=dict, repr=False)  # id(spec) -> position
+    index: dict[int, int] = msgspec.field(default_factory=dict)  # id(spec) -> position
 
     def of(self, spec: StepSpec) -> PlannedStep:
         """The planned step for a spec of this plan."""

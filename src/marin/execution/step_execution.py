@@ -26,8 +26,9 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from fray.cluster import Cluster
 from fray.cluster.logs import tail
@@ -58,8 +59,7 @@ from marin.execution.task import StepTask
 logger = logging.getLogger("marin.execution")
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """How a step ended in this run: succeeded (ran here), reused (another runner made it) or failed."""
 
     kind: RunOutcome
@@ -68,8 +68,7 @@ class Outcome:
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
-class ExecutionSettings:
+class ExecutionSettings(msgspec.Struct, frozen=True):
     """What every step of one run shares."""
 
     prefix: str
@@ -85,7 +84,7 @@ class ExecutionSettings:
     # store: the lease and record round trips of other steps overlap the running ones).
     slots: threading.Semaphore | None = None
     # What `.executor_info` records that is the same for every step of the run (git state by module).
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
+    memo: dict[Any, Any] = msgspec.field(default_factory=dict)
 
 
 def execute_step(

@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
@@ -43,13 +44,14 @@ from marin.execution.step_execution import ExecutionSettings, Outcome, execute_s
 from marin.execution.step_spec import StepSpec
 
 
-@dataclass
-class RunResult:
+class RunResult(msgspec.Struct):
     """What a run did: the plan it followed, how each step ended, and what the steps that ran returned."""
 
     plan: Plan
-    outcomes: dict[str, RunOutcome] = field(default_factory=dict)  # output path -> how its step ended
-    results: dict[str, Any] = field(default_factory=dict)  # output path -> the value the step returned
+    outcomes: dict[str, RunOutcome] = msgspec.field(default_factory=dict)  # output path -> how its step ended
+    results: dict[str, Any] = msgspec.field(
+        default_factory=dict
+    )  # output path -> the value the step returned
 
     def output_path(self, step: StepSpec) -> str:
         """Where `step` (a spec of this run) wrote its output."""
