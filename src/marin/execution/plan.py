@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import os
-import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,7 +38,7 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.output_names import default_output_key, default_output_name
+from marin.execution.output_names import default_output_key, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
@@ -182,7 +181,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             inputs,
         )
         key = key_of(record)
-        out = _output_path(spec, prefix, key)
+        out = output_path_of(spec.name, spec.output_path, prefix, key)
         same = by_path.get(out)
         if same is not None:
             other = steps[same]
@@ -276,20 +275,6 @@ def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRec
         return read_status(path, strict=True), None
     except UnreadableRecordError as e:
         return None, e
-
-
-def _output_path(spec: StepSpec, prefix: str, key: str) -> str:
-    """`{prefix}/{output_path}` (normalised) or `{prefix}/{name}-{key8}`; DagError if it is the prefix."""
-    if not spec.output_path:
-        return f"{prefix}/{default_output_name(spec.name, key)}"
-    relative = posixpath.normpath(spec.output_path)
-    if relative == ".":
-        raise DagError(
-            f"step {spec.name!r}: output_path {spec.output_path!r} is the prefix itself ({prefix}); a step's output "
-            "is a folder of its own inside the prefix (a rerun clears or moves it): give a subfolder such as "
-            f"{spec.name!r}"
-        )
-    return f"{prefix}/{relative}"
 
 
 def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[PlanState, str]:
