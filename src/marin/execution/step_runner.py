@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,19 +29,17 @@ from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
 from marin.execution import storage
 from marin.execution.discover import defer_run
-from marin.execution.drivers import Drivers, install_signal_handlers
 from marin.execution.errors import RunInterruptedError, StepFailedError
-from marin.execution.heartbeat import Heartbeat
-from marin.execution.interrupt import Interrupt
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseInfo
 from marin.execution.plan import Plan, PlannedStep, build_plan, resolve_prefix
-from marin.execution.plan_view import print_plan
 from marin.execution.progress import Progress
-from marin.execution.run_provenance import environment
 from marin.execution.states import PlanState, RunOutcome
-from marin.execution.step_execution import ExecutionSettings, Outcome, execute_step
 from marin.execution.step_spec import StepSpec
+
+if TYPE_CHECKING:
+    from marin.execution.interrupt import Interrupt
+    from marin.execution.step_execution import Outcome
 
 
 class RunResult(msgspec.Struct):
@@ -115,6 +113,8 @@ class StepRunner:
         plan = self.plan(steps, force_run, force_run_failed)
         if dry_run:
             if self.progress:
+                from marin.execution.plan_view import print_plan
+
                 print_plan(plan, max_cached_rows=10**9)
             return plan
         return _Run(self, plan, frozenset(force_run), force_run_failed, started).execute()
@@ -155,6 +155,8 @@ class _Run:
                 pending.append(i)
         if self.runner.progress:
             if pending:
+                from marin.execution.plan_view import print_plan
+
                 print_plan(self.plan, max_rows=_PLAN_ROWS)  # the whole plan: `marin plan` / dry_run
             else:
                 print(self.plan.summary(), file=sys.stderr)
@@ -166,6 +168,14 @@ class _Run:
         return self.result
 
     def _schedule(self, pending: list[int]) -> None:
+        # Only a run that executes steps needs this machinery: a fully cached run never imports it.
+        from marin.execution.drivers import Drivers, install_signal_handlers
+        from marin.execution.heartbeat import Heartbeat
+        from marin.execution.interrupt import Interrupt
+        from marin.execution.run_provenance import environment
+        from marin.execution.step_execution import ExecutionSettings, execute_step
+
+        self._execute_step = execute_step
         steps = self.steps
         children: dict[int, list[int]] = {}
         waiting_on: dict[int, int] = {}
@@ -276,7 +286,7 @@ class _Run:
     def _drive(self, i: int, dep_paths, dep_steps, settings, done_events) -> None:
         step = self.steps[i]
         self.progress.note(f"start     {step.name}")
-        done_events.put((i, execute_step(step, dep_paths, dep_steps, settings)))
+        done_events.put((i, self._execute_step(step, dep_paths, dep_steps, settings)))
 
     def _on_wait(self, name: str, holder: LeaseInfo) -> None:
         self.progress.note(f"waiting   {name}: lease held by {holder.describe()}")
