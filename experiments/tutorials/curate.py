@@ -120,8 +120,8 @@ def main() -> list[dict]:
         report("quality", kept[1], kept[2], spam, stats[2], kinds),
         report("dedup", kept[2], kept[3], dups, stats[3], kinds),
     ]
-    train = read_artifact(run.output_path(lower(model)))["result"]
-    scores = read_artifact(run.output_path(lower(evaluation)))["result"]
+    train = read_artifact(run.output_path(lower(model))).result
+    scores = read_artifact(run.output_path(lower(evaluation))).result
     print(
         f"\ntrained on {len(kept[3])} curated pages: final loss {train['final_loss']:.3f} nats/token; "
         f"evaluation {scores['headline']['metric']} = {scores['headline']['value']:.3f}"

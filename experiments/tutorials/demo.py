@@ -54,8 +54,8 @@ def main() -> None:
     """Run the pipeline, then print the headline figures from the steps' records."""
     model, evaluation = lower(nano_tinystories_model), lower(nano_tinystories_eval)
     run = StepRunner().run([model, evaluation])
-    train = read_artifact(run.output_path(model))["result"]
-    scores = read_artifact(run.output_path(evaluation))["result"]
+    train = read_artifact(run.output_path(model)).result
+    scores = read_artifact(run.output_path(evaluation)).result
     print()
     print(f"final training loss      {train['final_loss']:.3f} nats/token")
     print(

@@ -117,7 +117,9 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 
         click.echo(orjson.dumps(the_plan.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
-        the_plan.print(max_cached_rows=10**9)
+        from marin.execution.plan_view import print_plan
+
+        print_plan(the_plan, max_cached_rows=10**9)
 
 
 @main.command()
@@ -196,7 +198,7 @@ def info(path, as_json) -> None:
         if as_json:
             import orjson
 
-            click.echo(orjson.dumps(output_records(path), option=orjson.OPT_INDENT_2).decode())
+            click.echo(orjson.dumps(output_records(path).to_json(), option=orjson.OPT_INDENT_2).decode())
         else:
             click.echo(explain_output(path))
     except MarinError as e:

@@ -28,8 +28,8 @@ from typing import Any, TextIO
 
 import click
 
-from marin.execution.artifact import SUBMITTED_GIT_ENV as GIT_ENV
 from marin.execution.errors import MarinError
+from marin.execution.run_provenance import SUBMITTED_GIT_ENV as GIT_ENV
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from marin.execution.artifact import git_state
+from marin.execution.run_provenance import git_state
 from marin.submit import JobRequest, SubmitError, git_snapshot, is_local_address, resolve_prefix
 
 pytestmark = pytest.mark.timeout(240)

@@ -7,6 +7,7 @@ from typing import Any
 
 from marin.evaluation.errors import CheckpointNotReadyError
 from marin.execution import artifact, status, storage
+from marin.execution.states import StepState
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
@@ -22,14 +23,16 @@ def find_hf_export(step_name: str, output_path: str) -> str:
         raise CheckpointNotReadyError(
             f"model step {step_name!r} has no output at {output_path}: run that step before evaluating it"
         )
-    state = (status.read_status(output_path) or {}).get("state")
-    if state != status.SUCCESS:
+    recorded = status.read_status(output_path)
+    state = recorded.state if recorded is not None else None
+    if state != StepState.SUCCESS:
         raise CheckpointNotReadyError(
             f"model step {step_name!r} is unfinished: its status at {output_path} is {state or 'missing'}, "
-            f"not {status.SUCCESS}. Let the train step finish (or rerun it with `marin run`) and evaluate again"
+            f"not {StepState.SUCCESS}. Let the train step finish (or rerun it with `marin run`) and evaluate again"
         )
     hf_path = storage.join(output_path, "hf")
-    result = (artifact.read_artifact(output_path) or {}).get("result")
+    record = artifact.read_artifact(output_path)
+    result = record.result if record is not None else None
     if isinstance(result, dict) and isinstance(result.get("hf_path"), str):
         hf_path = (
             result["hf_path"]

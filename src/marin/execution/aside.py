@@ -12,26 +12,43 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from enum import StrEnum
 
-import orjson
+import msgspec
 
 from marin.execution import storage
-from marin.execution.records import read_record_json
+from marin.execution.records import JsonRecord, read_typed
 
 ASIDE_RECORD = ".marin_aside"
-SUPERSEDED = "superseded"  # a SUCCESS output replaced by a new key or by force_run
-UNREADABLE = "unreadable"  # the output of an attempt whose .executor_status could not be read
-KINDS = frozenset({SUPERSEDED, UNREADABLE})
 
 
-def aside_name(original_name: str, kind: str, key: str, stamp: str) -> str:
+class AsideKind(StrEnum):
+    """Why a folder's contents were moved aside."""
+
+    SUPERSEDED = "superseded"  # a SUCCESS output replaced by a new key or by force_run
+    UNREADABLE = "unreadable"  # the output of an attempt whose .executor_status could not be read
+
+
+class AsideRecord(JsonRecord, frozen=True, kw_only=True):
+    """The parsed `.marin_aside` of a moved-aside copy: what it was, and why it was moved."""
+
+    kind: AsideKind
+    origin: str = msgspec.field(name="from")  # the output path its contents were moved from
+    step: str
+    key: str
+    stamp: str
+    reason: str = ""
+    time: float = 0.0
+    moved: list[str] = msgspec.field(default_factory=list)
+
+
+def aside_name(original_name: str, kind: AsideKind, key: str, stamp: str) -> str:
     """The folder name of a moved-aside copy of the output folder `original_name`: the one formula
     both the writer (`move_aside`) and `marin gc` (`read_aside`) use."""
     return f"{original_name}.{kind}-{(key or 'nokey')[:8]}-{stamp}"
 
 
-def free_aside_path(output_path: str, kind: str, key: str) -> tuple[str, str]:
+def free_aside_path(output_path: str, kind: AsideKind, key: str) -> tuple[str, str]:
     """A sibling path (and its stamp) for a moved-aside copy of `output_path` that nothing occupies yet."""
     base, n = str(int(time.time())), 0
     while True:
@@ -44,7 +61,7 @@ def free_aside_path(output_path: str, kind: str, key: str) -> tuple[str, str]:
 
 def move_aside(
     output_path: str,
-    kind: str,
+    kind: AsideKind,
     key: str,
     step: str,
     reason: str,
@@ -68,30 +85,25 @@ def move_aside(
             continue
         storage.move(f"{output_path}/{name}", f"{path}/{name}")
         moved.append(name)
-    record = {
-        "kind": kind,
-        "from": output_path,
-        "step": step,
-        "key": key,
-        "stamp": stamp,
-        "reason": reason,
-        "time": time.time(),
-        "moved": sorted(moved),
-    }
-    storage.write_atomic(f"{path}/{ASIDE_RECORD}", orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    record = AsideRecord(
+        kind=kind,
+        origin=output_path,
+        step=step,
+        key=key,
+        stamp=stamp,
+        reason=reason,
+        time=time.time(),
+        moved=sorted(moved),
+    )
+    storage.write_atomic(f"{path}/{ASIDE_RECORD}", record.to_bytes())
     return path
 
 
-def read_aside(path: str) -> dict[str, Any] | None:
+def read_aside(path: str) -> AsideRecord | None:
     """The record of a moved-aside copy at `path`, or None unless its record is readable and names
     exactly this folder (see `aside_name`)."""
-    record = read_record_json(f"{path}/{ASIDE_RECORD}")
-    if not isinstance(record, dict) or record.get("kind") not in KINDS:
+    record = read_typed(f"{path}/{ASIDE_RECORD}", AsideRecord)
+    if record is None:
         return None
-    try:
-        expected = aside_name(
-            storage.basename(str(record["from"])), record["kind"], str(record["key"]), str(record["stamp"])
-        )
-    except KeyError:
-        return None
+    expected = aside_name(storage.basename(record.origin), record.kind, record.key, record.stamp)
     return record if storage.basename(path) == expected else None

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import orjson
 
 from marin.execution.errors import StepDefinitionError
@@ -55,8 +55,7 @@ def key_of(record: Mapping[str, Any]) -> str:
         raise StepDefinitionError(f"step {record.get('name')!r}: key record is not JSON: {e}") from None
 
 
-@dataclass(frozen=True)
-class FieldChange:
+class FieldChange(msgspec.Struct, frozen=True, gc=False):
     """One difference between two key records: `field` went from `old` to `new` (None: absent).
 
     `note`, when set, says it in words instead (`inputs: raw/a.jsonl changed (size 1200 -> 1500)`).

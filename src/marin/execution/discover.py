@@ -27,6 +27,22 @@ from marin.execution.errors import MarinError
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 
+# The module name `marin run` gives an experiment file (not `__main__`); `.executor_info` finds the
+# experiment's file by it (see `run_provenance.experiment_file`).
+EXPERIMENT_MODULE_PREFIX = "marin_experiment_"
+
+
+def experiment_module_name(path: str) -> str:
+    """The module name an experiment file at `path` is imported under."""
+    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    return f"{EXPERIMENT_MODULE_PREFIX}{stem}"
+
+
+def is_experiment_module(module_name: str) -> bool:
+    """Whether `module_name` is that of an experiment file `marin run` imported."""
+    return module_name.startswith(EXPERIMENT_MODULE_PREFIX)
+
+
 # While `import_file` runs: the steps the file passed to StepRunner.run, in call order.
 _runner_calls: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
     "marin_runner_calls", default=None
@@ -53,8 +69,7 @@ def import_file(path: str) -> Any:
     full = os.path.abspath(path)
     if not os.path.isfile(full):
         raise MarinError(f"{path}: no such file; give the experiment's .py file")
-    stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(full))[0])
-    module_name = f"marin_experiment_{stem}"
+    module_name = experiment_module_name(full)
     for directory in (os.getcwd(), os.path.dirname(full)):
         if directory not in sys.path:
             sys.path.insert(0, directory)

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from marin.execution import storage
-from marin.execution.artifact import read_artifact, read_info
+from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
 from marin.execution.errors import MarinError, UnreadableRecordError
-from marin.execution.status import (
-    LEASE_PREFIX,
-    RUNNING,
-    STATUS_FILE,
-    SUCCESS,
-    current_holder,
-    read_status,
-)
+from marin.execution.lease import current_holder, is_lease_file
+from marin.execution.states import OutputState, StepState
+from marin.execution.status import STATUS_FILE, Event, StatusRecord, read_status
 
 
 @dataclass(frozen=True)
@@ -26,7 +22,7 @@ class OutputStatus:
 
     path: str
     name: str
-    state: str
+    state: OutputState
     age_s: float | None
     duration_s: float | None
     detail: str = ""
@@ -56,7 +52,7 @@ def list_outputs(
 
 def is_output_record(name: str) -> bool:
     """Whether a file name marks its directory as a step output (a status, a lease or a moved-aside record)."""
-    return name == STATUS_FILE or name == ASIDE_RECORD or name.startswith(LEASE_PREFIX)
+    return name == STATUS_FILE or name == ASIDE_RECORD or is_lease_file(name)
 
 
 def output_status(path: str, names: list[str], now: float, lease_timeout: float = 60.0) -> OutputStatus:
@@ -73,33 +69,34 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         return OutputStatus(
             path,
             storage.basename(path),
-            "UNREADABLE",
+            OutputState.UNREADABLE,
             None,
             None,
             f"unreadable status ({e.why}); the next run moves the folder's contents aside",
         )
-    events = (status or {}).get("events") or []
-    has_lease = any(n.startswith(LEASE_PREFIX) for n in names)
+    events = status.events if status is not None else ()
+    has_lease = any(is_lease_file(n) for n in names)
     holder = current_holder(path, lease_timeout) if has_lease else None
     if holder is not None:
-        state, detail = RUNNING, f"lease held by {holder.describe()}"
+        state, detail = OutputState.RUNNING, f"lease held by {holder.describe()}"
         age = now - holder.acquired
     elif status is not None:
-        state, detail = status.get("state", "?"), ""
-        age = now - events[-1]["time"] if events else None
-        if state == RUNNING:  # no live lease holds it: the attempt died without recording an end
-            state, detail = "INTERRUPTED", "an attempt died before finishing; the next run retries it"
+        state, detail = OutputState(status.state), ""
+        age = now - events[-1].time if events else None
+        if state == OutputState.RUNNING:  # no live lease holds it: the attempt died without recording an end
+            state, detail = (
+                OutputState.INTERRUPTED,
+                "an attempt died before finishing; the next run retries it",
+            )
         elif has_lease:
             detail = "a stale lease remains from an interrupted attempt"
     else:
-        state, detail, age = "INTERRUPTED", "a first attempt died before finishing", None
-    name = (status or {}).get("name") or (holder.step if holder else storage.basename(path))
-    shown = headline(read_artifact(path)) if state == SUCCESS else ""
+        state, detail, age = OutputState.INTERRUPTED, "a first attempt died before finishing", None
+    name = (status.name if status is not None else "") or (holder.step if holder else storage.basename(path))
+    shown = headline(read_artifact(path)) if state == OutputState.SUCCESS else ""
     if superseded:
-        state = state if status is not None else "MOVED-ASIDE"
-        detail = (
-            f"moved-aside copy ({aside['kind']}) of {aside['from']} (delete with `marin gc PREFIX --yes`)"
-        )
+        state = state if status is not None else OutputState.MOVED_ASIDE
+        detail = f"moved-aside copy ({aside.kind}) of {aside.origin} (delete with `marin gc PREFIX --yes`)"
     preempted = preemptions(events)
     if preempted:
         detail = "; ".join(
@@ -108,21 +105,21 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
 
 
-def preemptions(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
     """The preemptions of the latest attempt: gang restarts after a lost replica, counted apart from failures."""
     latest = max(
-        (i for i, e in enumerate(events) if e.get("state") == RUNNING and "preempted" not in e), default=0
+        (i for i, e in enumerate(events) if e.state == StepState.RUNNING and e.preempted is None), default=0
     )
-    return [e["preempted"] for e in events[latest:] if isinstance(e.get("preempted"), dict)]
+    return [e.preempted for e in events[latest:] if e.preempted is not None]
 
 
-def headline(artifact: dict[str, Any] | None) -> str:
+def headline(artifact: ArtifactRecord | None) -> str:
     """A step's headline metric as 'metric = value', when its result declares one.
 
     A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
     do); the engine shows it and attaches no meaning to it.
     """
-    result = (artifact or {}).get("result")
+    result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
     if not isinstance(shown, dict) or "metric" not in shown:
         return ""
@@ -134,11 +131,11 @@ def headline(artifact: dict[str, Any] | None) -> str:
     )
 
 
-def _duration(events: list[dict[str, Any]]) -> float | None:
+def _duration(events: Sequence[Event]) -> float | None:
     start = next(
-        (e["time"] for e in reversed(events) if e.get("state") == RUNNING and "preempted" not in e), None
+        (e.time for e in reversed(events) if e.state == StepState.RUNNING and e.preempted is None), None
     )
-    end = events[-1]["time"] if events and events[-1].get("state") != RUNNING else None
+    end = events[-1].time if events and events[-1].state != StepState.RUNNING else None
     return end - start if start is not None and end is not None else None
 
 
@@ -155,7 +152,31 @@ def format_seconds(seconds: float | None) -> str:
     return f"{int(seconds // 86400)}d{int(seconds % 86400 // 3600):02d}h"
 
 
-def output_records(path: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OutputRecords:
+    """The records of one output: its status, info and artifact (each None when missing)."""
+
+    path: str
+    status: StatusRecord | None
+    info: ExecutorInfo | None
+    artifact: ArtifactRecord | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The records as plain JSON data, as their files hold them."""
+        return {
+            "path": self.path,
+            **{
+                name: None if record is None else record.to_json()
+                for name, record in (
+                    ("status", self.status),
+                    ("info", self.info),
+                    ("artifact", self.artifact),
+                )
+            },
+        }
+
+
+def output_records(path: str) -> OutputRecords:
     """The status, info and artifact of one output; MarinError when `path` holds no step output."""
     path = storage.absolute(path)
     try:
@@ -168,28 +189,25 @@ def output_records(path: str) -> dict[str, Any]:
             f"{path} holds no step output (no .executor_status or .executor_info); "
             "give the output directory of a step, e.g. one listed by `marin status PREFIX`"
         )
-    return {"path": path, "status": status, "info": info, "artifact": artifact}
+    return OutputRecords(path, status, info, artifact)
 
 
 def explain_output(path: str) -> str:
     """A readable account of how the output at `path` was made, from its records."""
     records = output_records(path)
-    status, info, artifact = records["status"] or {}, records["info"] or {}, records["artifact"] or {}
+    status, info, artifact = records.status, records.info, records.artifact
+    state = status.state if status is not None else None
     lines = [
-        f"output   {records['path']}",
-        f"step     {info.get('name') or status.get('name')}",
-        f"state    {status.get('state', 'unknown')}"
-        + ("" if status.get("state") == SUCCESS else "  (records below are from an unfinished run)"),
-        f"key      {info.get('key') or status.get('key')}",
+        f"output   {records.path}",
+        f"step     {info.name if info is not None else status.name}",
+        f"state    {state or 'unknown'}"
+        + ("" if state == StepState.SUCCESS else "  (records below are from an unfinished run)"),
+        f"key      {info.key if info is not None else status.key}",
     ]
-    if info:
-        code = (
-            f"version {info['version']!r}"
-            if info.get("version")
-            else f"fingerprint {info.get('code_fingerprint')}"
-        )
-        lines.append(f"code     {info.get('fn')}  ({code})")
-        git = info.get("git") or {}
+    if info is not None:
+        code = f"version {info.version!r}" if info.version else f"fingerprint {info.code_fingerprint}"
+        lines.append(f"code     {info.fn}  ({code})")
+        git = info.git or {}
         if git.get("commit"):
             lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
         experiment = git.get("experiment") or {}
@@ -199,34 +217,31 @@ def explain_output(path: str) -> str:
                 + ("  (dirty working tree)" if experiment.get("dirty") else "")
                 + f"  in {experiment.get('directory')}"
             )
-        lines.append(f"params   {_json(info.get('hash_attrs'))}")
-        for dep in info.get("deps") or []:
-            lines.append(f"input    {dep['name']}  key {dep['key'][:12]}  at {dep['path']}")
-        lines += _declared_inputs((info.get("key_record") or {}).get("inputs"))
-        env = info.get("environment") or {}
+        lines.append(f"params   {_json(info.hash_attrs)}")
+        for dep in info.deps:
+            lines.append(f"input    {dep.name}  key {dep.key[:12]}  at {dep.path}")
+        lines += _declared_inputs((info.key_record or {}).get("inputs"))
+        env = info.environment or {}
         packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items())
         lines.append(f"python   {env.get('python')}  ({packages})")
+        lines.append(f"ran on   {env.get('host')} as {env.get('user')}, resources {_json(info.resources)}")
         lines.append(
-            f"ran on   {env.get('host')} as {env.get('user')}, resources {_json(info.get('resources'))}"
+            f"time     {_when(info.start_time)} -> {_when(info.end_time)}  ({format_seconds(info.duration_s)})"
         )
-        lines.append(
-            f"time     {_when(info.get('start_time'))} -> {_when(info.get('end_time'))}"
-            f"  ({format_seconds(info.get('duration_s'))})"
-        )
-    if artifact:
-        files = artifact.get("files") or []
+    if artifact is not None:
+        files = artifact.files
         if headline(artifact):
             lines.append(f"headline {headline(artifact)}")
-        lines.append(f"result   {_json(artifact.get('result'))}")
-        lines.append(f"files    {len(files)} files, {artifact.get('total_bytes', 0)} bytes")
+        lines.append(f"result   {_json(artifact.result)}")
+        lines.append(f"files    {len(files)} files, {artifact.total_bytes} bytes")
         lines += [f"           {f['path']}  {f['size']} B" for f in files[:20]]
         if len(files) > 20:
             lines.append(f"           ... and {len(files) - 20} more")
-    for e in status.get("events") or []:
+    for e in status.events if status is not None else ():
         lines.append(
-            f"event    {_when(e.get('time'))}  {e.get('state'):<8} {e.get('host')}:{e.get('pid')}"
-            + (f"  {_error_line(e['error'])}" if e.get("error") else "")
-            + (f"  {_preemption_line(e['preempted'])}" if isinstance(e.get("preempted"), dict) else "")
+            f"event    {_when(e.time)}  {e.state:<8} {e.host}:{e.pid}"
+            + (f"  {_error_line(e.error)}" if e.error else "")
+            + (f"  {_preemption_line(e.preempted)}" if e.preempted is not None else "")
         )
     return "\n".join(lines)
 

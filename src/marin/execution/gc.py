@@ -20,7 +20,10 @@ from marin.execution import storage
 from marin.execution.artifact import read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
 from marin.execution.errors import UnreadableRecordError
-from marin.execution.status import LEASE_PREFIX, STATUS_FILE, SUCCESS, current_holder, read_status
+from marin.execution.lease import current_holder, is_lease_file
+from marin.execution.output_names import default_output_name
+from marin.execution.states import StepState
+from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class _Output:
     path: str
     name: str
     key: str
-    state: str
+    state: StepState
     when: float
     deps: tuple[str, ...] | None  # paths and keys of its dependencies; None: unknown (no readable record)
 
@@ -62,20 +65,20 @@ def collect(prefix: str, keep_latest: int = 1, delete: bool = False, lease_timeo
     root = storage.absolute(prefix)
     report = GcReport()
     outputs: list[_Output] = []
-    wanted = lambda n: n == STATUS_FILE or n == ASIDE_RECORD or n.startswith(LEASE_PREFIX)  # noqa: E731
+    wanted = lambda n: n == STATUS_FILE or n == ASIDE_RECORD or is_lease_file(n)  # noqa: E731
     for path, names in storage.find_dirs_with(root, wanted):
         if ASIDE_RECORD in names:
             record = read_aside(path)
             if record is not None:
                 report.garbage.append(
-                    Garbage(path, f"moved aside ({record['kind']}: {record.get('reason', '')})", _size(path))
+                    Garbage(path, f"moved aside ({record.kind}: {record.reason})", _size(path))
                 )
             else:
                 report.kept.append(
                     (path, "its .marin_aside record is unreadable or does not name this folder")
                 )
             continue
-        if any(n.startswith(LEASE_PREFIX) for n in names) and current_holder(path, lease_timeout) is not None:
+        if any(is_lease_file(n) for n in names) and current_holder(path, lease_timeout) is not None:
             report.kept.append((path, "a live runner holds its lease"))
             continue
         try:
@@ -94,22 +97,17 @@ def collect(prefix: str, keep_latest: int = 1, delete: bool = False, lease_timeo
     return report
 
 
-def _output(path: str, status: dict) -> _Output:
-    events = status.get("events") or []
-    when = float(events[-1].get("time") or 0.0) if events and isinstance(events[-1], dict) else 0.0
+def _output(path: str, status: StatusRecord) -> _Output:
+    when = status.events[-1].time if status.events else 0.0
     info = read_info(path)
     deps: tuple[str, ...] | None = None
-    if isinstance(info, dict) and isinstance(info.get("deps"), list):
-        deps = tuple(
-            str(d.get(f)) for d in info["deps"] if isinstance(d, dict) for f in ("path", "key") if d.get(f)
-        )
+    if info is not None:
+        deps = tuple(v for d in info.deps for v in (d.path, d.key) if v)
     else:
-        running = [e for e in events if isinstance(e, dict) and isinstance(e.get("deps"), list)]
-        if running:
-            deps = tuple(str(p) for p in running[-1]["deps"])
-    return _Output(
-        path, str(status.get("name")), str(status.get("key") or ""), str(status.get("state")), when, deps
-    )
+        started = [e for e in status.events if e.deps is not None]
+        if started:
+            deps = started[-1].deps
+    return _Output(path, status.name, status.key, status.state, when, deps)
 
 
 def _old_versions(outputs: list[_Output], keep_latest: int, kept: list[tuple[str, str]]) -> list[Garbage]:
@@ -120,9 +118,11 @@ def _old_versions(outputs: list[_Output], keep_latest: int, kept: list[tuple[str
     candidates: list[_Output] = []
     for name, versions in by_name.items():
         versions.sort(key=lambda o: o.when, reverse=True)
-        latest_success = next((o for o in versions if o.state == SUCCESS), None)
+        latest_success = next((o for o in versions if o.state == StepState.SUCCESS), None)
         for rank, o in enumerate(versions):
-            hashed = storage.basename(o.path) == f"{storage.basename(name)}-{o.key[:8]}" and bool(o.key)
+            hashed = bool(o.key) and storage.basename(o.path) == default_output_name(
+                storage.basename(name), o.key
+            )
             if rank < keep_latest or o is latest_success or not hashed:
                 keep.add(o.path)
             else:

@@ -9,8 +9,9 @@ written (the status, the log) or hold it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from marin.execution import storage
 
@@ -53,14 +54,13 @@ def build_manifest(directory: str, keep: Callable[[str], bool] = lambda rel: Tru
     return files
 
 
-@dataclass(frozen=True)
-class ManifestCheck:
+class ManifestCheck(msgspec.Struct, frozen=True):
     """How the files under a directory compare with its manifest."""
 
     checked: int
-    changed: list[str] = field(default_factory=list)  # "path: why"
-    missing: list[str] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
+    changed: list[str] = msgspec.field(default_factory=list)  # "path: why"
+    missing: list[str] = msgspec.field(default_factory=list)
+    added: list[str] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -14,15 +14,14 @@ import stat
 
 from marin.execution import storage
 from marin.execution.errors import DagError
-from marin.execution.status import LEASE_PREFIX, STATUS_FILE, read_status
+from marin.execution.lease import is_lease_file
+from marin.execution.status import STATUS_FILE, is_status_temp, read_status
 
 
 def foreign_entries(output_path: str) -> list[str]:
     """The names in `output_path` other than lease files and status temporaries (sorted)."""
     return sorted(
-        n
-        for n in storage.list_names(output_path)
-        if not n.startswith(LEASE_PREFIX) and not n.startswith(f"{STATUS_FILE}.tmp-")
+        n for n in storage.list_names(output_path) if not is_lease_file(n) and not is_status_temp(n)
     )
 
 
@@ -55,7 +54,8 @@ def check_not_nested_in_records(step: str, prefix: str, output_path: str) -> Non
     while (cut := path.rfind("/")) > len(prefix):
         path = path[:cut]
         if storage.exists(f"{path}/{STATUS_FILE}"):
-            other = (read_status(path) or {}).get("name", "?")
+            status = read_status(path)
+            other = status.name if status is not None else "?"
             raise DagError(
                 f"step {step!r}: its output {output_path} would sit inside {path}, the recorded output of step "
                 f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): "
@@ -63,7 +63,8 @@ def check_not_nested_in_records(step: str, prefix: str, output_path: str) -> Non
             )
     for name in foreign_entries(output_path):
         for inner, _ in storage.find_dirs_with(f"{output_path}/{name}", lambda n: n == STATUS_FILE):
-            other = (read_status(inner) or {}).get("name", "?")
+            status = read_status(inner)
+            other = status.name if status is not None else "?"
             raise DagError(
                 f"step {step!r}: its output {output_path} would contain {inner}, the recorded output of step "
                 f"{other!r}; outputs must not nest (a rerun clears or moves a whole folder): "

@@ -24,38 +24,25 @@ from __future__ import annotations
 
 import gc
 import os
-import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from marin.execution import storage
 from marin.execution.artifact import read_info
-from marin.execution.aside import UNREADABLE, free_aside_path
+from marin.execution.aside import AsideKind, free_aside_path
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
+from marin.execution.dag import collect_dag, count_downstream_runs, reject_nested_outputs
 from marin.execution.errors import DagError, OutputConflictError, UnreadableRecordError
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
+from marin.execution.lease import LeaseInfo, current_holder
+from marin.execution.output_names import default_output_key, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.status import (
-    FAILED,
-    RUNNING,
-    STATUS_FILE,
-    SUCCESS,
-    LeaseInfo,
-    current_holder,
-    read_status,
-)
+from marin.execution.states import RUN_STATES, PlanState, StepState
+from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 from marin.execution.step_spec import StepSpec
-
-CACHED = "cached"
-RUN_NEW = "run: new"
-RUN_CHANGED = "run: changed"
-RUN_RETRY = "run: retry"
-RUN_FORCED = "run: forced"
-WAITING = "waiting"
-BLOCKED = "blocked"
-RUN_STATES = frozenset({RUN_NEW, RUN_CHANGED, RUN_RETRY, RUN_FORCED, WAITING})
 
 PREFIX_ENV = "MARIN_PREFIX"
 DEFAULT_PREFIX = "./marin-outputs"
@@ -67,25 +54,25 @@ def resolve_prefix(prefix: str | None = None) -> str:
     return storage.absolute(chosen)
 
 
-@dataclass(slots=True)
-class PlannedStep:
+class PlannedStep(msgspec.Struct, gc=False):
     """One step of a plan: its key, where its output lives, its state and the reason for it.
 
-    Built once per step by `build_plan` (not frozen: a frozen dataclass costs microseconds per
-    step that a 50,000-step cached plan cannot spare); treat it as read-only.
+    Built once per step by `build_plan` (not frozen: it is filled in as the plan settles; not tracked
+    by the garbage collector, which a 50,000-step plan would otherwise make scan each one); treat it
+    as read-only once built.
     """
 
     spec: StepSpec
     key: str
     record: Mapping[str, Any] | None  # what the key hashes; None for a cached step (never recorded again)
     output_path: str
-    state: str
+    state: PlanState
     reason: str = ""
     changes: tuple[FieldChange, ...] = ()
     previous_path: str | None = None
     deps: tuple[int, ...] = ()
     downstream_runs: int = 0
-    status: Mapping[str, Any] | None = None
+    status: StatusRecord | None = None
     holder: LeaseInfo | None = None
     notes: tuple[str, ...] = ()  # whatever state: e.g. `unpinned: org/dataset` (an input the key cannot pin)
     aside_path: str | None = None  # where an unreadable status's output will be moved to
@@ -118,13 +105,12 @@ class PlannedStep:
         }
 
 
-@dataclass
-class Plan:
+class Plan(msgspec.Struct):
     """Every step of a DAG in topological order (dependencies first), with its state."""
 
     prefix: str
     steps: list[PlannedStep]
-    index: dict[int, int] = field(default_factory=dict, repr=False)  # id(spec) -> position
+    index: dict[int, int] = msgspec.field(default_factory=dict)  # id(spec) -> position
 
     def of(self, spec: StepSpec) -> PlannedStep:
         """The planned step for a spec of this plan."""
@@ -134,7 +120,7 @@ class Plan:
         """How many steps are in each state."""
         out: dict[str, int] = {}
         for s in self.steps:
-            out[s.state] = out.get(s.state, 0) + 1
+            out[s.state.value] = out.get(s.state.value, 0) + 1
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -145,100 +131,6 @@ class Plan:
         """One line: how many steps are in each state."""
         counts = ", ".join(f"{n} {state}" for state, n in sorted(self.counts().items()))
         return f"{len(self.steps)} steps under {self.prefix}: {counts}"
-
-    def render(self, max_cached_rows: int = 20, max_rows: int | None = None) -> Any:
-        """A rich Table of the plan; beyond `max_cached_rows` cached steps are summarised in one row,
-        and with `max_rows`, beyond that many rows the other steps are too (one row per state)."""
-        from rich.table import Table  # lazy: rich costs 20 ms to import
-
-        table = Table(title=self.summary(), show_lines=False, expand=False)
-        for column in ("state", "step", "output", "why", "downstream"):
-            table.add_column(column, overflow="fold")
-        cached = [s for s in self.steps if s.state == CACHED]
-        shown_cached = set(map(id, cached[:max_cached_rows]))
-        hidden: dict[str, int] = {}
-        rows = 0
-        for s in self.steps:
-            if s.state == CACHED and id(s) not in shown_cached:
-                continue
-            if max_rows is not None and rows >= max_rows:
-                hidden[s.state] = hidden.get(s.state, 0) + 1
-                continue
-            rows += 1
-            why = "; ".join(([s.reason] if not s.changes else [str(c) for c in s.changes]) + list(s.notes))
-            downstream = str(s.downstream_runs) if s.will_run else ""
-            table.add_row(_styled(s.state), s.name, _relative(s.output_path, self.prefix), why, downstream)
-        for state, n in hidden.items():
-            if state != CACHED:
-                table.add_row(_styled(state), f"... and {n} more steps in this state", "", "", "")
-        more = len(cached) - len(shown_cached) + hidden.get(CACHED, 0)
-        if more:
-            table.add_row(_styled(CACHED), f"... and {more} more cached steps", "", "", "")
-        return table
-
-    def print(self, max_cached_rows: int = 20, max_rows: int | None = None) -> None:
-        """Print the plan table to stderr (see `render`)."""
-        from rich.console import Console
-
-        Console(stderr=True, width=max(100, _terminal_width())).print(self.render(max_cached_rows, max_rows))
-
-
-def _terminal_width() -> int:
-    try:
-        return os.get_terminal_size(2).columns
-    except OSError:
-        return 140
-
-
-_STYLES = {CACHED: "green", WAITING: "yellow", BLOCKED: "red"}
-
-
-def _styled(state: str) -> str:
-    return f"[{_STYLES.get(state, 'cyan')}]{state}[/]"
-
-
-def _relative(path: str, prefix: str) -> str:
-    return path[len(prefix) + 1 :] if path.startswith(prefix + "/") else path
-
-
-def collect_dag(roots: Iterable[StepSpec]) -> list[StepSpec]:
-    """Every step reachable from `roots`, dependencies before dependents; DagError on a cycle."""
-    order: list[StepSpec] = []
-    done: set[int] = set()
-    on_path: dict[int, int] = {}  # id -> position on the current DFS path
-    path: list[StepSpec] = []
-    for root in roots:
-        if not isinstance(root, StepSpec):
-            raise DagError(f"run() takes StepSpecs (lower() lazy handles first), got {type(root).__name__}")
-        if id(root) in done:
-            continue
-        stack: list[tuple[StepSpec, int]] = [(root, 0)]
-        on_path[id(root)] = 0
-        path.append(root)
-        while stack:
-            spec, i = stack[-1]
-            deps = spec.deps
-            if i < len(deps):
-                stack[-1] = (spec, i + 1)
-                dep = deps[i]
-                dep_id = id(dep)
-                if dep_id in done:
-                    continue
-                if dep_id in on_path:
-                    cycle = [s.name for s in path[on_path[dep_id] :]] + [dep.name]
-                    raise DagError(
-                        f"the steps form a cycle: {' -> '.join(cycle)}; a step cannot depend on itself"
-                    )
-                on_path[dep_id] = len(path)
-                path.append(dep)
-                stack.append((dep, 0))
-            else:
-                stack.pop()
-                path.pop()
-                del on_path[id(spec)]
-                done.add(id(spec))
-                order.append(spec)
-    return order
 
 
 def build_plan(
@@ -260,6 +152,7 @@ def build_plan(
 
 
 def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
+    CACHED, SUCCESS = PlanState.CACHED, StepState.SUCCESS  # noqa: N806 - locals: read per step
     specs = collect_dag(roots)
     memo = new_plan_memo()
     scanner = InputScanner(prefix)
@@ -288,7 +181,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             inputs,
         )
         key = key_of(record)
-        out = _output_path(spec, prefix, key)
+        out = output_path_of(spec.name, spec.output_path, prefix, key)
         same = by_path.get(out)
         if same is not None:
             other = steps[same]
@@ -302,16 +195,22 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         if remote is not None:  # an object store: statuses are read below, many at once
             index[id(spec)] = len(steps)
             by_path[out] = len(steps)
-            steps.append(PlannedStep(spec, key, record, out, "", deps=dep_idx, notes=tuple(notes)))
+            # The state is settled below, once the statuses are read.
+            steps.append(
+                PlannedStep(spec, key, record, out, PlanState.RUN_NEW, deps=dep_idx, notes=tuple(notes))
+            )
             continue
         try:
             status, unreadable = read_status(out, strict=True), None
         except UnreadableRecordError as e:
             status, unreadable = None, e
-        state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
+        if status is not None and status.key == key and status.state == SUCCESS and spec.name not in forced:
+            state, reason = CACHED, ""  # the common case, decided inline (as `_state_of` would)
+        else:
+            state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
         # A cached step needs neither its key record nor its status again; dropping them frees those
         # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
-        if state == CACHED:
+        if state is CACHED:
             planned = PlannedStep(spec, key, None, out, state, reason, deps=dep_idx)
         else:
             planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
@@ -327,8 +226,8 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     if remote is not None:
         _settle_remote(steps, prefix, forced, force_run_failed, lease_timeout, sibling_cache)
     scanner.save()
-    _reject_nested_outputs(steps, prefix)
-    _count_downstream_runs(steps)
+    reject_nested_outputs(steps, prefix)
+    count_downstream_runs(steps)
     return Plan(prefix, steps, index)
 
 
@@ -361,7 +260,7 @@ def _settle_remote(
         planned.state, planned.reason = _state_of(
             spec, planned.key, status, dep_steps, forced, force_run_failed
         )
-        if planned.state == CACHED:
+        if planned.state == PlanState.CACHED:
             planned.record = None
             continue
         planned.status = status
@@ -371,54 +270,43 @@ def _settle_remote(
             _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
 
 
-def _read_status_or_error(path: str) -> tuple[Mapping[str, Any] | None, UnreadableRecordError | None]:
+def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRecordError | None]:
     try:
         return read_status(path, strict=True), None
     except UnreadableRecordError as e:
         return None, e
 
 
-def _output_path(spec: StepSpec, prefix: str, key: str) -> str:
-    """`{prefix}/{output_path}` (normalised) or `{prefix}/{name}-{key8}`; DagError if it is the prefix."""
-    if not spec.output_path:
-        return f"{prefix}/{spec.name}-{key[:8]}"
-    relative = posixpath.normpath(spec.output_path)
-    if relative == ".":
-        raise DagError(
-            f"step {spec.name!r}: output_path {spec.output_path!r} is the prefix itself ({prefix}); a step's output "
-            "is a folder of its own inside the prefix (a rerun clears or moves it): give a subfolder such as "
-            f"{spec.name!r}"
-        )
-    return f"{prefix}/{relative}"
-
-
-def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[str, str]:
-    same_key = status is not None and status.get("key") == key
-    if same_key and status.get("state") == SUCCESS and spec.name not in forced:
-        return CACHED, ""
-    blocked = [d.spec.name for d in dep_steps if d.state == BLOCKED]
+def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[PlanState, str]:
+    same_key = status is not None and status.key == key
+    if same_key and status.state == StepState.SUCCESS and spec.name not in forced:
+        return PlanState.CACHED, ""
+    blocked = [d.spec.name for d in dep_steps if d.state == PlanState.BLOCKED]
     if blocked:
-        return BLOCKED, f"dependency {blocked[0]!r} is blocked"
+        return PlanState.BLOCKED, f"dependency {blocked[0]!r} is blocked"
     if same_key:
-        state = status.get("state")
+        state = status.state
         if spec.name in forced:
-            if state == SUCCESS:
-                return RUN_FORCED, "named in force_run"
-            return RUN_FORCED, f"named in force_run: starts clean, clearing the {state} attempt's output"
-        if state == FAILED and not force_run_failed:
+            if state == StepState.SUCCESS:
+                return PlanState.RUN_FORCED, "named in force_run"
             return (
-                BLOCKED,
+                PlanState.RUN_FORCED,
+                f"named in force_run: starts clean, clearing the {state} attempt's output",
+            )
+        if state == StepState.FAILED and not force_run_failed:
+            return (
+                PlanState.BLOCKED,
                 "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry",
             )
         reason = (
             "an earlier attempt was interrupted (killed, or its runner stalled)"
-            if state == RUNNING
+            if state == StepState.RUNNING
             else f"previous attempt ended {state}"
         )
-        return RUN_RETRY, reason + (
+        return PlanState.RUN_RETRY, reason + (
             "; resumable: it resumes from that attempt's output" if spec.resumable else ""
         )
-    return RUN_NEW, ""
+    return PlanState.RUN_NEW, ""
 
 
 def _explain_run(
@@ -432,50 +320,50 @@ def _explain_run(
     that its output folder is not its own (blocked, with `conflict`)."""
     state, reason, changes, previous = step.state, step.reason, (), None
     if unreadable is not None:
-        step.aside_path = free_aside_path(step.output_path, UNREADABLE, "")[0]
+        step.aside_path = free_aside_path(step.output_path, AsideKind.UNREADABLE, "")[0]
         state, reason = (
-            RUN_RETRY,
+            PlanState.RUN_RETRY,
             (
                 f"unreadable status ({unreadable.why}): the folder's contents will be moved "
                 f"aside to {step.aside_path}, never deleted"
             ),
         )
-    elif state == RUN_NEW:
-        own = step.status is not None and step.status.get("name") == step.name
-        other = step.status.get("name", "?") if step.status is not None and not own else None
+    elif state == PlanState.RUN_NEW:
+        own = step.status is not None and step.status.name == step.name
+        other = step.status.name if step.status is not None and not own else None
         foreign = [] if own or step.folder_absent else foreign_entries(step.output_path)
         if STATUS_FILE in foreign:  # another runner wrote the status after ours was read: read it again
             try:
                 step.status = read_status(step.output_path, strict=True)
             except UnreadableRecordError:
                 step.status = None
-            own = step.status is not None and step.status.get("name") == step.name
-            other = step.status.get("name", "?") if step.status is not None and not own else None
+            own = step.status is not None and step.status.name == step.name
+            other = step.status.name if step.status is not None and not own else None
             foreign = [] if own else foreign
         if foreign and (other is not None or not step.spec.adopt):
             detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
             step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
-            state, reason = BLOCKED, step.conflict
+            state, reason = PlanState.BLOCKED, step.conflict
         elif foreign:
             reason = (
                 f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
             )
         elif step.status is None and not step.folder_absent and storage.exists(step.output_path):
-            state, reason = RUN_RETRY, "an earlier attempt left partial output (killed?)"
+            state, reason = PlanState.RUN_RETRY, "an earlier attempt left partial output (killed?)"
         else:
             if step.status is None:
                 step.folder_absent = True  # no status and no folder: no lease to look for either
             previous, old_record = _latest_record(step, prefix, sibling_cache)
             if old_record is not None:
-                state, changes = RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
+                state, changes = PlanState.RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"
     holder = (
         current_holder(step.output_path, lease_timeout)
-        if state != BLOCKED and not step.folder_absent
+        if state != PlanState.BLOCKED and not step.folder_absent
         else None
     )
     if holder is not None:
-        state, reason = WAITING, f"lease held by {holder.describe()}"
+        state, reason = PlanState.WAITING, f"lease held by {holder.describe()}"
     step.state, step.reason, step.changes, step.previous_path, step.holder = (
         state,
         reason,
@@ -490,51 +378,20 @@ def _latest_record(step: PlannedStep, prefix: str, sibling_cache: dict[str, list
     candidates = []
     if step.spec.output_path:
         candidates.append(step.output_path)
-    default_dir, stem = storage.parent(f"{prefix}/{step.spec.name}"), storage.basename(step.spec.name) + "-"
+    default_dir = storage.parent(f"{prefix}/{step.spec.name}")
     if default_dir not in sibling_cache:
         sibling_cache[default_dir] = storage.list_names(default_dir)
     candidates += [
         f"{default_dir}/{n}"
         for n in sibling_cache[default_dir]
-        if n.startswith(stem) and len(n) == len(stem) + 8
+        if default_output_key(n, step.spec.name) is not None
     ]
     best: tuple[float, str, Mapping[str, Any]] | None = None
     for path in candidates:
         info = read_info(path)
-        if not info or info.get("name") != step.spec.name or "key_record" not in info:
+        if info is None or info.name != step.spec.name or info.key_record is None:
             continue
-        when = float(info.get("end_time") or 0.0)
+        when = info.end_time or 0.0
         if best is None or when > best[0]:
-            best = (when, path, info["key_record"])
+            best = (when, path, info.key_record)
     return (best[1], best[2]) if best else (None, None)
-
-
-def _reject_nested_outputs(steps: list[PlannedStep], prefix: str) -> None:
-    owner = {s.output_path: s for s in steps}
-    for s in steps:
-        path = s.output_path
-        while (cut := path.rfind("/")) > len(prefix):
-            path = path[:cut]
-            if path in owner:
-                raise DagError(
-                    f"step {s.name!r} writes to {s.output_path}, inside the output of step {owner[path].name!r} "
-                    f"({path}); outputs must not nest, since a rerun clears its whole directory"
-                )
-
-
-def _count_downstream_runs(steps: list[PlannedStep]) -> None:
-    """Set `downstream_runs` of each running step: how many steps after it will run (bitset DP)."""
-    running = [i for i, s in enumerate(steps) if s.will_run]
-    if not running:
-        return
-    children: dict[int, list[int]] = {}
-    for i in running:
-        for d in steps[i].deps:
-            children.setdefault(d, []).append(i)
-    below: dict[int, int] = {}
-    for i in reversed(running):
-        bits = 0
-        for c in children.get(i, ()):
-            bits |= below[c] | (1 << c)
-        below[i] = bits
-        steps[i].downstream_runs = bits.bit_count()

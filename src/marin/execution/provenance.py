@@ -12,7 +12,7 @@ from marin.execution.cache_key import FieldChange, canonical_json, diff_key_reco
 from marin.execution.errors import MarinError
 from marin.execution.explain import output_records
 from marin.execution.manifest import ManifestCheck, check_manifest
-from marin.execution.status import SUCCESS
+from marin.execution.states import StepState
 
 # The key record's fields `diff_key_records` compares; any other (e.g. declared inputs) is compared generically.
 _KEY_FIELDS = frozenset({"name", "hash_attrs", "deps", "code"})
@@ -24,16 +24,15 @@ def verify_output(path: str) -> ManifestCheck:
     MarinError when `path` is no finished step output (no SUCCESS status or no manifest).
     """
     records = output_records(path)
-    state = (records["status"] or {}).get("state")
-    if state != SUCCESS:
+    state = records.status.state if records.status is not None else None
+    if state != StepState.SUCCESS:
         raise MarinError(
-            f"{records['path']} is not a finished output (state {state or 'unknown'}); only a SUCCESS "
+            f"{records.path} is not a finished output (state {state or 'unknown'}); only a SUCCESS "
             "output has a manifest to verify"
         )
-    artifact = records["artifact"]
-    if not isinstance(artifact, Mapping) or not isinstance(artifact.get("files"), list):
-        raise MarinError(f"{records['path']}/.artifact.json is missing or has no file manifest")
-    return check_manifest(records["path"], artifact["files"], is_output_file)
+    if records.artifact is None:
+        raise MarinError(f"{records.path}/.artifact.json is missing or has no file manifest")
+    return check_manifest(records.path, records.artifact.files, is_output_file)
 
 
 @dataclass(frozen=True)
@@ -70,16 +69,16 @@ class OutputDiff:
 def diff_outputs(a: str, b: str) -> OutputDiff:
     """Compare two outputs' `.executor_info`: key, hash_attrs, deps, code, inputs, versions, git, run."""
     ra, rb = output_records(a), output_records(b)
-    ia, ib = ra["info"] or {}, rb["info"] or {}
-    for records, info in ((ra, ia), (rb, ib)):
-        if not info:
+    for records in (ra, rb):
+        if records.info is None:
             raise MarinError(
-                f"{records['path']} has no .executor_info (the step never finished); nothing to compare"
+                f"{records.path} has no .executor_info (the step never finished); nothing to compare"
             )
-    ka, kb = ia.get("key_record") or {}, ib.get("key_record") or {}
+    ia, ib = ra.info, rb.info
+    ka, kb = ia.key_record or {}, ib.key_record or {}
     names = ("key", "hash_attrs", "deps", "code", "inputs", "versions", "git", "run")
     sections: dict[str, list[FieldChange]] = {s: [] for s in names}
-    _diff("key", ia.get("key"), ib.get("key"), sections["key"])
+    _diff("key", ia.key, ib.key, sections["key"])
     key_changes = diff_key_records(ka, kb)
     for change in key_changes:
         section = change.field.split(".", 1)[0]
@@ -92,8 +91,8 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
     reported = {c.field.split(".", 1)[0].split(":", 1)[0] for c in key_changes}
     for extra in sorted((ka.keys() | kb.keys()) - _KEY_FIELDS - reported):
         _diff(extra, ka.get(extra), kb.get(extra), sections["inputs"])
-    _diff("fn", ia.get("fn"), ib.get("fn"), sections["code"])
-    ea, eb = ia.get("environment") or {}, ib.get("environment") or {}
+    _diff("fn", ia.fn, ib.fn, sections["code"])
+    ea, eb = ia.environment or {}, ib.environment or {}
     _diff("python", ea.get("python"), eb.get("python"), sections["versions"])
     _diff(
         "distributions",
@@ -101,11 +100,10 @@ def diff_outputs(a: str, b: str) -> OutputDiff:
         eb.get("distributions") or eb.get("packages"),
         sections["versions"],
     )
-    ga, gb = _git_summary(ia.get("git")), _git_summary(ib.get("git"))
-    _diff("git", ga, gb, sections["git"])
-    _diff("experiment", ia.get("experiment"), ib.get("experiment"), sections["run"])
-    _diff("command_line", ia.get("command_line"), ib.get("command_line"), sections["run"])
-    return OutputDiff(ra["path"], rb["path"], sections)
+    _diff("git", _git_summary(ia.git), _git_summary(ib.git), sections["git"])
+    _diff("experiment", ia.experiment, ib.experiment, sections["run"])
+    _diff("command_line", ia.command_line, ib.command_line, sections["run"])
+    return OutputDiff(ra.path, rb.path, sections)
 
 
 def _git_summary(git: Any) -> Any:

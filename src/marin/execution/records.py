@@ -1,4 +1,5 @@
-"""Reading the engine's record files safely: only regular files, and never more than `MAX_RECORD_BYTES`.
+"""The engine's record files: their typed form (`JsonRecord`), and reading them safely: only regular
+files, and never more than `MAX_RECORD_BYTES`.
 
 Every record reader (status, lease, `.executor_info`, `.artifact.json`, a moved-aside copy's record)
 goes through `read_record`, so a FIFO or a device under a prefix cannot hang `marin status`, a
@@ -10,8 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Self, TypeVar
 
+import msgspec
 import orjson
 
 from marin.execution import storage
@@ -111,4 +114,53 @@ def read_record_json(path: str, strict: bool = False) -> Any:
         if strict:
             what = "it is empty" if not data.strip() else f"it is not valid JSON ({e})"
             raise UnreadableRecordError(path, what) from None
+        return None
+
+
+class JsonRecord(msgspec.Struct, frozen=True):
+    """A typed JSON record file: parsed by `from_json`, written by `to_bytes`, plain data by `to_json`."""
+
+    @classmethod
+    def from_json(cls, data: bytes | str | Mapping[str, Any], path: str) -> Self:
+        """Parse the record read from `path`; UnreadableRecordError naming `path` when it is empty,
+        not JSON, or JSON of another shape."""
+        try:
+            if isinstance(data, Mapping):
+                return msgspec.convert(data, cls)
+            decoder = _decoders.get(cls)
+            if decoder is None:
+                decoder = _decoders[cls] = msgspec.json.Decoder(cls)
+            return decoder.decode(data)
+        except msgspec.ValidationError as e:
+            raise UnreadableRecordError(path, f"it is JSON but not a {cls.__name__} ({e})") from None
+        except msgspec.DecodeError as e:
+            what = "it is empty" if not data.strip() else f"it is not valid JSON ({e})"
+            raise UnreadableRecordError(path, what) from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as plain JSON data, as its file holds it (states as their strings, lists as lists)."""
+        return msgspec.json.decode(_ENCODER.encode(self))
+
+    def to_bytes(self) -> bytes:
+        """The record as its file holds it: JSON indented by two spaces."""
+        return msgspec.json.format(_ENCODER.encode(self), indent=2)
+
+
+_decoders: dict[type, msgspec.json.Decoder] = {}
+R = TypeVar("R", bound=JsonRecord)
+_ENCODER = msgspec.json.Encoder()
+
+
+def read_typed(path: str, kind: type[R], strict: bool = False) -> R | None:
+    """The record of type `kind` at `path`, or None when it is missing.
+
+    An unreadable record (see `read_record`; empty, garbled, or of another shape) raises
+    UnreadableRecordError naming the path when `strict`, and reads as None otherwise.
+    """
+    try:
+        data = read_record(path)
+        return None if data is None else kind.from_json(data, path)
+    except UnreadableRecordError:
+        if strict:
+            raise
         return None

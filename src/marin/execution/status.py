@@ -1,462 +1,88 @@
-"""A step output's status file and its lease.
+"""A step output's status record, `.executor_status`.
 
-`.executor_status` holds the step's current state, its key, and the history of events (state, host,
-pid, time, error). Only the lease holder writes it, always atomically, and SUCCESS is the last thing
-a run writes.
+It holds the step's current state, its name, its key, and the history of events (state, time, host,
+pid, and per kind: the key and dependency paths of a start, the error of a failure, a preemption).
+Only the lease holder writes it (see `marin.execution.lease`), always atomically, and SUCCESS is the
+last thing a run writes. On disk:
 
-The lease says which runner is executing the step. Lease files are numbered generations,
-`.executor_lease.<n>`, inside the output directory:
-- acquire: with no lease file, create generation 0 exclusively; if the highest generation is
-  stale (no heartbeat for `timeout` seconds), or its holder is a dead process on this machine, create
-  generation n+1 exclusively and delete the older ones. Exclusive create is `O_EXCL` locally and a
-  conditional create on object stores (see `storage.create_exclusive`), so exactly one contender
-  wins each generation; locally the file is hard-linked into place whole. After creating, the winner
-  re-lists and backs off if a higher generation appeared meanwhile. A lease file that cannot be
-  parsed counts as held by an unknown process whose last heartbeat is the file's mtime.
-- holder: host + machine id (`/etc/machine-id`, else the boot id) + pid + process start time. A
-  holder's pid is checked for liveness only when its machine id (and host) are this machine's: two
-  machines with one hostname never judge each other's pids. A heartbeat more than `timeout` in the
-  future (a skewed clock) is not trusted: the lease is judged by its file's mtime instead.
-- hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
-  file carries its token and no higher generation exists. Once lost, a lease stays lost.
-- release: the holder deletes its own file.
-- heartbeat: a renewal that fails is retried at the next beat; once renewals have failed for so
-  long that the lease would go stale before the next beat, the holder gives the lease up, which
-  stops its step (see `Lease.on_lost`) and fails it with `LeaseGivenUpError`.
+    {"state": "SUCCESS", "name": "tokenize", "key": "3f2a...",
+     "events": [{"state": "RUNNING", "time": 1.7e9, "host": "h", "pid": 42, "key": "3f2a...", "deps": []},
+                {"state": "SUCCESS", "time": 1.7e9, "host": "h", "pid": 42}]}
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import socket
-import threading
 import time
-import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+import msgspec
 
 from marin.execution import storage
-from marin.execution.errors import LeaseGivenUpError, UnreadableRecordError
-from marin.execution.records import read_record, read_record_json
-
-logger = logging.getLogger("marin.execution")
+from marin.execution.records import JsonRecord, read_typed
+from marin.execution.states import StepState
 
 STATUS_FILE = ".executor_status"
-LEASE_PREFIX = ".executor_lease."
-_LEASE_RE = re.compile(r"^\.executor_lease\.(\d+)$")
-
-SUCCESS = "SUCCESS"
-FAILED = "FAILED"
-RUNNING = "RUNNING"
-INTERRUPTED = (
-    "INTERRUPTED"  # the runner was stopped (SIGINT/SIGTERM) and cancelled the step; retried next run
-)
 
 HOST = socket.gethostname()
 
 
-def _machine_id() -> str:
-    """This machine's id: /etc/machine-id, else the kernel's boot id, else '' (pids never trusted)."""
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id"):
-        try:
-            with open(path) as f:
-                value = f.read(256).strip()
-        except OSError:
-            continue
-        if value:
-            return value
-    return ""
+class Event(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One entry of a status's history; the optional fields are written only when set."""
 
-
-MACHINE_ID = _machine_id()
-DEFAULT_LEASE_TIMEOUT_S = 60.0
-
-
-def event(state: str, **extra: Any) -> dict[str, Any]:
-    """A status event stamped with this host, this process and the time."""
-    return {"state": state, "time": time.time(), "host": HOST, "pid": os.getpid(), **extra}
-
-
-def read_status(output_path: str, strict: bool = False) -> dict[str, Any] | None:
-    """The parsed `.executor_status` of an output, or None when it has none.
-
-    An unreadable one (empty, garbled, not a regular file, too large) reads as None, or with `strict`
-    raises UnreadableRecordError naming it.
-    """
-    status = read_record_json(f"{output_path}/{STATUS_FILE}", strict=strict)
-    if (
-        strict
-        and status is not None
-        and not (isinstance(status, dict) and isinstance(status.get("events", []), list))
-    ):
-        raise UnreadableRecordError(f"{output_path}/{STATUS_FILE}", "it is JSON but not a status record")
-    return status if isinstance(status, dict) else None
-
-
-def write_status(output_path: str, name: str, key: str, events: list[dict[str, Any]]) -> None:
-    """Atomically write the status: the state is that of the last event."""
-    record = {"state": events[-1]["state"], "name": name, "key": key, "events": events}
-    storage.write_atomic(f"{output_path}/{STATUS_FILE}", orjson.dumps(record))
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    """What a lease file says about its holder."""
-
-    generation: int
-    token: str
+    state: StepState
+    time: float
     host: str
     pid: int
-    pid_start: float | None
-    step: str
-    acquired: float
-    heartbeat: float
-    machine: str = ""
-    written: float | None = None  # the file's mtime, read only when the heartbeat lies in the future
-
-    def is_live(self, timeout: float, now: float | None = None) -> bool:
-        """Held by a process that heartbeated within `timeout` and is not known to be dead.
-
-        A heartbeat more than `timeout` in the future is judged by the file's mtime instead; the pid
-        is checked only when the holder is on this very machine (machine id and host)."""
-        now = now if now is not None else time.time()
-        beat = self.heartbeat
-        if beat - now > timeout:
-            beat = self.written if self.written is not None else now - 2 * timeout - 1
-        if now - beat > timeout:
-            return False
-        if (
-            self.machine
-            and self.machine == MACHINE_ID
-            and self.host == HOST
-            and not process_alive(self.pid, self.pid_start)
-        ):
-            return False
-        return True
-
-    def describe(self) -> str:
-        """'host:pid (heartbeat 3s ago)' for messages."""
-        return f"{self.host}:{self.pid} (heartbeat {time.time() - self.heartbeat:.0f}s ago)"
+    key: str | None = None  # a start: the key it runs under
+    deps: tuple[str, ...] | None = None  # a start: its dependencies' output paths (for `marin gc`)
+    error: str | None = None  # a failure or an interrupt: why
+    preempted: dict[str, Any] | None = None  # a gang restart: the lost replica and its node
+    adopted: bool = False  # an `adopt=True` step took the folder as its output
 
 
-def _lease_path(output_path: str, generation: int) -> str:
-    return f"{output_path}/{LEASE_PREFIX}{generation}"
+class StatusRecord(JsonRecord, frozen=True):
+    """The parsed `.executor_status`: the state is that of the last event."""
 
+    state: StepState
+    name: str
+    key: str
+    events: tuple[Event, ...] = ()
 
-def _generations(output_path: str) -> list[int]:
-    return sorted(int(m.group(1)) for n in storage.list_names(output_path) if (m := _LEASE_RE.match(n)))
-
-
-def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
-    path = _lease_path(output_path, generation)
-    try:
-        data = read_record(path)
-        if data is None:
-            return None
-        d = orjson.loads(data)
-        heartbeat = float(d["heartbeat"])
-        written = storage.modified_time(path) if heartbeat > time.time() else None
-        return LeaseInfo(
-            generation,
-            d["token"],
-            d["host"],
-            d["pid"],
-            d.get("pid_start"),
-            d["step"],
-            float(d["acquired"]),
-            heartbeat,
-            str(d.get("machine") or ""),
-            written,
-        )
-    except (UnreadableRecordError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        # Unreadable (a writer that died mid-write, on a store without atomic creates): an unknown
-        # holder whose last heartbeat is the file's mtime, so it goes stale after the timeout.
-        written = storage.modified_time(path)
-        written = time.time() if written is None else written
-        return LeaseInfo(generation, "", "?", -1, None, "?", written, written, "", written)
-
-
-def current_holder(output_path: str, timeout: float) -> LeaseInfo | None:
-    """The live holder of the output's lease, or None when the lease is free or stale."""
-    gens = _generations(output_path)
-    if not gens:
-        return None
-    info = _read_lease(output_path, gens[-1])
-    return info if info is not None and info.is_live(timeout) else None
-
-
-@dataclass(eq=False)
-class Lease:
-    """A lease this process holds on one output path."""
-
-    output_path: str
-    generation: int
-    token: str
-    step: str
-    acquired: float
-    lost: bool = False
-    on_lost: list[Callable[[], None]] = field(default_factory=list)
-    given_up: LeaseGivenUpError | None = None  # set when the heartbeat gave the lease up
-    listing: list[str] | None = None  # the folder's names, listed just after the lease was taken
-    _notified: bool = field(default=False, repr=False)
-    # Serialises renew and release, so a heartbeat can never re-create a just-released lease file.
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    def to_bytes(self) -> bytes:
+        """The record as its file holds it: compact JSON."""
+        return _ENCODER.encode(self)
 
     @property
-    def path(self) -> str:
-        """The lease file."""
-        return _lease_path(self.output_path, self.generation)
-
-    def _content(self, heartbeat: float) -> bytes:
-        return orjson.dumps(
-            {
-                "token": self.token,
-                "host": HOST,
-                "machine": MACHINE_ID,
-                "pid": os.getpid(),
-                "pid_start": _own_start(),
-                "step": self.step,
-                "acquired": self.acquired,
-                "heartbeat": heartbeat,
-            }
-        )
-
-    def still_held(self) -> bool:
-        """Whether this process still holds the lease; once False, always False."""
-        if self.lost:
-            return False
-        info = _read_lease(self.output_path, self.generation)
-        if (
-            info is None
-            or info.token != self.token
-            or storage.exists(_lease_path(self.output_path, self.generation + 1))
-        ):
-            self._mark_lost()
-        return not self.lost
-
-    def renew(self) -> bool:
-        """Write a fresh heartbeat if still held; returns whether it is."""
-        with self._lock:
-            if not self.still_held():
-                return False
-            storage.write_atomic(self.path, self._content(time.time()))
-            return True
-
-    def release(self, just_checked: bool = False) -> None:
-        """Give the lease up (delete our file if it is still ours).
-
-        `just_checked`: `still_held()` said yes a moment ago (the step's last records were written
-        under it), so the file is deleted without reading it again: one round trip instead of two.
-        """
-        with self._lock:
-            if just_checked and not self.lost:
-                storage.remove(self.path)
-            else:
-                info = _read_lease(self.output_path, self.generation)
-                if info is not None and info.token == self.token:
-                    storage.remove(self.path)
-            self.lost = True
-
-    def give_up(self, error: LeaseGivenUpError) -> None:
-        """Treat the lease as lost because its heartbeat keeps failing: the step is stopped and fails
-        with `error`. The lease file stays for the runner to record the failure under, then release."""
-        with self._lock:
-            if self.lost:
-                return
-            logger.warning("giving up the lease on %s: %s", self.output_path, error)
-            self.given_up = error
-            self.lost = True
-            self._notify_lost()
-
-    def file_is_current(self, timeout: float) -> bool:
-        """Whether the lease file is still this holder's, fresh, and not taken over (even once lost)."""
-        info = _read_lease(self.output_path, self.generation)
-        return (
-            info is not None
-            and info.token == self.token
-            and info.is_live(timeout)
-            and not storage.exists(_lease_path(self.output_path, self.generation + 1))
-        )
-
-    def _mark_lost(self) -> None:
-        if self.lost:
-            return
-        self.lost = True
-        try:
-            info = _read_lease(self.output_path, self.generation)
-            if info is not None and info.token == self.token:
-                storage.remove(self.path)  # our own heartbeat may have re-created it after a takeover
-        finally:
-            self._notify_lost()
-
-    def _notify_lost(self) -> None:
-        if self._notified:  # a give-up whose storage fails mid-way reaches here twice
-            return
-        self._notified = True
-        for callback in list(self.on_lost):
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - one failing callback must not keep the others from running
-                logger.exception("a lease-lost callback for %s failed", self.output_path)
+    def last(self) -> Event | None:
+        """The latest event, or None when the history is empty."""
+        return self.events[-1] if self.events else None
 
 
-def try_acquire(
-    output_path: str, step: str, timeout: float, assume_free: bool = False
-) -> Lease | LeaseInfo | None:
-    """Try once to take the lease on `output_path` (a directory that exists, or a folder on an object store).
+_ENCODER = msgspec.json.Encoder()
 
-    Returns the Lease when taken, the live holder's LeaseInfo when someone else holds it, or None
-    when another contender won a race just now (try again). With `assume_free` (the plan found no
-    folder) generation 0 is created without listing first; the listing after creating still backs
-    off from a higher generation, so this only saves a round trip.
+
+def is_status_temp(name: str) -> bool:
+    """Whether a file name is a status being written (its temporary, renamed into place when whole)."""
+    return name.startswith(f"{STATUS_FILE}.tmp-")
+
+
+def event(state: StepState, **extra: Any) -> Event:
+    """A status event stamped with this host, this process and the time."""
+    return Event(state, time.time(), HOST, os.getpid(), **extra)
+
+
+def read_status(output_path: str, strict: bool = False) -> StatusRecord | None:
+    """The `.executor_status` of an output, or None when it has none.
+
+    An unreadable one (empty, garbled, not a status record, not a regular file, too large) reads as
+    None, or with `strict` raises UnreadableRecordError naming it.
     """
-    gens = [] if assume_free else _generations(output_path)
-    new_gen = 0
-    if gens:
-        holder = _read_lease(output_path, gens[-1])
-        if holder is not None and holder.is_live(timeout):
-            return holder
-        new_gen = gens[-1] + 1
-    now = time.time()
-    lease = Lease(output_path, new_gen, uuid.uuid4().hex, step, now)
-    try:
-        created = storage.create_exclusive(lease.path, lease._content(now))
-    except FileNotFoundError:  # a store with real folders, and none yet: made only when needed
-        storage.makedirs(output_path)
-        created = storage.create_exclusive(lease.path, lease._content(now))
-    if not created:
-        return None
-    names = storage.list_names(output_path)
-    later = sorted(int(m.group(1)) for n in names if (m := _LEASE_RE.match(n)))
-    if later and later[-1] > new_gen:
-        storage.remove(lease.path)
-        return None
-    for g in later:
-        if g < new_gen:
-            storage.remove(_lease_path(output_path, g))  # the stale holders we took over from
-    lease.listing = [n for n in names if not (m := _LEASE_RE.match(n)) or int(m.group(1)) >= new_gen]
-    return lease
+    return read_typed(f"{output_path}/{STATUS_FILE}", StatusRecord, strict)
 
 
-class Heartbeat:
-    """One thread that renews every lease this runner holds, every `interval` seconds.
-
-    A renewal that raises is logged and retried at the next beat. The lease is given up (its step
-    stopped and failed) only when no renewal has succeeded for `lease_timeout - interval` seconds,
-    that is when the lease would go stale before the next beat and another runner could take it.
-    """
-
-    def __init__(self, interval: float, lease_timeout: float):
-        self._interval = interval
-        self._lease_timeout = lease_timeout
-        self._last_renewed: dict[Lease, float] = {}
-        self._leases: set[Lease] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def add(self, lease: Lease) -> None:
-        """Start heartbeating `lease` (just acquired: its file carries a fresh heartbeat)."""
-        with self._lock:
-            self._leases.add(lease)
-            self._last_renewed[lease] = time.time()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="marin-heartbeat", daemon=True)
-                self._thread.start()
-
-    def discard(self, lease: Lease) -> None:
-        """Stop heartbeating `lease`."""
-        with self._lock:
-            self._leases.discard(lease)
-            self._last_renewed.pop(lease, None)
-
-    def stop(self) -> None:
-        """Stop the thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            with self._lock:
-                leases = list(self._leases)
-            for lease in leases:
-                self._beat(lease)
-
-    def _beat(self, lease: Lease) -> None:
-        # Nothing may end this thread: a dead heartbeat lets leases go stale while their steps run on.
-        try:
-            renewed = lease.renew()
-        except Exception as exc:  # noqa: BLE001 - storage errors of any kind (OSError or not)
-            with self._lock:
-                last = self._last_renewed.get(lease)
-            if last is None:  # discarded meanwhile
-                return
-            silent = time.time() - last
-            logger.warning(
-                "heartbeat of the lease on %s failed (none renewed for %.1fs): %r",
-                lease.output_path,
-                silent,
-                exc,
-            )
-            if silent > self._lease_timeout - self._interval:
-                error = LeaseGivenUpError(
-                    f"step {lease.step!r}: the lease on {lease.output_path} could not be renewed for {silent:.1f}s "
-                    f"(lease_timeout {self._lease_timeout:g}s), so the runner gave it up and stopped the step "
-                    f"before another runner could take it over; the last storage error: {exc!r}. Fix access to "
-                    "the storage, then rerun with force_run_failed=True"
-                )
-                error.__cause__ = exc
-                lease.give_up(error)
-        else:
-            if renewed:
-                with self._lock:
-                    if lease in self._last_renewed:
-                        self._last_renewed[lease] = time.time()
-
-
-_own_start_time: float | None = None
-
-
-def _own_start() -> float | None:
-    global _own_start_time
-    if _own_start_time is None:
-        _own_start_time = _process_start(os.getpid())
-    return _own_start_time
-
-
-def _process_start(pid: int) -> float | None:
-    try:
-        import psutil  # lazy: only a runner that takes a lease needs it
-
-        return psutil.Process(pid).create_time()
-    except Exception:
-        return None
-
-
-def process_alive(pid: int, started: float | None) -> bool:
-    """Whether process `pid` on this host is alive and is the same process (start time) as recorded."""
-    if pid <= 0:
-        return True  # unknown holder: only the timeout can tell
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        import psutil
-
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return started is None or abs(proc.create_time() - started) < 1.0
-    except psutil.NoSuchProcess:
-        return False
-    except Exception:
-        return True
+def write_status(output_path: str, name: str, key: str, events: list[Event]) -> None:
+    """Atomically write the status: the state is that of the last event."""
+    record = StatusRecord(events[-1].state, name, key, tuple(events))
+    storage.write_atomic(f"{output_path}/{STATUS_FILE}", record.to_bytes())

@@ -26,109 +26,49 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from fray.cluster import Cluster
 from fray.cluster.logs import tail
 from marin.execution import storage
-from marin.execution.artifact import (
-    LOG_FILE,
-    environment,
-    fn_reference,
-    git_state,
-    manifest,
-    resources_json,
-    run_provenance,
-    write_records,
-)
-from marin.execution.aside import SUPERSEDED, UNREADABLE, move_aside
+from marin.execution.artifact import LOG_FILE, manifest, write_records
+from marin.execution.aside import AsideKind, move_aside
 from marin.execution.context import StepContext
 from marin.execution.errors import LeaseLostError, OutputConflictError, UnreadableRecordError
+from marin.execution.heartbeat import Heartbeat
+from marin.execution.interrupt import Interrupt
+from marin.execution.lease import Lease, LeaseInfo, is_lease_file, try_acquire
+from marin.execution.output_prep import prepare_output, resumes
 from marin.execution.ownership import check_no_symlinks, foreign_entries
 from marin.execution.plan import PlannedStep
+from marin.execution.states import RunOutcome, StepState
 from marin.execution.status import (
-    FAILED,
-    INTERRUPTED,
-    LEASE_PREFIX,
-    RUNNING,
     STATUS_FILE,
-    SUCCESS,
-    Heartbeat,
-    Lease,
-    LeaseInfo,
+    Event,
+    StatusRecord,
     event,
+    is_status_temp,
     read_status,
-    try_acquire,
     write_status,
 )
+from marin.execution.step_info import step_info
 from marin.execution.task import StepTask
 
 logger = logging.getLogger("marin.execution")
 
-SUCCEEDED = "succeeded"
-REUSED = "reused"
-FAILED_OUTCOME = "failed"
-INTERRUPTED_OUTCOME = "interrupted"
 
-
-class Interrupt:
-    """Set once when the runner is told to stop (SIGINT/SIGTERM); cancels every registered task
-    through the cluster, and any task registered after."""
-
-    def __init__(self, cluster: Cluster):
-        self._cluster = cluster
-        self._lock = threading.Lock()
-        self._futures: dict[Any, str] = {}
-        self.reason: str | None = None
-
-    @property
-    def is_set(self) -> bool:
-        """Whether the run was interrupted."""
-        return self.reason is not None
-
-    def mark(self, reason: str) -> None:
-        """Note the interrupt without cancelling anything yet (safe in a signal handler: one assignment),
-        so a step that fails from the same Ctrl-C (its process got it too) is recorded INTERRUPTED."""
-        if self.reason is None:
-            self.reason = reason
-
-    def trigger(self, reason: str) -> list[str]:
-        """Interrupt the run: cancel every running task; returns their step names."""
-        with self._lock:
-            if self.reason is None:
-                self.reason = reason
-            running = list(self._futures.items())
-        for future, _ in running:
-            self._cluster.cancel(future, reason=reason)
-        return [name for _, name in running]
-
-    def register(self, future: Any, step: str) -> None:
-        """Track a submitted task (cancelled at once if the run is already interrupted)."""
-        with self._lock:
-            self._futures[future] = step
-            reason = self.reason
-        if reason is not None:
-            self._cluster.cancel(future, reason=reason)
-
-    def unregister(self, future: Any) -> None:
-        """Stop tracking a finished task."""
-        with self._lock:
-            self._futures.pop(future, None)
-
-
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """How a step ended in this run: succeeded (ran here), reused (another runner made it) or failed."""
 
-    kind: str
+    kind: RunOutcome
     result: Any = None
     error: str = ""
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
-class ExecutionSettings:
+class ExecutionSettings(msgspec.Struct, frozen=True):
     """What every step of one run shares."""
 
     prefix: str
@@ -144,7 +84,7 @@ class ExecutionSettings:
     # store: the lease and record round trips of other steps overlap the running ones).
     slots: threading.Semaphore | None = None
     # What `.executor_info` records that is the same for every step of the run (git state by module).
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
+    memo: dict[Any, Any] = msgspec.field(default_factory=dict)
 
 
 def execute_step(
@@ -152,7 +92,7 @@ def execute_step(
 ) -> Outcome:
     """Run `step` to an Outcome; never raises (an unexpected error is a failed Outcome)."""
     if step.conflict:
-        return Outcome(FAILED_OUTCOME, error=step.conflict)
+        return Outcome(RunOutcome.FAILED, error=step.conflict)
     try:
         check_no_symlinks(step.name, settings.prefix, step.output_path)  # again: the plan may be old
         while True:
@@ -164,7 +104,7 @@ def execute_step(
             except LeaseLostError:
                 continue  # another runner took the step over: wait for it and reuse its output
     except Exception as e:  # the runner's own machinery failed (storage, pickling): report, don't hang
-        return Outcome(FAILED_OUTCOME, error=_format_error(e, step))
+        return Outcome(RunOutcome.FAILED, error=_format_error(e, step))
 
 
 def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
@@ -186,7 +126,7 @@ def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
         if got is None:
             continue  # lost a race for a free lease just now: look again at once
         if settings.interrupt is not None and settings.interrupt.is_set:
-            return Outcome(INTERRUPTED_OUTCOME, error=settings.interrupt.reason or "")
+            return Outcome(RunOutcome.INTERRUPTED, error=settings.interrupt.reason or "")
         if not waited:
             settings.on_wait(step.name, got)
             waited = True
@@ -196,21 +136,20 @@ def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
 
 
 def _finished_elsewhere(
-    step: PlannedStep, settings: ExecutionSettings, status: Mapping[str, Any] | None = None
+    step: PlannedStep, settings: ExecutionSettings, status: StatusRecord | None = None
 ) -> Outcome | None:
     """The outcome another runner reached for this very key: a SUCCESS to reuse, or a fresh failure."""
     status = status if status is not None else read_status(step.output_path)
-    if status is None or status.get("key") != step.key or not status.get("events"):
+    if status is None or status.key != step.key or not status.events:
         return None
-    last = status["events"][-1]
-    fresh = last.get("time", 0.0) >= settings.run_started
-    if status.get("state") == SUCCESS and (fresh or step.name not in settings.forced):
-        return Outcome(REUSED)
-    if status.get("state") == FAILED and fresh:
+    last = status.events[-1]
+    fresh = last.time >= settings.run_started
+    if status.state == StepState.SUCCESS and (fresh or step.name not in settings.forced):
+        return Outcome(RunOutcome.REUSED)
+    if status.state == StepState.FAILED and fresh:
         return Outcome(
-            FAILED_OUTCOME,
-            error=f"failed in another runner ({last.get('host')}:{last.get('pid')}):\n"
-            f"{last.get('error', '')}",
+            RunOutcome.FAILED,
+            error=f"failed in another runner ({last.host}:{last.pid}):\n{last.error or ''}",
         )
     return None
 
@@ -237,51 +176,54 @@ def _run_holding(
             status = None
             moved_to = move_aside(
                 out,
-                UNREADABLE,
+                AsideKind.UNREADABLE,
                 "",
                 step.name,
                 f"unreadable status: {e.why}",
-                keep=lambda n: n.startswith(LEASE_PREFIX),
+                keep=is_lease_file,
                 target=step.aside_path,
             )
             logger.warning(
                 "step %r: %s; the folder's contents were moved aside to %s", step.name, e, moved_to
             )
-        if status is None or status.get("name") != step.name:
+        if status is None or status.name != step.name:
             foreign = (
                 foreign_entries(out)
                 if listing is None
-                else sorted(n for n in listing if not n.startswith(LEASE_PREFIX) and not _is_status_temp(n))
+                else sorted(n for n in listing if not is_lease_file(n) and not is_status_temp(n))
             )
             if foreign and (status is not None or not step.spec.adopt):
-                other = f" (the output of step {status.get('name')!r})" if status is not None else ""
+                other = f" (the output of step {status.name!r})" if status is not None else ""
                 error = OutputConflictError(step.name, out, other)
-                return Outcome(FAILED_OUTCOME, error=f"{type(error).__name__}: {error}")
+                return Outcome(RunOutcome.FAILED, error=f"{type(error).__name__}: {error}")
             if foreign:
                 if not lease.still_held():
                     raise LeaseLostError(
                         f"step {step.name!r} lost its lease on {out}; another runner took it over"
                     )
                 return _adopt(step, deps, settings, foreign)
-        events: list[dict[str, Any]] = list(status.get("events", [])) if status else []
-        if status is not None and status.get("key") == step.key:
+        events: list[Event] = list(status.events) if status is not None else []
+        if status is not None and status.key == step.key:
             finished = _finished_elsewhere(step, settings, status)
             if finished is not None:
                 return finished
             if (
-                status.get("state") == FAILED
+                status.state == StepState.FAILED
                 and not settings.force_run_failed
                 and step.name not in settings.forced
             ):
                 return Outcome(
-                    FAILED_OUTCOME,
+                    RunOutcome.FAILED,
                     error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
                     "force_run_failed=True to retry",
                 )
-        _prepare_output(out, status, keep_partial=_resumes(step, status, settings), listing=listing)
+        keep_partial = resumes(
+            step.spec.resumable, step.name in settings.forced, settings.force_run_failed, step.key, status
+        )
+        prepare_output(out, status, keep_partial, listing)
         started = time.time()
         # The deps' paths let `marin gc` keep what an unfinished output depends on (it has no .executor_info).
-        events.append(event(RUNNING, key=step.key, deps=[d.output_path for d in deps]))
+        events.append(event(StepState.RUNNING, key=step.key, deps=tuple(d.output_path for d in deps)))
         # On disk from now on: a killed attempt reads as interrupted (a retry), not as its previous state.
         write_status(out, step.name, step.key, events)
         context = StepContext(step.name, out, settings.prefix, dict(dep_paths))
@@ -343,13 +285,11 @@ def _run_holding(
         if not lease.still_held():
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
         ended = time.time()
-        write_records(
-            out, _info(step, deps, settings, started, ended), result, settings.memo.get(_PROVENANCE)
-        )
-        events.append(event(SUCCESS))
+        write_records(out, step_info(step, deps, settings.prefix, settings.memo, started, ended), result)
+        events.append(event(StepState.SUCCESS))
         write_status(out, step.name, step.key, events)  # last: only now is the output done
         checked = True
-        return Outcome(SUCCEEDED, result=result, seconds=ended - started)
+        return Outcome(RunOutcome.SUCCEEDED, result=result, seconds=ended - started)
     finally:
         settings.heartbeat.discard(lease)
         try:
@@ -362,11 +302,11 @@ def _run_holding(
 
 
 def _record_preemption(
-    step: PlannedStep, events: list[dict[str, Any]], lease: Lease, preemption: dict[str, Any]
+    step: PlannedStep, events: list[Event], lease: Lease, preemption: dict[str, Any]
 ) -> None:
     """Add a RUNNING event carrying `preempted` (the lost replica and its node): the step goes on."""
     if lease.still_held():
-        events.append(event(RUNNING, preempted=preemption))
+        events.append(event(StepState.RUNNING, preempted=preemption))
         write_status(step.output_path, step.name, step.key, events)
 
 
@@ -381,14 +321,14 @@ def _stop(cluster: Cluster, future: Any, lease: Lease) -> None:
 
 
 def _interrupted(
-    step: PlannedStep, interrupt: Interrupt, events: list[dict[str, Any]], log_path: str, started: float
+    step: PlannedStep, interrupt: Interrupt, events: list[Event], log_path: str, started: float
 ) -> Outcome:
     """Record a step the runner cancelled because it was told to stop: INTERRUPTED, retried next run."""
     reason = interrupt.reason or "the step got KeyboardInterrupt (Ctrl-C)"
     storage.append_bytes(log_path, f"\n[marin] step {step.name!r} interrupted: {reason}\n".encode())
-    events.append(event(INTERRUPTED, error=reason))
+    events.append(event(StepState.INTERRUPTED, error=reason))
     write_status(step.output_path, step.name, step.key, events)
-    return Outcome(INTERRUPTED_OUTCOME, error=reason, seconds=time.time() - started)
+    return Outcome(RunOutcome.INTERRUPTED, error=reason, seconds=time.time() - started)
 
 
 def _adopt(
@@ -398,18 +338,20 @@ def _adopt(
     `.executor_info` says `"adopted": true` and lists the folder's files."""
     out = step.output_path
     now = time.time()
-    info = {**_info(step, deps, settings, now, now), "adopted": True, "manifest": manifest(out)}
+    info = step_info(
+        step, deps, settings.prefix, settings.memo, now, now, adopted=True, manifest=manifest(out)
+    )
     write_records(out, info, None)
-    write_status(out, step.name, step.key, [event(SUCCESS, key=step.key, adopted=True)])
+    write_status(out, step.name, step.key, [event(StepState.SUCCESS, key=step.key, adopted=True)])
     logger.info("step %r adopted the existing folder %s (%d entries)", step.name, out, len(foreign))
-    return Outcome(SUCCEEDED, seconds=time.time() - now)
+    return Outcome(RunOutcome.SUCCEEDED, seconds=time.time() - now)
 
 
 def _fail(
     step: PlannedStep,
     lease: Lease,
     error: BaseException,
-    events: list[dict[str, Any]],
+    events: list[Event],
     log_path: str,
     started: float,
     lease_timeout: float,
@@ -430,99 +372,13 @@ def _fail(
             if output:
                 message += "\nlast lines of its log:\n" + textwrap.indent(output, "  | ")
             storage.append_bytes(log_path, f"\n[marin] step {step.name!r} failed:\n{message}\n".encode())
-            events.append(event(FAILED, error=message[-4000:]))
+            events.append(event(StepState.FAILED, error=message[-4000:]))
             write_status(out, step.name, step.key, events)
     except Exception:
         if lease.given_up is None:
             raise
         logger.warning("could not record the failure of step %r in %s", step.name, out, exc_info=True)
-    return Outcome(FAILED_OUTCOME, error=message, seconds=time.time() - started)
-
-
-def _resumes(step: PlannedStep, status: Mapping[str, Any] | None, settings: ExecutionSettings) -> bool:
-    """Whether this attempt continues from the output of an earlier one with the same key.
-
-    Only a resumable step does, and only from an interrupted attempt (RUNNING) or a failed one that
-    `force_run_failed` retries; a step named in `force_run` always starts clean.
-    """
-    if (
-        not step.spec.resumable
-        or step.name in settings.forced
-        or status is None
-        or status.get("key") != step.key
-    ):
-        return False
-    state = status.get("state")
-    return state in (RUNNING, INTERRUPTED) or (state == FAILED and settings.force_run_failed)
-
-
-def _prepare_output(
-    out: str, status: Mapping[str, Any] | None, keep_partial: bool, listing: list[str] | None = None
-) -> None:
-    """Empty the output directory of a previous attempt, keeping leases and the status history.
-
-    A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
-    a sibling copy named by `aside.aside_name` (`<output>.superseded-<key8>-<time>`) with a record
-    saying why: a runner never deletes a finished output. With `keep_partial` (see `_resumes`) an
-    unfinished attempt's output stays for the step to resume from.
-    """
-    if status is not None and status.get("state") == SUCCESS:
-        move_aside(
-            out,
-            SUPERSEDED,
-            str(status.get("key") or ""),
-            str(status.get("name")),
-            "a new key, or force_run, reuses this output path",
-            keep=lambda n: n.startswith(LEASE_PREFIX),
-        )
-        return
-    if keep_partial:
-        return
-    names = [
-        n for n in (storage.list_names(out) if listing is None else listing) if not n.startswith(LEASE_PREFIX)
-    ]
-    for name in names:
-        if name != STATUS_FILE and not _is_status_temp(name):
-            storage.remove_tree(f"{out}/{name}")
-
-
-def _is_status_temp(name: str) -> bool:
-    return name.startswith(f"{STATUS_FILE}.tmp-")
-
-
-_PROVENANCE = "provenance"
-
-
-def _info(
-    step: PlannedStep, deps: list[PlannedStep], settings: ExecutionSettings, started: float, ended: float
-) -> dict[str, Any]:
-    spec = step.spec
-    memo = settings.memo
-    if _PROVENANCE not in memo:  # the same for every step of the run: computed once
-        memo[_PROVENANCE] = run_provenance()
-    fn = spec.fn.func if isinstance(spec.fn, functools.partial) else spec.fn
-    module = getattr(fn, "__module__", None)
-    git = memo.get(("git", module))
-    if git is None:
-        git = memo[("git", module)] = git_state(spec.fn)
-    return {
-        "name": spec.name,
-        "key": step.key,
-        "key_record": step.record,
-        "hash_attrs": spec.hash_attrs,
-        "version": spec.version,
-        "code_fingerprint": step.record["code"].get("fingerprint"),
-        "deps": [{"name": d.name, "key": d.key, "path": d.output_path} for d in deps],
-        "fn": fn_reference(spec.fn),
-        "git": git,
-        "environment": environment(),
-        "output_path": step.output_path,
-        "prefix": settings.prefix,
-        "start_time": started,
-        "end_time": ended,
-        "duration_s": round(ended - started, 6),
-        "resources": resources_json(spec.resources),
-    }
+    return Outcome(RunOutcome.FAILED, error=message, seconds=time.time() - started)
 
 
 def _format_error(error: BaseException, step: PlannedStep) -> str:

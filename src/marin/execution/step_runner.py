@@ -17,42 +17,39 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
 from marin.execution import storage
-from marin.execution.artifact import environment
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
 from marin.execution.lazy import LazyStep, lower
-from marin.execution.plan import BLOCKED, CACHED, Plan, PlannedStep, build_plan, resolve_prefix
+from marin.execution.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseInfo
+from marin.execution.plan import Plan, PlannedStep, build_plan, resolve_prefix
 from marin.execution.progress import Progress
-from marin.execution.status import DEFAULT_LEASE_TIMEOUT_S, Heartbeat, LeaseInfo
-from marin.execution.step_execution import (
-    FAILED_OUTCOME,
-    INTERRUPTED_OUTCOME,
-    ExecutionSettings,
-    Interrupt,
-    Outcome,
-    execute_step,
-)
+from marin.execution.states import PlanState, RunOutcome
 from marin.execution.step_spec import StepSpec
 
+if TYPE_CHECKING:
+    from marin.execution.interrupt import Interrupt
+    from marin.execution.step_execution import Outcome
 
-@dataclass
-class RunResult:
+
+class RunResult(msgspec.Struct):
     """What a run did: the plan it followed, how each step ended, and what the steps that ran returned."""
 
     plan: Plan
-    outcomes: dict[str, str] = field(default_factory=dict)  # output path -> cached|succeeded|reused|...
-    results: dict[str, Any] = field(default_factory=dict)  # output path -> the value the step returned
+    outcomes: dict[str, RunOutcome] = msgspec.field(default_factory=dict)  # output path -> how its step ended
+    results: dict[str, Any] = msgspec.field(
+        default_factory=dict
+    )  # output path -> the value the step returned
 
     def output_path(self, step: StepSpec) -> str:
         """Where `step` (a spec of this run) wrote its output."""
@@ -116,7 +113,9 @@ class StepRunner:
         plan = self.plan(steps, force_run, force_run_failed)
         if dry_run:
             if self.progress:
-                plan.print(max_cached_rows=10**9)
+                from marin.execution.plan_view import print_plan
+
+                print_plan(plan, max_cached_rows=10**9)
             return plan
         return _Run(self, plan, frozenset(force_run), force_run_failed, started).execute()
 
@@ -142,18 +141,23 @@ class _Run:
         self.forced = forced
         self.force_run_failed = force_run_failed
         self.started = started
-        runnable = [s for s in self.steps if s.state != CACHED]
+        runnable = [s for s in self.steps if s.state != PlanState.CACHED]
         self.progress = Progress(len(runnable), enabled=runner.progress)
 
     def execute(self) -> RunResult:
         steps = self.steps
-        for s in steps:
-            if s.state == CACHED:
-                self.result.outcomes[s.output_path] = CACHED
-        pending = [i for i, s in enumerate(steps) if s.state != CACHED]
+        outcomes = self.result.outcomes
+        pending = []
+        for i, s in enumerate(steps):
+            if s.state == PlanState.CACHED:
+                outcomes[s.output_path] = RunOutcome.CACHED
+            else:
+                pending.append(i)
         if self.runner.progress:
             if pending:
-                self.plan.print(max_rows=_PLAN_ROWS)  # the whole plan: `marin plan` / dry_run
+                from marin.execution.plan_view import print_plan
+
+                print_plan(self.plan, max_rows=_PLAN_ROWS)  # the whole plan: `marin plan` / dry_run
             else:
                 print(self.plan.summary(), file=sys.stderr)
         if not pending:
@@ -164,13 +168,21 @@ class _Run:
         return self.result
 
     def _schedule(self, pending: list[int]) -> None:
+        # Only a run that executes steps needs this machinery: a fully cached run never imports it.
+        from marin.execution.drivers import Drivers, install_signal_handlers
+        from marin.execution.heartbeat import Heartbeat
+        from marin.execution.interrupt import Interrupt
+        from marin.execution.run_provenance import environment
+        from marin.execution.step_execution import ExecutionSettings, execute_step
+
+        self._execute_step = execute_step
         steps = self.steps
         children: dict[int, list[int]] = {}
         waiting_on: dict[int, int] = {}
         for i in pending:
             waiting_on[i] = 0
             for d in steps[i].deps:
-                if steps[d].state != CACHED:
+                if steps[d].state != PlanState.CACHED:
                     waiting_on[i] += 1
                     children.setdefault(d, []).append(i)
         ready = [i for i in pending if waiting_on[i] == 0]
@@ -205,13 +217,13 @@ class _Run:
         # while the first steps run rather than when the first one finishes.
         threading.Thread(target=environment, name="marin-environment", daemon=True).start()
         in_flight = 0
-        drivers = _Drivers(max_drivers, self._drive)
-        restore = _install_signal_handlers(done_events, interrupt)
+        drivers = Drivers(max_drivers, self._drive)
+        restore = install_signal_handlers(done_events, interrupt)
         try:
             while ready or in_flight:
                 while ready and in_flight < max_drivers:
                     i = ready.pop()
-                    if steps[i].state == BLOCKED:
+                    if steps[i].state == PlanState.BLOCKED:
                         self._block(i, steps[i].reason, children, waiting_on)
                         continue
                     in_flight += 1
@@ -225,7 +237,7 @@ class _Run:
                     self._stop(interrupt, str(outcome), in_flight, done_events)
                 in_flight -= 1
                 self._finish(i, outcome)
-                if outcome.kind == FAILED_OUTCOME:
+                if outcome.kind == RunOutcome.FAILED:
                     self._block_dependents(i, children, waiting_on)
                     continue
                 for c in children.get(i, ()):
@@ -260,7 +272,7 @@ class _Run:
         stopped = sorted(
             self.steps[i].name
             for i, s in enumerate(self.steps)
-            if self.result.outcomes.get(s.output_path) == INTERRUPTED_OUTCOME
+            if self.result.outcomes.get(s.output_path) == RunOutcome.INTERRUPTED
         )
         message = (
             f"interrupted by {signal_name}: cancelled {len(stopped)} running step(s)"
@@ -274,7 +286,7 @@ class _Run:
     def _drive(self, i: int, dep_paths, dep_steps, settings, done_events) -> None:
         step = self.steps[i]
         self.progress.note(f"start     {step.name}")
-        done_events.put((i, execute_step(step, dep_paths, dep_steps, settings)))
+        done_events.put((i, self._execute_step(step, dep_paths, dep_steps, settings)))
 
     def _on_wait(self, name: str, holder: LeaseInfo) -> None:
         self.progress.note(f"waiting   {name}: lease held by {holder.describe()}")
@@ -282,9 +294,9 @@ class _Run:
     def _finish(self, i: int, outcome: Outcome) -> None:
         step = self.steps[i]
         self.result.outcomes[step.output_path] = outcome.kind
-        if outcome.kind == INTERRUPTED_OUTCOME:
-            self.progress.step_done("interrupted", step.name, outcome.seconds, outcome.error)
-        elif outcome.kind == FAILED_OUTCOME:
+        if outcome.kind == RunOutcome.INTERRUPTED:
+            self.progress.step_done(RunOutcome.INTERRUPTED, step.name, outcome.seconds, outcome.error)
+        elif outcome.kind == RunOutcome.FAILED:
             self.failures[step.name] = outcome.error
             self.progress.step_done(
                 "FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log"
@@ -299,12 +311,12 @@ class _Run:
         step = self.steps[i]
         if step.conflict:  # its output folder holds files marin did not write: fails before fn runs
             self.failures[step.name] = step.conflict
-        elif step.status is not None and step.status.get("key") == step.key:  # failed before, not retried
+        elif step.status is not None and step.status.key == step.key:  # failed before, not retried
             self.failures[step.name] = f"{reason}; log: {step.output_path}/.executor_log"
         else:
             self.blocked.append(step.name)
-        self.result.outcomes[step.output_path] = BLOCKED
-        self.progress.step_done("blocked", step.name, detail=reason)
+        self.result.outcomes[step.output_path] = RunOutcome.BLOCKED
+        self.progress.step_done(RunOutcome.BLOCKED, step.name, detail=reason)
         self._block_dependents(i, children, waiting_on)
 
     def _block_dependents(self, i: int, children, waiting_on) -> None:
@@ -316,8 +328,8 @@ class _Run:
             waiting_on[c] = -1  # never becomes ready
             step: PlannedStep = self.steps[c]
             self.blocked.append(step.name)
-            self.result.outcomes[step.output_path] = BLOCKED
-            self.progress.step_done("blocked", step.name, detail="a dependency of it failed")
+            self.result.outcomes[step.output_path] = RunOutcome.BLOCKED
+            self.progress.step_done(RunOutcome.BLOCKED, step.name, detail="a dependency of it failed")
             stack.extend(children.get(c, ()))
 
 
@@ -325,73 +337,4 @@ REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_
 _PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000 rows a second
 
 
-class _Drivers:
-    """Up to `size` threads that each drive one step at a time, fed by a queue.
-
-    A step is handed over with one `SimpleQueue.put` (a thread pool's `submit` allocates a Future
-    and its Condition per step: a quarter of a millisecond of a 10,000-step run's critical path).
-    Threads start as steps need them. After `shutdown(wait=False)` (an interrupt) the steps still
-    queued are dropped and running ones are not waited for.
-    """
-
-    def __init__(self, size: int, drive: Any):
-        self._size = size
-        self._drive = drive
-        self._work: queue.SimpleQueue = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._lock = threading.Lock()
-        self._dropping = False
-
-    def submit(self, item: tuple) -> None:
-        with self._lock:
-            start = self._idle == 0 and len(self._threads) < self._size
-            self._idle -= 0 if start else 1
-        if start:
-            thread = threading.Thread(target=self._loop, name=f"marin-driver_{len(self._threads)}")
-            self._threads.append(thread)
-            thread.start()
-        self._work.put(item)
-
-    def _loop(self) -> None:
-        while (item := self._work.get()) is not None:
-            if not self._dropping:
-                self._drive(*item)
-            with self._lock:
-                self._idle += 1
-
-    def shutdown(self, wait: bool) -> None:
-        self._dropping = not wait
-        for _ in self._threads:
-            self._work.put(None)
-        if wait:
-            for thread in self._threads:
-                thread.join()
-
-
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
-
-
-def _install_signal_handlers(done_events: queue.SimpleQueue, interrupt: Interrupt):
-    """Route SIGINT/SIGTERM to the scheduler (as an event on its queue); returns a function restoring the
-    previous handlers. Only the main thread can install handlers: elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def handle(signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if interrupt.is_set:
-            os.write(2, f"marin: {name} again: exiting now\n".encode())
-            os._exit(128 + signum)
-        interrupt.mark(f"the runner got {name}")
-        done_events.put((-1, name))  # SimpleQueue.put is safe in a signal handler
-
-    for sig in previous:
-        signal.signal(sig, handle)
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
-
-    return restore

@@ -92,19 +92,20 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
-def _plain_parameters(fn: Callable[..., Any]) -> tuple[list[str], list[str]] | None:
-    """(required positional, required keyword-only) parameter names of a plain function, read from
-    its code object without building an inspect.Signature (microseconds per step matter at 10k
-    steps); None for anything else (partials, wrapped or builtin callables)."""
+def _plain_parameters(fn: Callable[..., Any]) -> tuple[int, int] | None:
+    """(required positional, required keyword-only) parameter counts of a plain function, read from
+    its code object without building an inspect.Signature or any list (microseconds, and objects for
+    the garbage collector to track, per step matter at 10k steps); None for anything else (partials,
+    wrapped or builtin callables)."""
     if type(fn) is not FunctionType or "__wrapped__" in fn.__dict__ or "__signature__" in fn.__dict__:
         return None
     code = fn.__code__
-    n = code.co_argcount
-    names = code.co_varnames
-    required = list(names[: n - len(fn.__defaults__ or ())])
-    kwdefaults = fn.__kwdefaults__ or {}
-    keyword_only = [k for k in names[n : n + code.co_kwonlyargcount] if k not in kwdefaults]
-    return required, keyword_only
+    defaults = fn.__defaults__
+    kwdefaults = fn.__kwdefaults__  # keyword-only parameters only
+    return (
+        code.co_argcount - (len(defaults) if defaults else 0),
+        code.co_kwonlyargcount - (len(kwdefaults) if kwdefaults else 0),
+    )
 
 
 def takes_output_path(fn: Callable[..., Any]) -> bool:
@@ -113,7 +114,7 @@ def takes_output_path(fn: Callable[..., Any]) -> bool:
     or that only takes `*args`, is called as `fn()`."""
     plain = _plain_parameters(fn)
     if plain is not None:
-        return bool(plain[0])
+        return plain[0] > 0
     sig = _signature(fn)
     if sig is None:
         return False
@@ -122,15 +123,14 @@ def takes_output_path(fn: Callable[..., Any]) -> bool:
 
 def _check_signature(step: str, fn: Callable[..., Any]) -> None:
     plain = _plain_parameters(fn)
-    if plain is not None:
-        required, keyword_only = plain
-    else:
-        sig = _signature(fn)
-        if sig is None:
-            return
-        params = sig.parameters.values()
-        required = [p.name for p in params if p.kind in _POSITIONAL and p.default is p.empty]
-        keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if plain is not None and plain[0] <= 1 and plain[1] == 0:
+        return  # the usual case, decided without naming the parameters
+    sig = _signature(fn)
+    if sig is None:
+        return
+    params = sig.parameters.values()
+    required = [p.name for p in params if p.kind in _POSITIONAL and p.default is p.empty]
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
     if len(required) > 1 or keyword_only:
         raise StepDefinitionError(
             f"step {step!r}: fn takes ({', '.join(required + keyword_only)}), but a step function takes no "
@@ -138,7 +138,13 @@ def _check_signature(step: str, fn: Callable[..., Any]) -> None:
         )
 
 
+# A plain relative path: word characters, dots and dashes in non-empty segments (checked in one call).
+_PLAIN_RELATIVE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")
+
+
 def _check_relative_path(step: str, field_name: str, value: Any) -> None:
+    if type(value) is str and _PLAIN_RELATIVE.fullmatch(value) and ".." not in value:
+        return  # the usual case; anything else gets the checks below and their messages
     if not isinstance(value, str) or not value.strip():
         raise StepDefinitionError(f"step {step!r}: {field_name} must be a non-empty string, got {value!r}")
     if value.startswith(("/", "\\")) or "://" in value or _WINDOWS_DRIVE.match(value):

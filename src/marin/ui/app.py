@@ -28,13 +28,22 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from marin.execution import storage
-from marin.execution.artifact import LOG_FILE
+from marin.execution.artifact import LOG_FILE, DepRecord
 from marin.execution.cache_key import diff_key_records
 from marin.execution.explain import format_seconds
-from marin.execution.status import RUNNING, STATUS_FILE
+from marin.execution.states import OutputState
+from marin.execution.status import STATUS_FILE, StatusRecord
 from marin.ui import data as data_pages
-from marin.ui.index import LEDGER_FILE, RESULTS_FILE, UNREADABLE, Entry, OutputIndex, artifact_of
-from marin.ui.paths import NotFound, is_dir, read_json_capped, read_tail, relative, resolve
+from marin.ui.index import LEDGER_FILE, RESULTS_FILE, Entry, OutputIndex, artifact_of
+from marin.ui.paths import (
+    NotFound,
+    is_dir,
+    read_json_capped,
+    read_record_capped,
+    read_tail,
+    relative,
+    resolve,
+)
 from marin.ui.runs import CURVES, hyperparameter_diff, read_metrics, series
 
 HERE = Path(__file__).parent
@@ -42,7 +51,15 @@ TOKEN_COOKIE = "marin_ui_token"
 PAGE_SIZE = 500
 LISTING_CAP = 1000  # entries of one folder the data page lists
 HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
-STATES = ("SUCCESS", "FAILED", "RUNNING", "INTERRUPTED", "superseded", UNREADABLE)
+SUPERSEDED = "superseded"  # what a page shows for a moved-aside copy, whatever it recorded
+STATES = (
+    OutputState.SUCCESS,
+    OutputState.FAILED,
+    OutputState.RUNNING,
+    OutputState.INTERRUPTED,
+    SUPERSEDED,
+    OutputState.UNREADABLE,
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,7 @@ def _when(t: Any) -> str:
 
 def shown_state(entry: Entry) -> str:
     """The state a page shows: a superseded copy is 'superseded' whatever it recorded."""
-    return "superseded" if entry.row.superseded else entry.row.state
+    return SUPERSEDED if entry.row.superseded else entry.row.state
 
 
 class TokenGate:
@@ -188,10 +205,13 @@ def create_app(config: UiConfig) -> Starlette:
         rel = request.path_params["rel"]
         entry = entry_at(rel)
         path = locate(rel)
-        status = read_json_capped(f"{path}/{STATUS_FILE}") or {}
-        info = entry.info or {}
+        status = read_record_capped(f"{path}/{STATUS_FILE}", StatusRecord)
+        info = entry.info
         artifact = artifact_of(path)
-        deps = [{**d, "rel": rel_of(d.get("path"))} for d in info.get("deps") or [] if isinstance(d, dict)]
+        deps = [
+            {"name": d.name, "key": d.key, "path": d.path, "rel": rel_of(d.path)}
+            for d in (info.deps if info is not None else ())
+        ]
         versions = [e for e in index.entries() if e.row.name == entry.row.name and e.rel != entry.rel]
         log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
         inputs = [
@@ -213,7 +233,7 @@ def create_app(config: UiConfig) -> Starlette:
             versions=versions,
             log_text=log_text,
             log_size=log_size,
-            running=entry.row.state == RUNNING,
+            running=entry.row.state == OutputState.RUNNING,
             state=shown_state(entry),
         )
 
@@ -227,12 +247,12 @@ def create_app(config: UiConfig) -> Starlette:
             rel=entry.rel,
             log_text=log_text,
             log_size=log_size,
-            running=entry.row.state == RUNNING,
+            running=entry.row.state == OutputState.RUNNING,
         )
 
     def diff(request: Request) -> HTMLResponse:
         a, b = entry_at(request.query_params.get("a", "")), entry_at(request.query_params.get("b", ""))
-        ra, rb = (a.info or {}).get("key_record"), (b.info or {}).get("key_record")
+        ra, rb = (a.info.key_record if a.info else None), (b.info.key_record if b.info else None)
         changes = diff_key_records(ra, rb) if isinstance(ra, dict) and isinstance(rb, dict) else None
         return render("diff.html", request, a=a, b=b, changes=changes)
 
@@ -242,7 +262,7 @@ def create_app(config: UiConfig) -> Starlette:
         by_key = {e.key: e for e in entries if e.key}
         downstream: dict[str, list[Entry]] = {}
         for e in entries:
-            for d in (e.info or {}).get("deps") or []:
+            for d in _deps(e):
                 target = _find_dep(d, by_path, by_key)
                 if target is not None:
                     downstream.setdefault(target.row.path, []).append(e)
@@ -251,7 +271,7 @@ def create_app(config: UiConfig) -> Starlette:
         todo = [start]
         while todo:  # upstream
             e = todo.pop()
-            for d in (e.info or {}).get("deps") or []:
+            for d in _deps(e):
                 dep = _find_dep(d, by_path, by_key)
                 if dep is None:
                     continue
@@ -313,7 +333,7 @@ def create_app(config: UiConfig) -> Starlette:
 
     def trained_inputs(entry: Entry, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> list[Entry]:
         """The training outputs among an output's inputs (the runs an lr_sweep report compares)."""
-        found = [_find_dep(d, by_path, by_key) for d in (entry.info or {}).get("deps") or []]
+        found = [_find_dep(d, by_path, by_key) for d in _deps(entry)]
         return [e for e in found if e is not None and e.kind == "train"]
 
     def runs(request: Request) -> HTMLResponse:
@@ -335,7 +355,8 @@ def create_app(config: UiConfig) -> Starlette:
             {"name": f"{e.row.name} ({e.rel})", "series": series(read_metrics(e.row.path))} for e in selected
         ]
         params = hyperparameter_diff(
-            [(e.info or {}).get("hash_attrs") or {} for e in selected], only_different=q.get("all") != "1"
+            [(e.info.hash_attrs if e.info else None) or {} for e in selected],
+            only_different=q.get("all") != "1",
         )
         settings = {
             "x": q.get("x", "step"),
@@ -491,12 +512,12 @@ def create_app(config: UiConfig) -> Starlette:
     )
 
 
-def _find_dep(dep: Any, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> Entry | None:
-    if not isinstance(dep, dict):
-        return None
-    path = dep.get("path")
-    found = by_path.get(storage.absolute(path)) if isinstance(path, str) else None
-    return found or by_key.get(dep.get("key"))
+def _deps(entry: Entry) -> tuple[DepRecord, ...]:
+    return entry.info.deps if entry.info is not None else ()
+
+
+def _find_dep(dep: DepRecord, by_path: dict[str, Entry], by_key: dict[str, Entry]) -> Entry | None:
+    return by_path.get(storage.absolute(dep.path)) or by_key.get(dep.key)
 
 
 def _int(value: str | None, default: int) -> int:

@@ -19,15 +19,16 @@ from functools import cached_property
 from typing import Any
 
 from marin.execution import storage
-from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE
+from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE, ArtifactRecord, ExecutorInfo
 from marin.execution.explain import OutputStatus, is_output_record, output_status
-from marin.execution.status import LEASE_PREFIX, STATUS_FILE, SUCCESS
-from marin.ui.paths import RECORD_CAP, read_json_capped, relative, size_of
+from marin.execution.lease import is_lease_file
+from marin.execution.states import OutputState
+from marin.execution.status import STATUS_FILE
+from marin.ui.paths import RECORD_CAP, read_json_capped, read_record_capped, relative, size_of
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
-UNREADABLE = "UNREADABLE"  # the state shown for an output whose records are too large to read
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,11 @@ class Entry:
     computed_at: float
 
     @cached_property
-    def info(self) -> dict[str, Any] | None:
+    def info(self) -> ExecutorInfo | None:
         """The output's `.executor_info` (None until it succeeds, or when unreadable or too large)."""
-        info = read_json_capped(f"{self.row.path}/{INFO_FILE}") if INFO_FILE in self.names else None
-        return info if isinstance(info, dict) else None
+        if INFO_FILE not in self.names:
+            return None
+        return read_record_capped(f"{self.row.path}/{INFO_FILE}", ExecutorInfo)
 
     @property
     def age_s(self) -> float | None:
@@ -53,7 +55,7 @@ class Entry:
     @property
     def key(self) -> str | None:
         """The output's cache key, from its info."""
-        return (self.info or {}).get("key")
+        return self.info.key if self.info is not None else None
 
     @property
     def kind(self) -> str:
@@ -126,7 +128,7 @@ class OutputIndex:
             self._dirs = seen
 
     def _entry(self, path: str, names: list[str], now: float, stamp: Any = None) -> Entry:
-        leased = any(n.startswith(LEASE_PREFIX) for n in names)
+        leased = any(is_lease_file(n) for n in names)
         if leased:
             stamp = None
         elif stamp is None:
@@ -144,14 +146,14 @@ class OutputIndex:
             row = OutputStatus(
                 path,
                 storage.basename(path),
-                UNREADABLE,
+                OutputState.UNREADABLE,
                 None,
                 None,
                 f"{', '.join(oversized)} is larger than {RECORD_CAP >> 20} MiB; not read",
             )
         else:
             row = output_status(path, names, now, self.lease_timeout)
-        if row.state == SUCCESS and not row.headline:
+        if row.state == OutputState.SUCCESS and not row.headline:
             row = replace(row, headline=_fallback_headline(path, names))
         entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names), now)
         with self._lock:
@@ -174,10 +176,9 @@ class OutputIndex:
         return None
 
 
-def artifact_of(path: str) -> dict[str, Any] | None:
+def artifact_of(path: str) -> ArtifactRecord | None:
     """The `.artifact.json` of an output (size-capped)."""
-    data = read_json_capped(f"{path}/{ARTIFACT_FILE}")
-    return data if isinstance(data, dict) else None
+    return read_record_capped(f"{path}/{ARTIFACT_FILE}", ArtifactRecord)
 
 
 def with_age(entry: Entry) -> OutputStatus:
@@ -187,7 +188,8 @@ def with_age(entry: Entry) -> OutputStatus:
 
 def _fallback_headline(path: str, names: list[str]) -> str:
     """For outputs whose result declares no headline: a training run's final loss, a cache's size."""
-    result = (artifact_of(path) or {}).get("result")
+    artifact = artifact_of(path)
+    result = artifact.result if artifact is not None else None
     if isinstance(result, dict) and isinstance(result.get("final_loss"), (int, float)):
         return f"loss = {result['final_loss']:.4g}"
     if LEDGER_FILE in names:

@@ -9,9 +9,13 @@ is `NotFound`, which the app answers with 404, the same as a missing file.
 from __future__ import annotations
 
 import os
-from typing import IO
+from typing import IO, TypeVar
 
 from marin.execution import storage
+from marin.execution.errors import UnreadableRecordError
+from marin.execution.records import JsonRecord
+
+R = TypeVar("R", bound=JsonRecord)
 
 RECORD_CAP = 4 << 20  # bytes of one JSON record the UI parses
 LOG_TAIL = 64 << 10  # bytes of a log the output page shows
@@ -96,6 +100,18 @@ def read_json_capped(path: str, cap: int = RECORD_CAP) -> object | None:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
+        return None
+
+
+def read_record_capped(path: str, kind: type[R], cap: int = RECORD_CAP) -> R | None:
+    """The engine record of type `kind` at `path`, or None when missing, unreadable, of another shape
+    or larger than `cap`."""
+    data, truncated = read_capped(path, cap)
+    if data is None or truncated:
+        return None
+    try:
+        return kind.from_json(data, path)
+    except UnreadableRecordError:
         return None
 
 

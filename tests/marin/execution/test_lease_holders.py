@@ -8,8 +8,9 @@ import time
 
 import orjson
 
-from marin.execution import status as status_module
-from marin.execution.status import HOST, MACHINE_ID, Lease, try_acquire
+from marin.execution import lease as lease_module
+from marin.execution.lease import MACHINE_ID, Lease, try_acquire
+from marin.execution.status import HOST
 
 
 def _dead_pid() -> int:
@@ -76,4 +77,4 @@ def test_a_future_heartbeat_with_a_fresh_mtime_is_honoured(tmp_path):
     _lease(tmp_path, machine="another-machine", pid=1, heartbeat=time.time() + 10_000)
     holder = try_acquire(str(tmp_path), "s", timeout=60)
     assert not isinstance(holder, Lease)
-    assert status_module.current_holder(str(tmp_path), 60) is not None
+    assert lease_module.current_holder(str(tmp_path), 60) is not None

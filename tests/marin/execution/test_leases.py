@@ -13,10 +13,11 @@ import orjson
 import pytest
 
 from fray.cluster import ThreadCluster
-from marin.execution import status as status_module
+from marin.execution import lease as lease_module
 from marin.execution import storage
 from marin.execution.errors import LeaseGivenUpError, StepFailedError
-from marin.execution.status import Heartbeat, try_acquire
+from marin.execution.heartbeat import Heartbeat
+from marin.execution.lease import try_acquire
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
@@ -60,10 +61,10 @@ def test_an_empty_lease_file_goes_stale_after_the_timeout(tmp_path):
 def test_an_unreadable_lease_is_honoured_until_it_is_stale(tmp_path):
     (tmp_path / ".executor_lease.0").write_bytes(b'{"token": "ab')  # cut off mid-write
     holder = try_acquire(str(tmp_path), "s", timeout=60)
-    assert not isinstance(holder, status_module.Lease) and holder.host == "?"
+    assert not isinstance(holder, lease_module.Lease) and holder.host == "?"
     os.utime(tmp_path / ".executor_lease.0", (time.time() - 120, time.time() - 120))
     lease = try_acquire(str(tmp_path), "s", timeout=60)
-    assert isinstance(lease, status_module.Lease) and lease.generation == 1
+    assert isinstance(lease, lease_module.Lease) and lease.generation == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [".executor_lease.1"]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from fray.cluster import ThreadCluster
 from marin.execution.errors import DagError, StepDefinitionError, StepFailedError
-from marin.execution.plan import BLOCKED, CACHED, RUN_NEW, RUN_RETRY
+from marin.execution.states import PlanState
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
@@ -41,7 +41,7 @@ def test_a_fixed_output_path_at_a_folder_marin_did_not_write_fails_before_fn_and
     step = StepSpec(name="train", fn=lambda path: ran.append(path), output_path="models/mine")
 
     plan = _runner(prefix).plan([step])
-    assert plan.steps[0].state == BLOCKED and str(user) in plan.steps[0].reason
+    assert plan.steps[0].state == PlanState.BLOCKED and str(user) in plan.steps[0].reason
     with pytest.raises(StepFailedError) as err:
         _runner(prefix).run([step])
     message = str(err.value)
@@ -137,7 +137,7 @@ def test_an_unreadable_status_moves_the_output_aside_and_says_where(tmp_path, da
         status.mkdir()
 
     planned = _runner(prefix).plan([step]).steps[0]
-    assert planned.state == RUN_RETRY and "unreadable status" in planned.reason
+    assert planned.state == PlanState.RUN_RETRY and "unreadable status" in planned.reason
     aside = Path(planned.aside_path)
     assert str(aside) in planned.reason and not aside.exists()
 
@@ -147,7 +147,7 @@ def test_an_unreadable_status_moves_the_output_aside_and_says_where(tmp_path, da
     assert (aside / ".executor_status").exists() or (aside / ".executor_status").is_fifo()
     assert str(aside) in (out / ".executor_log").read_text()
     assert _status(out)["state"] == "SUCCESS"
-    assert _runner(prefix).plan([step]).steps[0].state == CACHED
+    assert _runner(prefix).plan([step]).steps[0].state == PlanState.CACHED
 
 
 def test_adopt_takes_an_existing_folder_as_the_output_without_running_fn(tmp_path):
@@ -161,7 +161,7 @@ def test_adopt_takes_an_existing_folder_as_the_output_without_running_fn(tmp_pat
     )
 
     planned = _runner(prefix).plan([step]).steps[0]
-    assert planned.state == RUN_NEW and planned.reason.startswith("adopt:")
+    assert planned.state == PlanState.RUN_NEW and planned.reason.startswith("adopt:")
     _runner(prefix).run([step])
     assert ran == []
     assert (data / "part-0.jsonl").read_text() == '{"text": "hi"}\n'
@@ -169,7 +169,7 @@ def test_adopt_takes_an_existing_folder_as_the_output_without_running_fn(tmp_pat
     info = json.loads((data / ".executor_info").read_text())
     assert info["adopted"] is True
     assert [f["path"] for f in info["manifest"]] == ["part-0.jsonl"]
-    assert _runner(prefix).plan([step]).steps[0].state == CACHED
+    assert _runner(prefix).plan([step]).steps[0].state == PlanState.CACHED
 
 
 def test_adopt_runs_fn_when_the_folder_is_missing(tmp_path):
@@ -229,7 +229,7 @@ def test_a_folder_that_appears_after_planning_is_still_refused_under_the_lease(t
     first = StepSpec(name="first", fn=someone_else_writes)
     ran = []
     later = StepSpec(name="later", fn=lambda path: ran.append(path), deps=[first], output_path="later")
-    assert _runner(prefix).plan([later]).of(later).state == RUN_NEW
+    assert _runner(prefix).plan([later]).of(later).state == PlanState.RUN_NEW
     with pytest.raises(StepFailedError) as err:
         _runner(prefix).run([later])
     assert "OutputConflictError" in str(err.value) and f"{prefix}/later" in str(err.value)

@@ -7,8 +7,8 @@ import pytest
 
 from marin.execution.errors import DagError, StepDefinitionError, StepFailedError
 from marin.execution.lazy import lower
-from marin.execution.plan import BLOCKED, CACHED, RUN_CHANGED, RUN_FORCED, RUN_NEW, WAITING
-from marin.execution.status import try_acquire
+from marin.execution.lease import try_acquire
+from marin.execution.states import PlanState
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
@@ -34,7 +34,7 @@ def test_fresh_dag_is_all_new_with_downstream_counts(tmp_path):
     tokenize, train, evaluate, report = _chain()
     plan = StepRunner(prefix=str(tmp_path), progress=False).run([report], dry_run=True)
     assert [s.name for s in plan.steps] == ["tokenize", "train", "evaluate", "report"]
-    assert {s.state for s in plan.steps} == {RUN_NEW}
+    assert {s.state for s in plan.steps} == {PlanState.RUN_NEW}
     assert [s.downstream_runs for s in plan.steps] == [3, 2, 1, 0]
     assert not (tmp_path / "tokenize").exists() and not any(tmp_path.iterdir())  # a dry run writes nothing
 
@@ -45,13 +45,13 @@ def test_changed_hash_attr_is_diffed_against_the_latest_recorded_output(tmp_path
     tokenize, train, evaluate, report = _chain(lr=0.2)
     plan = runner.run([report], dry_run=True)
     states = {s.name: s for s in plan.steps}
-    assert states["tokenize"].state == CACHED
-    assert states["train"].state == RUN_CHANGED
+    assert states["tokenize"].state == PlanState.CACHED
+    assert states["train"].state == PlanState.RUN_CHANGED
     assert [(c.field, c.old, c.new) for c in states["train"].changes] == [("hash_attrs.lr", 0.1, 0.2)]
     assert states["train"].downstream_runs == 2
-    assert states["evaluate"].state == RUN_CHANGED
+    assert states["evaluate"].state == PlanState.RUN_CHANGED
     assert [c.field for c in states["evaluate"].changes] == ["deps.train"]
-    assert plan.to_json()["counts"] == {CACHED: 1, RUN_CHANGED: 3}
+    assert plan.to_json()["counts"] == {PlanState.CACHED: 1, PlanState.RUN_CHANGED: 3}
 
 
 def test_force_run_plans_a_cached_step_to_run(tmp_path):
@@ -59,8 +59,8 @@ def test_force_run_plans_a_cached_step_to_run(tmp_path):
     tokenize, train, evaluate, report = _chain()
     runner.run([train])
     plan = runner.run([report], dry_run=True, force_run=["tokenize"])
-    assert plan.of(tokenize).state == RUN_FORCED
-    assert plan.of(train).state == CACHED  # same key: the forced rerun does not invalidate it
+    assert plan.of(tokenize).state == PlanState.RUN_FORCED
+    assert plan.of(train).state == PlanState.CACHED  # same key: the forced rerun does not invalidate it
 
 
 def test_a_step_whose_lease_another_runner_holds_is_waiting(tmp_path):
@@ -71,7 +71,7 @@ def test_a_step_whose_lease_another_runner_holds_is_waiting(tmp_path):
     lease = try_acquire(out, "tokenize", timeout=60)  # this live process holds it
     try:
         step = runner.run([tokenize], dry_run=True).of(tokenize)
-        assert step.state == WAITING and "lease held by" in step.reason
+        assert step.state == PlanState.WAITING and "lease held by" in step.reason
     finally:
         lease.release()
 
@@ -83,8 +83,8 @@ def test_failed_step_is_blocked_until_force_run_failed(tmp_path):
     with pytest.raises(StepFailedError):
         runner.run([after])
     plan = runner.run([after], dry_run=True)
-    assert plan.of(bad).state == BLOCKED and "force_run_failed" in plan.of(bad).reason
-    assert plan.of(after).state == BLOCKED
+    assert plan.of(bad).state == PlanState.BLOCKED and "force_run_failed" in plan.of(bad).reason
+    assert plan.of(after).state == PlanState.BLOCKED
     retry = runner.run([after], dry_run=True, force_run_failed=True)
     assert retry.of(bad).will_run and retry.of(after).will_run
 

@@ -150,7 +150,7 @@ def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imp
     repo, _ = _experiment_repo(tmp_path)
     script = (
         "import sys\n"
-        "from marin.execution.artifact import experiment_directory\n"
+        "from marin.execution.run_provenance import experiment_directory\n"
         "from marin.execution.discover import import_file\n"
         "print(experiment_directory())\n"
         "import_file(sys.argv[1])\n"
@@ -168,15 +168,15 @@ def test_the_experiment_directory_is_looked_up_again_until_the_experiment_is_imp
 
 
 def test_a_dirty_experiments_diff_is_capped_and_says_so(tmp_path, monkeypatch):
-    from marin.execution import artifact
+    from marin.execution import run_provenance
 
     repo, _ = _experiment_repo(tmp_path)
     (repo / "exp.py").write_text(EXPERIMENT + "# edit\n" * 200)
-    monkeypatch.setattr(artifact, "experiment_directory", lambda: str(repo))
-    monkeypatch.setattr(artifact, "_git_cache", {})
-    monkeypatch.setattr(artifact, "_diff_cache", {})
-    monkeypatch.setattr(artifact, "GIT_DIFF_CAP", 300)
-    experiment = artifact.git_state(artifact.git_state)["experiment"]
+    monkeypatch.setattr(run_provenance, "experiment_directory", lambda: str(repo))
+    monkeypatch.setattr(run_provenance, "_git_cache", {})
+    monkeypatch.setattr(run_provenance, "_diff_cache", {})
+    monkeypatch.setattr(run_provenance, "GIT_DIFF_CAP", 300)
+    experiment = run_provenance.git_state(run_provenance.git_state)["experiment"]
     assert experiment["dirty"] is True and experiment["repository"] == str(repo)
     assert len(experiment["diff"]) == 300 and experiment["diff"].startswith("diff --git a/exp.py b/exp.py")
     assert experiment["diff_truncated"] is True and experiment["diff_bytes"] > 200 * len("+# edit\n")

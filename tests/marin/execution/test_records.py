@@ -11,8 +11,9 @@ import pytest
 
 from marin.execution.artifact import read_info
 from marin.execution.errors import UnreadableRecordError
+from marin.execution.lease import try_acquire
 from marin.execution.records import MAX_RECORD_BYTES, read_record, read_record_json
-from marin.execution.status import read_status, try_acquire
+from marin.execution.status import read_status
 
 
 def test_a_fifo_record_is_refused_without_blocking(tmp_path):

@@ -1,0 +1,53 @@
+"""A runner's stop switch: set once on SIGINT/SIGTERM, it cancels the running steps' tasks."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fray.cluster import Cluster
+
+
+class Interrupt:
+    """Set once when the runner is told to stop (SIGINT/SIGTERM); cancels every registered task
+    through the cluster, and any task registered after."""
+
+    def __init__(self, cluster: Cluster):
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._futures: dict[Any, str] = {}
+        self.reason: str | None = None
+
+    @property
+    def is_set(self) -> bool:
+        """Whether the run was interrupted."""
+        return self.reason is not None
+
+    def mark(self, reason: str) -> None:
+        """Note the interrupt without cancelling anything yet (safe in a signal handler: one assignment),
+        so a step that fails from the same Ctrl-C (its process got it too) is recorded INTERRUPTED."""
+        if self.reason is None:
+            self.reason = reason
+
+    def trigger(self, reason: str) -> list[str]:
+        """Interrupt the run: cancel every running task; returns their step names."""
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            running = list(self._futures.items())
+        for future, _ in running:
+            self._cluster.cancel(future, reason=reason)
+        return [name for _, name in running]
+
+    def register(self, future: Any, step: str) -> None:
+        """Track a submitted task (cancelled at once if the run is already interrupted)."""
+        with self._lock:
+            self._futures[future] = step
+            reason = self.reason
+        if reason is not None:
+            self._cluster.cancel(future, reason=reason)
+
+    def unregister(self, future: Any) -> None:
+        """Stop tracking a finished task."""
+        with self._lock:
+            self._futures.pop(future, None)
