@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import MarinError
 
 FORMAT = "marin-token-cache"

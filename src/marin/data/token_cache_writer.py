@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+import storage
 from marin.data.token_cache import LEDGER, SUFFIXES, shard_name, shard_path
-from marin.execution import storage
 
 _TMP_MARK = ".tmp-"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import StepDefinitionError
 from marin.execution.manifest import build_manifest
 from marin.execution.records import read_record_json

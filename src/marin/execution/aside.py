@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.records import read_record_json
 
 ASIDE_RECORD = ".marin_aside"

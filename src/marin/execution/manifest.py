@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution import storage
+import storage
 
 DIGEST = "xxh3_128"
 _BLOCK = 4 << 20

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import DagError
 from marin.execution.status import LEASE_PREFIX, STATUS_FILE, read_status
 

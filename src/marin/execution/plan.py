@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import read_info
 from marin.execution.aside import UNREADABLE, free_aside_path
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import UnreadableRecordError
 
 MAX_RECORD_BYTES = 16 << 20

@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import LeaseGivenUpError, UnreadableRecordError
 from marin.execution.records import read_record, read_record_json
 

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import storage
 from fray.cluster import Cluster
 from fray.cluster.logs import tail
-from marin.execution import storage
 from marin.execution.artifact import (
     LOG_FILE,
     environment,
@@ -278,7 +278,8 @@ def _run_holding(
                     error=f"failed in an earlier run; see {out}/{LOG_FILE}; pass "
                     "force_run_failed=True to retry",
                 )
-        _prepare_output(out, status, keep_partial=_resumes(step, status, settings), listing=listing)
+        keep_partial = _resumes(step, status, settings)
+        _prepare_output(out, status, keep_partial=keep_partial, listing=listing)
         started = time.time()
         # The deps' paths let `marin gc` keep what an unfinished output depends on (it has no .executor_info).
         events.append(event(RUNNING, key=step.key, deps=[d.output_path for d in deps]))
@@ -304,6 +305,9 @@ def _run_holding(
                 name=step.name,
                 resources=step.spec.resources,
                 log_path=log_path,
+                # Emptied above (or never there): the cluster need not fetch an earlier log to append to.
+                new_log=moved_to is None
+                and (not keep_partial or (listing is not None and LOG_FILE not in listing)),
             )
             if interrupt is not None:
                 interrupt.register(future, step.name)

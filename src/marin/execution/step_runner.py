@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import storage
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
-from marin.execution import storage
 from marin.execution.artifact import environment
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError

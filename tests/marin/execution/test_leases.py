@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+import storage
 from fray.cluster import ThreadCluster
 from marin.execution import status as status_module
-from marin.execution import storage
 from marin.execution.errors import LeaseGivenUpError, StepFailedError
 from marin.execution.status import Heartbeat, try_acquire
 from marin.execution.step_runner import StepRunner

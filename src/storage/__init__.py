@@ -1,0 +1,127 @@
+"""Storage for every package: one set of file operations over local disk and any fsspec URL.
+
+Paths are URLs; a path without a protocol (or `file://`) is local disk and is served by plain `os`
+calls, since fsspec costs tens of microseconds per call and a cached DAG of 10,000 steps must plan
+in well under a second. Every other URL (`gs://`, `s3://`, `memory://`...) goes through fsspec,
+imported only when such a path is first used. This package imports nothing from marin, zephyr or
+fray, which all build on it.
+
+- `paths`: joining and splitting URLs, local or not, the fsspec client of a URL;
+- `files`: whole-file reads, writes, stat, removal, open;
+- `atomic`: atomic replace and exclusive create (the store's own precondition on GCS and S3);
+- `streams`: compressed reading, files that appear whole or not at all;
+- `listing`: directory listings, recursive walks, globs, moves;
+- `overlap`: many calls in flight at once on object stores;
+- `record_log`: JSON records appended to a log, in numbered whole parts off local disk.
+
+Nothing here is quadratic on an object store except `append_bytes`, which is for one-off notes
+(a log that grows record by record is a `RecordLog`).
+"""
+
+from storage.atomic import create_exclusive, write_atomic, write_temp
+from storage.files import (
+    append_bytes,
+    download,
+    exists,
+    is_dir,
+    makedirs,
+    modified_time,
+    open_file,
+    read_bytes,
+    read_tail,
+    remove,
+    remove_empty_dir,
+    remove_tree,
+    size,
+    upload,
+    write_bytes,
+    write_local,
+)
+from storage.listing import (
+    NoFilesMatch,
+    find_dirs_with,
+    glob,
+    list_files,
+    list_names,
+    move,
+    remove_matching,
+    walk_files,
+)
+from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many
+from storage.paths import (
+    CONDITIONAL_CREATE,
+    absolute,
+    basename,
+    forget_clients,
+    fs_and_path,
+    is_local,
+    join,
+    local_path,
+    parent,
+    protocol_of,
+)
+from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
+from storage.streams import (
+    COMPRESSIONS,
+    atomic_write,
+    compression_of,
+    open_read,
+    read_chunks,
+    strip_compression,
+    temp_pattern,
+)
+
+__all__ = [
+    "COMPRESSIONS",
+    "CONDITIONAL_CREATE",
+    "MAX_IN_FLIGHT",
+    "NoFilesMatch",
+    "RecordLog",
+    "absolute",
+    "append_bytes",
+    "atomic_write",
+    "basename",
+    "compression_of",
+    "create_exclusive",
+    "download",
+    "exists",
+    "find_dirs_with",
+    "forget_clients",
+    "fs_and_path",
+    "glob",
+    "holds_log",
+    "is_dir",
+    "is_local",
+    "join",
+    "list_files",
+    "list_names",
+    "local_path",
+    "makedirs",
+    "modified_time",
+    "move",
+    "open_file",
+    "open_read",
+    "overlapped",
+    "parent",
+    "protocol_of",
+    "read_bytes",
+    "read_chunks",
+    "read_log_bytes",
+    "read_many",
+    "read_records",
+    "read_tail",
+    "remove",
+    "remove_empty_dir",
+    "remove_matching",
+    "remove_tree",
+    "size",
+    "strip_compression",
+    "temp_pattern",
+    "upload",
+    "walk_files",
+    "write_atomic",
+    "write_bytes",
+    "write_local",
+    "write_many",
+    "write_temp",
+]
