@@ -62,6 +62,16 @@ def read_bytes(path: str) -> bytes | None:
         return None
 
 
+def read_range(path: str, start: int, end: int) -> bytes:
+    """Bytes `start` to `end` (exclusive) of the file at `path`, fewer where it ends first; one ranged
+    read on an object store. FileNotFoundError when it is missing; IsADirectoryError for a directory."""
+    if is_local(path):
+        with open(local_path(path), "rb") as f:
+            return os.pread(f.fileno(), max(0, end - start), start)
+    fs, p = fs_and_path(path)
+    return fs.cat_file(p, start=start, end=end)
+
+
 def read_tail(path: str, max_bytes: int) -> bytes:
     """At most the last `max_bytes` bytes of the file at `path` (FileNotFoundError when missing)."""
     if is_local(path):
@@ -114,12 +124,13 @@ def append_bytes(path: str, data: bytes) -> None:
     write_bytes(path, (read_bytes(path) or b"") + data)
 
 
-def open_file(path: str, mode: str = "rb") -> IO[bytes]:
-    """A binary file object at `path` ("rb" or "wb"): the builtin `open` locally, fsspec's otherwise."""
+def open_file(path: str, mode: str = "rb", *, buffering: int = -1) -> IO[bytes]:
+    """A binary file object at `path` ("rb" or "wb"): the builtin `open` locally (with `buffering`),
+    fsspec's otherwise."""
     if mode not in ("rb", "wb"):
         raise ValueError(f"open_file takes mode 'rb' or 'wb', not {mode!r} (opening {path})")
     if is_local(path):
-        return open(local_path(path), mode)
+        return open(local_path(path), mode, buffering=buffering)
     fs, p = fs_and_path(path)
     return fs.open(p, mode)
 

@@ -94,3 +94,13 @@ def test_overlapped_keeps_order_runs_at_once_off_local_disk_and_serially_on_it()
     assert seen == {threading.current_thread().name}
     assert storage.overlapped(fn, range(50), where="s3://bucket/prefix") == [x * x for x in range(50)]
     assert any(name != threading.current_thread().name for name in seen)
+
+
+def test_read_range_reads_a_slice_and_stops_at_the_end(root):
+    path = storage.join(root, "tokens.bin")
+    storage.makedirs(root)
+    storage.write_bytes(path, bytes(range(10)))
+    assert storage.read_range(path, 2, 5) == bytes([2, 3, 4])
+    assert storage.read_range(path, 8, 20) == bytes([8, 9])
+    with pytest.raises(FileNotFoundError):
+        storage.read_range(storage.join(root, "missing.bin"), 0, 4)

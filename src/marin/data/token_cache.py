@@ -77,9 +77,8 @@ class _Array:
             return np.asarray(self._mmap[start:stop])
         if start == stop:
             return np.empty(0, self.dtype)
-        fs, p = storage.fs_and_path(self.path)
         size = self.dtype.itemsize
-        data = fs.cat_file(p, start=start * size, end=stop * size)
+        data = storage.read_range(self.path, start * size, stop * size)
         return np.frombuffer(data, dtype=self.dtype)
 
 

@@ -36,10 +36,7 @@ class ShardSummary:
 
 
 def _open_for_write(path: str) -> BinaryIO:
-    if storage.is_local(path):
-        return open(storage.absolute(path), "wb", buffering=1 << 20)
-    fs, p = storage.fs_and_path(path)
-    return fs.open(p, "wb")
+    return storage.open_file(storage.absolute(path), "wb", buffering=1 << 20)
 
 
 class ShardWriter:

@@ -30,13 +30,7 @@ def file_digest(path: str) -> str:
     import xxhash  # lazy: marin.execution stays fast to import
 
     h = xxhash.xxh3_128()
-    if storage.is_local(path):
-        with open(storage.absolute(path), "rb") as f:
-            while block := f.read(_BLOCK):
-                h.update(block)
-        return h.hexdigest()
-    fs, p = storage.fs_and_path(path)
-    with fs.open(p, "rb") as f:
+    with storage.open_file(storage.absolute(path), "rb") as f:
         while block := f.read(_BLOCK):
             h.update(block)
     return h.hexdigest()

@@ -31,11 +31,11 @@ class PutBytes:
         self._events = storage.fs_and_path(root)[0].s3.meta.events
 
     def __enter__(self) -> "PutBytes":
-        self._events.register("before-call.s3.PutObject", self._count)
+        self._events.register("before-parameter-build.s3.PutObject", self._count)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._events.unregister("before-call.s3.PutObject", self._count)
+        self._events.unregister("before-parameter-build.s3.PutObject", self._count)
 
     def _count(self, params, **_):
         self.sizes.append(len(params.get("Body") or b""))
