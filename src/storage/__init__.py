@@ -18,7 +18,7 @@ Nothing here is quadratic on an object store except `append_bytes`, which is for
 (a log that grows record by record is a `RecordLog`).
 """
 
-from storage.atomic import create_exclusive, write_atomic, write_temp
+from storage.atomic import create_exclusive, write_atomic
 from storage.files import (
     append_bytes,
     download,
@@ -36,7 +36,6 @@ from storage.files import (
     size,
     upload,
     write_bytes,
-    write_local,
 )
 from storage.listing import (
     NoFilesMatch,
@@ -59,11 +58,9 @@ from storage.paths import (
     join,
     local_path,
     parent,
-    protocol_of,
 )
 from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
 from storage.streams import (
-    COMPRESSIONS,
     atomic_write,
     compression_of,
     open_read,
@@ -73,7 +70,6 @@ from storage.streams import (
 )
 
 __all__ = [
-    "COMPRESSIONS",
     "CONDITIONAL_CREATE",
     "MAX_IN_FLIGHT",
     "NoFilesMatch",
@@ -104,7 +100,6 @@ __all__ = [
     "open_read",
     "overlapped",
     "parent",
-    "protocol_of",
     "read_bytes",
     "read_chunks",
     "read_log_bytes",
@@ -123,7 +118,5 @@ __all__ = [
     "walk_files",
     "write_atomic",
     "write_bytes",
-    "write_local",
     "write_many",
-    "write_temp",
 ]
