@@ -18,36 +18,9 @@ Nothing here is quadratic on an object store except `append_bytes`, which is for
 (a log that grows record by record is a `RecordLog`).
 """
 
-from storage.atomic import create_exclusive, write_atomic
-from storage.files import (
-    append_bytes,
-    download,
-    exists,
-    is_dir,
-    makedirs,
-    modified_time,
-    open_file,
-    read_bytes,
-    read_range,
-    read_tail,
-    remove,
-    remove_empty_dir,
-    remove_tree,
-    size,
-    upload,
-    write_bytes,
-)
-from storage.listing import (
-    NoFilesMatch,
-    find_dirs_with,
-    glob,
-    list_files,
-    list_names,
-    move,
-    remove_matching,
-    walk_files,
-)
-from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from storage.paths import (
     CONDITIONAL_CREATE,
     absolute,
@@ -59,15 +32,115 @@ from storage.paths import (
     local_path,
     parent,
 )
-from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
-from storage.streams import (
-    atomic_write,
-    compression_of,
-    open_read,
-    read_chunks,
-    strip_compression,
-    temp_pattern,
-)
+
+if TYPE_CHECKING:
+    from storage.atomic import create_exclusive, write_atomic
+    from storage.files import (
+        append_bytes,
+        download,
+        exists,
+        is_dir,
+        makedirs,
+        modified_time,
+        open_file,
+        read_bytes,
+        read_range,
+        read_tail,
+        remove,
+        remove_empty_dir,
+        remove_tree,
+        size,
+        upload,
+        write_bytes,
+    )
+    from storage.listing import (
+        NoFilesMatch,
+        find_dirs_with,
+        glob,
+        list_files,
+        list_names,
+        move,
+        remove_matching,
+        walk_files,
+    )
+    from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many
+    from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
+    from storage.streams import (
+        atomic_write,
+        compression_of,
+        open_read,
+        read_chunks,
+        strip_compression,
+        temp_pattern,
+    )
+
+# Each module is loaded on the first use of one of its names: `import marin.execution` must stay
+# fast, and a process pays only for the operations it uses.
+_LAZY = {
+    "storage.atomic": (
+        "create_exclusive",
+        "write_atomic",
+    ),
+    "storage.files": (
+        "append_bytes",
+        "download",
+        "exists",
+        "is_dir",
+        "makedirs",
+        "modified_time",
+        "open_file",
+        "read_bytes",
+        "read_range",
+        "read_tail",
+        "remove",
+        "remove_empty_dir",
+        "remove_tree",
+        "size",
+        "upload",
+        "write_bytes",
+    ),
+    "storage.listing": (
+        "NoFilesMatch",
+        "find_dirs_with",
+        "glob",
+        "list_files",
+        "list_names",
+        "move",
+        "remove_matching",
+        "walk_files",
+    ),
+    "storage.overlap": (
+        "MAX_IN_FLIGHT",
+        "overlapped",
+        "read_many",
+        "write_many",
+    ),
+    "storage.record_log": (
+        "RecordLog",
+        "holds_log",
+        "read_log_bytes",
+        "read_records",
+    ),
+    "storage.streams": (
+        "atomic_write",
+        "compression_of",
+        "open_read",
+        "read_chunks",
+        "strip_compression",
+        "temp_pattern",
+    ),
+}
+_LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CONDITIONAL_CREATE",
