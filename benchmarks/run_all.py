@@ -30,7 +30,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "execution_per_step": ([], ["--steps", "300", "--repeats", "1"]),
     "execution_layered_dag": ([], ["--layers", "10", "--width", "20", "--repeats", "1"]),
     "execution_inputs": ([], []),
-    "storage_round_trips": ([], ["--cached-steps", "500", "--cold-steps", "50"]),
+    "storage_round_trips": ([], ["--cached-steps", "500", "--cold-steps", "50", "--listing-steps", "50"]),
     "fray_dispatch": (["--ray"], ["--units", "50", "--repeats", "1"]),
     "zephyr_throughput": ([], ["--records", "200000", "--small", "50000", "--repeats", "1"]),
     "tokenize_speed": ([], ["--documents", "4000", "--rounds", "1"]),

@@ -15,9 +15,14 @@ functions made by a factory, `StepRunner(prefix="latency://...")`:
 - the cached run at `--latency-ms` (goal <= 10 s for 10,000 steps) and the cold run at that latency
   with the default concurrency (goal <= 60 s for 1,000 steps), each beside the same case at zero
   latency measured in the same run (the ratio is latency / zero latency).
-The cached prefix is populated once (zero latency, a ThreadCluster: not timed).
+- listing: `marin status` (`list_outputs`), a dry `marin gc` (`gc.collect`) and the UI's index
+  (`OutputIndex.entries`) over a bucket of `--listing-steps` outputs at `--latency-ms`, each with the
+  outputs' records read at once (`storage.overlapped`) and, as the same-run baseline, one after
+  another (the ratio is overlapped / serial).
+The cached and listing prefixes are populated once (zero latency, a ThreadCluster: not timed).
 
-Usage: `python benchmarks/storage_round_trips.py [--cached-steps 10000] [--cold-steps 1000] [--latency-ms 20]`.
+Usage: `python benchmarks/storage_round_trips.py [--cached-steps 10000] [--cold-steps 1000]
+[--listing-steps 200] [--latency-ms 20]`.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def register():
                 thread = threading.current_thread()
                 who = (
                     "engine"
-                    if thread is threading.main_thread() or thread.name.startswith("marin-")
+                    if thread is threading.main_thread() or thread.name.startswith(("marin-", "storage-"))
                     else "cluster"
                 )
                 with LatencyFileSystem.lock:
@@ -154,9 +159,36 @@ def make_fn(name: str):
     return fn
 
 
+def listing_child(prefix: str) -> None:
+    """Time `marin status`, a dry `marin gc` and the UI index over `prefix`, overlapped then serial."""
+    import storage
+    from marin.execution import explain, gc
+    from marin.ui.index import OutputIndex
+
+    cases = {
+        "status": lambda: explain.list_outputs(prefix),
+        "gc": lambda: gc.collect(prefix),
+        "ui_index": lambda: OutputIndex(prefix).entries(),
+    }
+    overlapped = storage.overlapped
+    out = {}
+    for mode in ("overlapped", "serial"):
+        if mode == "serial":  # the baseline: each output's records read one after another
+            storage.overlapped = lambda fn, items, where=None: [fn(x) for x in items]
+        for name, case in cases.items():
+            start = time.perf_counter()
+            case()
+            out[f"{name}_{mode}_s"] = time.perf_counter() - start
+    storage.overlapped = overlapped
+    print(json.dumps(out))
+
+
 def child(kind: str, steps: int, prefix: str) -> None:
     """Run one case in this (fresh) interpreter and print its JSON."""
     register()
+    if kind == "listing":
+        listing_child(prefix)
+        return
     from fray.cluster import ThreadCluster
     from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
@@ -192,6 +224,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cached-steps", type=int, default=10_000)
     parser.add_argument("--cold-steps", type=int, default=1_000)
+    parser.add_argument("--listing-steps", type=int, default=200)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--child", nargs=3, metavar=("KIND", "STEPS", "PREFIX"))
     args = parser.parse_args()
@@ -212,6 +245,8 @@ def main() -> None:
         cached = run("cached", args.cached_steps, "latency://cached", latency)
         cold0 = run("cold", args.cold_steps, "latency://cold0", 0.0)
         cold = run("cold", args.cold_steps, "latency://cold", latency)
+        run("populate", args.listing_steps, "latency://listing", 0.0)
+        listing = run("listing", args.listing_steps, "latency://listing", latency)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     # The plan lists the prefix once (a page per 1,000 entries on GCS/S3): rounded, it is no call per step.
@@ -241,6 +276,18 @@ def main() -> None:
                 "cold_s": round(cold["seconds"], 3),
                 "cold_zero_latency_s": round(cold0["seconds"], 3),
                 "cold_ratio_vs_zero_latency": round(cold["seconds"] / cold0["seconds"], 2),
+                "listing_steps": args.listing_steps,
+                **{
+                    f"{tool}_{what}": round(listing[f"{tool}_{what}_s"], 3)
+                    for tool in ("status", "gc", "ui_index")
+                    for what in ("overlapped", "serial")
+                },
+                **{
+                    f"{tool}_ratio_overlapped_vs_serial": round(
+                        listing[f"{tool}_overlapped_s"] / listing[f"{tool}_serial_s"], 3
+                    )
+                    for tool in ("status", "gc", "ui_index")
+                },
                 "goal_cached_s": cached_goal,
                 "goal_cold_s": cold_goal,
                 "load_average": load_average(),

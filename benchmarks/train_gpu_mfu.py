@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import storage  # noqa: E402
 from experiments.llama import REFERENCE_VOCAB_SIZE, llama_150m  # noqa: E402
 from marin.data.token_cache import token_dtype  # noqa: E402
 from marin.data.token_cache_writer import ShardWriter, write_ledger  # noqa: E402
@@ -131,8 +132,7 @@ def main() -> None:
             compile=compile,
         )
         summary = train(TrainJob(config, (DatasetInput("random", cache, 1.0),), os.path.join(root, "run")))
-        with open(os.path.join(root, "run", "metrics.jsonl")) as f:
-            records = [json.loads(line) for line in f][args.warmup :]
+        records = storage.read_records(os.path.join(root, "run", "metrics.jsonl"))[args.warmup :]
     dev = torch.device(device)
     model_config = model.with_vocab_size(vocab)
     plain = plain_loop(model_config, args.batch_size, args.seq_len, args.steps, dev, compile)[args.warmup :]

@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 
 from train_cpu_throughput import build_cache  # noqa: E402
 
+import storage  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
 from fray.cluster import RayCluster, ResourceConfig  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
@@ -60,8 +61,7 @@ TORCHRUN_WORKER = "from marin.training.trainer import train; import pickle, sys;
 
 
 def tokens_per_s(out: str, warmup: int) -> float:
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        rows = [json.loads(line) for line in f]
+    rows = storage.read_records(os.path.join(out, "metrics.jsonl"))
     return statistics.median(r["tokens_per_s"] for r in rows[warmup:] if "eval_loss" not in r)
 
 

@@ -157,13 +157,13 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 
 
 def _forget_filesystems() -> None:
-    """Drop marin's and fsspec's cached filesystems: fsspec keys its instances by their arguments, not by
-    the environment, so a client made for an earlier (stopped) server would otherwise be reused."""
+    """Drop the cached filesystems: fsspec keys its instances by their arguments, not by the
+    environment, so a client made for an earlier (stopped) server would otherwise be reused."""
     import fsspec
 
-    from marin.execution import storage
+    import storage
 
-    storage._fs_cache.clear()
+    storage.forget_clients()
     for protocol in ("s3", "gs"):
         fsspec.get_filesystem_class(protocol).clear_instance_cache()
 
@@ -173,7 +173,7 @@ def conditional_create_missing(root: str) -> str | None:
     precondition: a second conditional PUT overwrote the first), or None when it refuses as a real store does."""
     import uuid
 
-    from marin.execution import storage
+    import storage
 
     if storage.is_local(root):
         return None

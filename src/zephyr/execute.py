@@ -13,10 +13,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from storage import exists, join, remove_matching, remove_tree, temp_pattern
 from zephyr.backends import make_backend
 from zephyr.backends.base import Backend, run_stage
 from zephyr.config import ZephyrConfig
-from zephyr.fileio import exists, join, remove_matching, remove_tree, temp_pattern
 from zephyr.plan import Sink, Stage, build_plan
 from zephyr.progress import StageProgress
 from zephyr.sources import FrameShardInput, ShardInput, Source

@@ -12,8 +12,8 @@ from itertools import chain
 
 import orjson
 
+from storage import open_read, read_chunks, strip_compression
 from zephyr.errors import BadRecordError, PlanError
-from zephyr.fileio import open_read, read_chunks, strip_compression
 
 BAD_RECORD_POLICIES = ("fail", "skip")
 MAX_BAD_EXAMPLES = 5

@@ -25,11 +25,10 @@ from itertools import chain, groupby
 from operator import itemgetter
 from typing import Any
 
-import fsspec
 import xxhash
 
+from storage import join, open_file
 from zephyr.errors import UnsupportedKeyError
-from zephyr.fileio import join
 
 _HEADER = struct.Struct(">QII")
 _LENGTH = struct.Struct(">I")
@@ -160,7 +159,7 @@ class SortedRunWriter:
         self._run_count += 1
         for partition, entries in groupby(self._buffer, key=itemgetter(0)):
             path = join(self._dir, f"run-{run:05d}-p{partition:05d}.bin")
-            with fsspec.open(path, "wb") as out:
+            with open_file(path, "wb") as out:
                 write = out.write
                 last = None
                 for _, h, key_bytes, record_bytes in entries:
@@ -184,7 +183,7 @@ class RoundRobinWriter:
 
     def __init__(self, directory: str, num_partitions: int, shard: int):
         self._paths = [join(directory, f"p{p:05d}.bin") for p in range(num_partitions)]
-        self._files = [fsspec.open(p, "wb").open() for p in self._paths]
+        self._files = [open_file(p, "wb") for p in self._paths]
         self._next = shard % num_partitions
         self._used = [False] * num_partitions
 
@@ -207,7 +206,7 @@ def write_frames_round_robin(
 ) -> list[str]:
     """Spread records over `num_files` frame files in blocks of `block` records; return the paths."""
     writer_paths = [join(directory, f"input-{i:05d}.bin") for i in range(num_files)]
-    files = [fsspec.open(p, "wb").open() for p in writer_paths]
+    files = [open_file(p, "wb") for p in writer_paths]
     try:
         for i, record in enumerate(records):
             record_bytes = pickle.dumps(record, protocol=5)
@@ -220,7 +219,7 @@ def write_frames_round_robin(
 
 def read_frames(path: str) -> Iterator[Frame]:
     """The (key hash, key bytes, record bytes) frames of one run file, streamed."""
-    with fsspec.open(path, "rb") as f:
+    with open_file(path, "rb") as f:
         read, unpack, size = f.read, _HEADER.unpack, _HEADER.size
         while header := read(size):
             h, key_len, record_len = unpack(header)

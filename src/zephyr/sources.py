@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from storage import NoFilesMatch, list_files, makedirs
 from zephyr.errors import PlanError
-from zephyr.fileio import list_files, makedirs
 from zephyr.ops import GroupBy, Reshard, ShuffleOp
 from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
 from zephyr.shuffle import first_of_groups, read_records, reduce_groups, write_frames_round_robin
@@ -92,11 +92,11 @@ class FileSource:
             raise PlanError(f"bad_records must be one of {BAD_RECORD_POLICIES}, got {self.bad_records!r}")
 
     def shard_inputs(self, work_dir: str) -> list[ShardInput]:
-        files = list_files(self.patterns)
+        files = _input_files(self.patterns)
         return [FileShardInput(f, self.format or infer_format(f), self.bad_records) for f in files]
 
     def shard_count(self) -> int:
-        return len(list_files(self.patterns))
+        return len(_input_files(self.patterns))
 
     def describe(self) -> str:
         fmt = self.format or "format by extension"
@@ -159,3 +159,11 @@ Source = FileSource | ListSource | IterableSource
 def file_source(patterns: str | Sequence[str], format: str | None, bad_records: str) -> FileSource:
     """A FileSource from one glob or several."""
     return FileSource((patterns,) if isinstance(patterns, str) else tuple(patterns), format, bad_records)
+
+
+def _input_files(patterns: Sequence[str]) -> list[str]:
+    """The files the patterns match; a PlanError (a wrongly declared pipeline) when none do."""
+    try:
+        return list_files(patterns)
+    except NoFilesMatch as e:
+        raise PlanError(str(e)) from None

@@ -16,8 +16,8 @@ from typing import Any
 
 import cloudpickle
 
+from storage import join, makedirs
 from zephyr.errors import BadRecordError, PlanError, UnsupportedKeyError
-from zephyr.fileio import join, makedirs
 from zephyr.ops import Deduplicate, GroupBy, Reshard, ShardInfo, ShuffleOp, apply_row_ops
 from zephyr.plan import CollectSink, CountSink, Sink
 from zephyr.readers import Position, ShardStats

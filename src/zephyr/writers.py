@@ -13,8 +13,8 @@ from itertools import islice
 
 import orjson
 
+from storage import atomic_write, join
 from zephyr.errors import PlanError
-from zephyr.fileio import atomic_write, join
 
 WRITE_FORMATS = {"jsonl": "jsonl", "text": "txt", "parquet": "parquet"}
 COMPRESSION_EXTENSIONS = {None: "", "gzip": ".gz", "gz": ".gz", "zstd": ".zst", "zst": ".zst"}

@@ -1,10 +1,11 @@
-"""Log tails: the last lines of a local or fsspec log, empty when there is no log yet."""
+"""Task logs: the last lines of a local or fsspec log (empty when there is none yet), and remote logs
+that keep every attempt."""
 
 from __future__ import annotations
 
 import fsspec
 
-from fray.cluster.logs import tail
+from fray.cluster.logs import local_log_file, tail
 
 
 def test_tail_of_a_local_log_keeps_its_last_lines_within_the_byte_limit(tmp_path):
@@ -25,3 +26,12 @@ def test_tail_of_an_fsspec_log(tmp_path):
     with fsspec.open("memory://fray-test-logs/task.log", "wb") as f:
         f.write(b"first\nsecond\nthird\n")
     assert tail("memory://fray-test-logs/task.log", lines=2) == "second\nthird"
+
+
+def test_a_remote_log_keeps_every_attempt_and_a_new_one_is_written_whole():
+    path = "memory://fray-test-logs/attempts.log"
+    with local_log_file(path, new=True) as local, open(local, "ab") as f:
+        f.write(b"attempt 1\n")
+    with local_log_file(path) as local, open(local, "ab") as f:  # a retry: appends to what is there
+        f.write(b"attempt 2\n")
+    assert tail(path) == "attempt 1\nattempt 2"

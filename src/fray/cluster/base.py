@@ -25,10 +25,13 @@ class Cluster(abc.ABC):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
+        new_log: bool = False,
     ) -> concurrent.futures.Future:
         """Start `task`; the future resolves to its return value or raises its exception.
 
-        `log_path`, when given, is a file (any fsspec URL) that receives the task's stdout/stderr.
+        `log_path`, when given, is a file (any fsspec URL) that receives the task's stdout/stderr,
+        appended to what is there. `new_log` says the caller knows nothing is there yet, so a
+        cluster that must fetch a remote log to append to it can skip that round trip.
         """
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
@@ -56,7 +59,7 @@ class ThreadCluster(Cluster):
             max_workers=max_workers, thread_name_prefix="marin-step"
         )
 
-    def submit(self, task, *, name, resources=None, log_path=None):
+    def submit(self, task, *, name, resources=None, log_path=None, new_log=False):
         return self._pool.submit(task)
 
     def shutdown(self) -> None:

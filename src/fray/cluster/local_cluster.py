@@ -45,6 +45,7 @@ class _Pending:
     resources: ResourceConfig
     log_path: str | None
     future: concurrent.futures.Future
+    new_log: bool = False  # nothing is at log_path yet: no earlier log to fetch
     gpu_ids: list[str] = field(default_factory=list)
     worker: Worker | None = None  # while it runs its task; None again before the worker goes back to the pool
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
@@ -102,6 +103,7 @@ class LocalCluster(Cluster):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
+        new_log: bool = False,
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
         resources = resources or ResourceConfig.with_cpu()
@@ -132,7 +134,7 @@ class LocalCluster(Cluster):
         with self._lock:
             if self._closed:
                 raise RuntimeError("LocalCluster.submit after shutdown()")
-            pending = _Pending(name, payload, resources, log_path, future)
+            pending = _Pending(name, payload, resources, log_path, future, new_log=new_log)
             self._queue.append(pending)
             self._tasks[future] = pending
             self._start_what_fits()
@@ -226,7 +228,7 @@ class LocalCluster(Cluster):
         dedicated = bool(pending.gpu_ids or pending.resources.env_vars)
         env = self._task_env(pending)
         try:
-            with local_log_file(pending.log_path) as log_file:
+            with local_log_file(pending.log_path, new=pending.new_log) as log_file:
                 worker = self._workers.take(env, dedicated=dedicated)
                 with self._lock:
                     pending.worker = worker

@@ -1,56 +1,45 @@
-"""Task logs: capture a process's stdout/stderr into a log path (any fsspec URL) and read its tail."""
+"""Task logs: capture a process's stdout/stderr into a log path (local or any fsspec URL) and read its tail."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 
+import storage
 from fray.task_process import capture_fds
 
 
-def is_local(path: str) -> bool:
-    """Whether `path` is a plain local file path (or a file:// URL)."""
-    return "://" not in path or path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return path[len("file://") :] if path.startswith("file://") else path
-
-
 @contextlib.contextmanager
-def local_log_file(log_path: str | None) -> Iterator[str]:
+def local_log_file(log_path: str | None, *, new: bool = False) -> Iterator[str]:
     """A local file to append the task's output to; for a remote `log_path`, uploaded when the block ends.
 
-    Appending (not truncating) keeps every attempt of a retried task in one log.
+    Appending (not truncating) keeps every attempt of a retried task in one log: a remote log that
+    exists is fetched first (one call; none when `new` says the caller knows there is none yet), and
+    the whole log is written back as one object at the end (one call), never appended piece by piece.
     """
     if log_path is None:
         yield os.devnull
         return
-    if is_local(log_path):
-        path = _local(log_path)
+    if storage.is_local(log_path):
+        path = storage.local_path(log_path)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):  # one stat for the usual case, the step's existing output directory
             os.makedirs(directory, exist_ok=True)
         yield path
         return
-    import fsspec  # lazy: importing it costs more than the rest of fray, and only remote logs need it
-
     fd, tmp = tempfile.mkstemp(prefix="fray-log-", suffix=".log")
     os.close(fd)
-    fs, remote = fsspec.core.url_to_fs(log_path)
     try:
-        if fs.exists(remote):
-            fs.get_file(remote, tmp)
+        if not new:
+            storage.download(log_path, tmp)
         yield tmp
     finally:
-        with open(tmp, "rb") as src, fs.open(remote, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        storage.upload(tmp, log_path)
         os.unlink(tmp)
 
 
@@ -122,17 +111,5 @@ def tail(log_path: str | None, lines: int = 40, max_bytes: int = 64 * 1024) -> s
 
 
 def _read_end(log_path: str, max_bytes: int) -> bytes:
-    """At most the last `max_bytes` bytes of a log; a local log is read without importing fsspec."""
-    if is_local(log_path):
-        with open(_local(log_path), "rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - max_bytes))
-            return f.read()
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(log_path)
-    size = fs.size(path)
-    with fs.open(path, "rb") as f:
-        if size > max_bytes:
-            f.seek(size - max_bytes)
-        return f.read()
+    """At most the last `max_bytes` bytes of a log."""
+    return storage.read_tail(log_path, max_bytes)

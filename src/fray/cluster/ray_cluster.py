@@ -127,8 +127,12 @@ class RayCluster(Cluster):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
+        new_log: bool = False,
     ) -> concurrent.futures.Future:
-        """Start `task` as a Ray task; the future resolves to its value or raises its exception."""
+        """Start `task` as a Ray task; the future resolves to its value or raises its exception.
+
+        `new_log` is not used: Ray may retry a task, and each attempt appends to the log of the last.
+        """
         resources = resources or ResourceConfig.with_cpu()
         options = ray_options(resources)
         problem = None

@@ -23,6 +23,7 @@ from typing import Any
 
 import cloudpickle
 
+import storage
 from fray.cluster.errors import TaskCancelledError, TaskLostError
 from fray.cluster.gang import (
     GRACE_S,
@@ -34,7 +35,7 @@ from fray.cluster.gang import (
     replica_log,
     root_cause,
 )
-from fray.cluster.logs import is_local, redirect_output
+from fray.cluster.logs import redirect_output
 from fray.cluster.resource_config import ResourceConfig
 
 
@@ -164,7 +165,7 @@ class RayGang:
 
     def _log(self, line: str) -> None:
         """A line in the step's log (a local one; a remote log is rewritten by each attempt's upload)."""
-        if self.log_path and is_local(self.log_path):
+        if self.log_path and storage.is_local(self.log_path):
             with open(self.log_path.removeprefix("file://"), "a") as log:
                 log.write(line)
 

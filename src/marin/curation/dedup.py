@@ -24,8 +24,8 @@ import numpy as np
 from marin.curation.documents import CurationStats, InputShard, read_records, report_bad, resolve_inputs
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
+from storage import atomic_write, join, open_file, remove, remove_empty_dir
 from zephyr import Dataset, ShardInfo, ZephyrConfig
-from zephyr.fileio import join
 
 SHARD_BITS = 32
 _PUNCT = re.compile(r"[^\w\s]+")
@@ -116,8 +116,6 @@ def exact_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
 
 
 def fuzzy_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterator[tuple]:
-    from zephyr.fileio import atomic_write
-
     hasher = MinHasher(config.num_perm, config.ngram, config.seed)
     bands, rows = config.band_rows()
     for index, _count, shard in tasks:
@@ -159,36 +157,15 @@ class _Signatures:
         self.work, self.cache = work, {}
 
     def get(self, pos: int) -> np.ndarray:
-        import fsspec
-
         shard, line = pos >> SHARD_BITS, pos & ((1 << SHARD_BITS) - 1)
         if shard not in self.cache:
-            with fsspec.open(join(self.work, f"signatures-{shard:05d}.npz"), "rb") as f:
+            with open_file(join(self.work, f"signatures-{shard:05d}.npz"), "rb") as f:
                 data = np.load(f)
                 self.cache[shard] = (data["lines"], data["sigs"])
             if len(self.cache) > 8:
                 self.cache.pop(next(iter(self.cache)))
         lines, sigs = self.cache[shard]
         return sigs[int(np.searchsorted(lines, line))]
-
-
-def remove_file(path: str) -> None:
-    import fsspec
-
-    fs, local = fsspec.core.url_to_fs(path)
-    if fs.exists(local):
-        fs.rm(local)
-
-
-def remove_empty_dir(path: str) -> None:
-    import contextlib
-
-    import fsspec
-
-    fs, local = fsspec.core.url_to_fs(path)
-    with contextlib.suppress(OSError, FileNotFoundError):
-        if fs.exists(local) and not fs.ls(local):
-            fs.rmdir(local)
 
 
 def components(edges) -> dict[int, int]:
@@ -268,7 +245,7 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
             if estimated_jaccard(sigs.get(a), sigs.get(b)) >= config.threshold
         }
         for index in range(len(shards)):  # only the signature files this step wrote in pass 1
-            remove_file(join(work, f"signatures-{index:05d}.npz"))
+            remove(join(work, f"signatures-{index:05d}.npz"))
         remove_empty_dir(work)
     drops = components(edges)
     results = run_shards(partial(rewrite_shard, config, drops, output_path), shards, config.zephyr)

@@ -67,7 +67,7 @@ def check_input(spec: str, where: str) -> None:
 
 def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
     """The ordered shards of the inputs (run time only: lists files, reads the step context)."""
-    from zephyr.fileio import list_files
+    from storage import list_files
 
     shards: list[InputShard] = []
     for spec in specs:
@@ -188,7 +188,7 @@ def write_stats(output_dir: str, stats: dict) -> None:
     """Write `stats.json` next to the shards (atomically)."""
     import json
 
-    from zephyr.fileio import atomic_write, join
+    from storage import atomic_write, join
 
     with atomic_write(join(output_dir, "stats.json")) as f:
         f.write(json.dumps(stats, indent=2, sort_keys=False).encode())

@@ -26,7 +26,7 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     from marin.curation.documents import report_bad
-    from zephyr.fileio import open_read
+    from storage import open_read
 
     with open_read(path) as stream:
         records = ArchiveIterator(stream, record_types=WarcRecordType.response, parse_http=True)

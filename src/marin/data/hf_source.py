@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import storage
 from marin.data.file_documents import ShardStats, report_bad
-from marin.execution import storage
 from marin.execution.errors import MarinError
 
 ROWS_PER_MAP_SHARD = 50_000

@@ -25,7 +25,7 @@ from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_for
 from marin.data.hf_source import hf_shards, resolved_revision
 from marin.execution.errors import MarinError
 from marin.execution.inputs import hub_input
-from zephyr.fileio import list_files
+from storage import list_files
 
 EMBEDDED_SOURCE = corpus.SOURCE_NAME
 EMBEDDED_SHARD_SIZE = 5_000

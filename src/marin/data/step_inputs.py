@@ -61,17 +61,13 @@ def split_step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
 
 def step_output_files(step_name: str) -> list[str]:
     """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
+    import storage
     from marin.execution.context import current
-    from zephyr import PlanError
-    from zephyr.fileio import list_files
 
     root = current().path_of(step_name)
     files: set[str] = set()
     for pattern in STEP_DATA_PATTERNS:
-        try:
-            files.update(list_files([f"{root}/{pattern}"]))
-        except PlanError:  # this pattern matches nothing
-            pass
+        files.update(storage.glob(f"{root}/{pattern}"))
     if not files:
         raise MarinError(f"input step {step_name!r} wrote no .jsonl(.gz|.zst) or .parquet files under {root}")
     return sorted(files)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import MarinError
 
 FORMAT = "marin-token-cache"
@@ -77,9 +77,8 @@ class _Array:
             return np.asarray(self._mmap[start:stop])
         if start == stop:
             return np.empty(0, self.dtype)
-        fs, p = storage.fs_and_path(self.path)
         size = self.dtype.itemsize
-        data = fs.cat_file(p, start=start * size, end=stop * size)
+        data = storage.read_range(self.path, start * size, stop * size)
         return np.frombuffer(data, dtype=self.dtype)
 
 

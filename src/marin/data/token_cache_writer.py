@@ -15,8 +15,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
+import storage
 from marin.data.token_cache import LEDGER, SUFFIXES, shard_name, shard_path
-from marin.execution import storage
 
 _TMP_MARK = ".tmp-"
 
@@ -36,10 +36,7 @@ class ShardSummary:
 
 
 def _open_for_write(path: str) -> BinaryIO:
-    if storage.is_local(path):
-        return open(storage.absolute(path), "wb", buffering=1 << 20)
-    fs, p = storage.fs_and_path(path)
-    return fs.open(p, "wb")
+    return storage.open_file(storage.absolute(path), "wb", buffering=1 << 20)
 
 
 class ShardWriter:

@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 import xxhash
 
+import storage
 from marin.data.file_documents import ShardStats
 from marin.data.sources import PlannedShard
 from marin.data.token_cache import (
@@ -33,7 +34,6 @@ from marin.data.token_cache import (
     shard_name,
 )
 from marin.data.token_cache_writer import ShardSummary, ShardWriter
-from marin.execution import storage
 
 logger = logging.getLogger("marin.data.tokenize")
 

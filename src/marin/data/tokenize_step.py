@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import storage
 from marin.data.sources import SourceConfig
 from marin.data.token_cache import TOKENIZER_DIR, token_dtype
 from marin.data.token_cache_writer import write_ledger
@@ -24,7 +25,6 @@ from marin.data.tokenize_pipeline import (
     tokenize_task_shard,
 )
 from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
-from marin.execution import storage
 
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import MarinError
 
 TOKENIZER_FILES = (

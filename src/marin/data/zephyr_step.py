@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from marin.execution.cache_key import code_fingerprint
 from marin.execution.context import StepContext, current
 from marin.execution.step_spec import StepSpec
+from storage import glob, open_read, read_chunks
 from zephyr import Dataset, PlanError, ZephyrConfig
-from zephyr.fileio import list_files, open_read, read_chunks
 from zephyr.io import WriteSpec
 
 if TYPE_CHECKING:
@@ -121,10 +121,7 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
 
 
 def _part_names(directory: str) -> set[str]:
-    try:
-        return {p.rsplit("/", 1)[-1] for p in list_files(f"{directory.rstrip('/')}/part-*")}
-    except PlanError:  # none yet
-        return set()
+    return {p.rsplit("/", 1)[-1] for p in glob(f"{directory.rstrip('/')}/part-*")}
 
 
 def count_records(path: str, format: str) -> int:

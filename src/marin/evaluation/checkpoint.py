@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import storage
 from marin.evaluation.errors import CheckpointNotReadyError
-from marin.execution import artifact, status, storage
+from marin.execution import artifact, status
 from marin.execution.states import StepState
 
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import orjson
 
+import storage
 from marin.evaluation.checkpoint import find_hf_export, load_hf_model
 from marin.evaluation.documents import EvalDocument, TextDataset, read_text_dataset, read_token_cache
 from marin.evaluation.samples import SamplingConfig, generate_samples
-from marin.execution import storage
 from marin.execution.context import current
 
 RESULTS_FILE = "results.json"

@@ -15,9 +15,9 @@ from importlib import resources
 
 import orjson
 
+import storage
 from marin.evaluation.errors import HarnessError
 from marin.evaluation.story_endings import story_ending_items
-from marin.execution import storage
 
 OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")
 SAMPLES_PER_TASK = 100  # per-sample records kept of each task; the metrics still cover every item

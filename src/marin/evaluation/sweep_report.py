@@ -8,12 +8,11 @@ as `eval_loss`, `eval_bpb`) and compares the runs of, say, a learning-rate sweep
 from __future__ import annotations
 
 import io
-import json
 import math
 from dataclasses import dataclass
 
+import storage
 from marin.evaluation.errors import EvalDataError
-from marin.execution import storage
 from marin.execution.context import current
 
 TABLE_MD = "table.md"
@@ -36,15 +35,11 @@ class SweepReportConfig:
 
 def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], x_key: str) -> list[dict]:
     """The records of a train step's `metrics.jsonl` that carry an eval metric, as `{x_key, metric...}`."""
-    data = storage.read_bytes(storage.join(output_path, "metrics.jsonl"))
-    if data is None:
+    records = storage.read_records(storage.join(output_path, "metrics.jsonl"))
+    if not records:
         raise EvalDataError(f"train step {step_name!r} has no metrics.jsonl at {output_path}: has it run?")
     curve = []
-    for line in data.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # the torn last line of a killed writer
-            break
+    for record in records:
         if any(isinstance(record.get(m), (int, float)) for m in metrics) and x_key in record:
             curve.append({x_key: record[x_key], **{m: record[m] for m in metrics if m in record}})
     if not curve:

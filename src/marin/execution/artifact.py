@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import StepDefinitionError
 from marin.execution.lease import is_lease_file
 from marin.execution.manifest import build_manifest

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 import msgspec
 
-from marin.execution import storage
+import storage
 from marin.execution.records import JsonRecord, read_typed
 
 ASIDE_RECORD = ".marin_aside"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
 from marin.execution.errors import MarinError, UnreadableRecordError
@@ -40,12 +40,10 @@ def list_outputs(
     `include_superseded`. An unreadable status shows as UNREADABLE with the reason.
     """
     now = time.time()
-    rows = []
-    for path, names in storage.find_dirs_with(prefix, is_output_record):
-        row = output_status(path, names, now, lease_timeout)
-        if row.superseded and not include_superseded:
-            continue
-        rows.append(row)
+    found = list(storage.find_dirs_with(prefix, is_output_record))
+    # On a bucket each output's records are round trips: read many outputs at once.
+    rows = storage.overlapped(lambda d: output_status(d[0], d[1], now, lease_timeout), found, where=prefix)
+    rows = [r for r in rows if include_superseded or not r.superseded]
     rows.sort(key=lambda r: r.path)
     return rows
 

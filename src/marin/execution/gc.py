@@ -15,8 +15,9 @@ whose record cannot be read. Nothing is deleted unless asked (`delete=True`, `ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
 from marin.execution.errors import UnreadableRecordError
@@ -66,35 +67,38 @@ def collect(prefix: str, keep_latest: int = 1, delete: bool = False, lease_timeo
     report = GcReport()
     outputs: list[_Output] = []
     wanted = lambda n: n == STATUS_FILE or n == ASIDE_RECORD or is_lease_file(n)  # noqa: E731
-    for path, names in storage.find_dirs_with(root, wanted):
-        if ASIDE_RECORD in names:
-            record = read_aside(path)
-            if record is not None:
-                report.garbage.append(
-                    Garbage(path, f"moved aside ({record.kind}: {record.reason})", _size(path))
-                )
-            else:
-                report.kept.append(
-                    (path, "its .marin_aside record is unreadable or does not name this folder")
-                )
-            continue
-        if any(is_lease_file(n) for n in names) and current_holder(path, lease_timeout) is not None:
-            report.kept.append((path, "a live runner holds its lease"))
-            continue
-        try:
-            status = read_status(path, strict=True)
-        except UnreadableRecordError as e:
-            report.kept.append((path, f"unreadable status ({e.why})"))
-            continue
-        if status is None:
-            report.kept.append((path, "no status record"))
-            continue
-        outputs.append(_output(path, status))
+    found = list(storage.find_dirs_with(root, wanted))
+    # On a bucket each output's records are round trips: examine many outputs at once.
+    for kind, value in storage.overlapped(lambda d: _examine(*d, lease_timeout), found, where=root):
+        if kind == "garbage":
+            report.garbage.append(value)
+        elif kind == "kept":
+            report.kept.append(value)
+        else:
+            outputs.append(value)
     report.garbage += _old_versions(outputs, keep_latest, report.kept)
     if delete:
         for g in report.garbage:
             storage.remove_tree(g.path)
     return report
+
+
+def _examine(path: str, names: list[str], lease_timeout: float) -> tuple[str, Any]:
+    """One output directory: ("garbage", Garbage), ("kept", (path, why)) or ("output", _Output)."""
+    if ASIDE_RECORD in names:
+        record = read_aside(path)
+        if record is not None:
+            return "garbage", Garbage(path, f"moved aside ({record.kind}: {record.reason})", _size(path))
+        return "kept", (path, "its .marin_aside record is unreadable or does not name this folder")
+    if any(is_lease_file(n) for n in names) and current_holder(path, lease_timeout) is not None:
+        return "kept", (path, "a live runner holds its lease")
+    try:
+        status = read_status(path, strict=True)
+    except UnreadableRecordError as e:
+        return "kept", (path, f"unreadable status ({e.why})")
+    if status is None:
+        return "kept", (path, "no status record")
+    return "output", _output(path, status)
 
 
 def _output(path: str, status: StatusRecord) -> _Output:

@@ -34,8 +34,9 @@ from typing import Any
 import orjson
 import xxhash
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import StepDefinitionError
+from marin.execution.records import read_record_json
 
 STAT_CACHE = ".marin-input-stats.json"
 MAX_CACHED_FILES = 200_000  # past this, a save keeps only the files this plan saw
@@ -130,7 +131,7 @@ class InputScanner:
             if stamp is not None and known is not None and known[0] == stamp:
                 self._cache = known[1]  # parsed by an earlier plan of this process; the file is unchanged
             else:
-                data = storage.read_json(path)
+                data = read_record_json(path)
                 files = data.get("files") if isinstance(data, dict) and data.get("version") == 1 else None
                 self._cache = files if isinstance(files, dict) else {}
                 if stamp is not None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import msgspec
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import LeaseGivenUpError, UnreadableRecordError
 from marin.execution.records import read_record
 from marin.execution.status import HOST

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from marin.execution import storage
+import storage
 
 DIGEST = "xxh3_128"
 _BLOCK = 4 << 20
@@ -31,13 +31,7 @@ def file_digest(path: str) -> str:
     import xxhash  # lazy: marin.execution stays fast to import
 
     h = xxhash.xxh3_128()
-    if storage.is_local(path):
-        with open(storage.absolute(path), "rb") as f:
-            while block := f.read(_BLOCK):
-                h.update(block)
-        return h.hexdigest()
-    fs, p = storage.fs_and_path(path)
-    with fs.open(p, "rb") as f:
+    with storage.open_file(storage.absolute(path), "rb") as f:
         while block := f.read(_BLOCK):
             h.update(block)
     return h.hexdigest()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import DagError
 
 KEY_CHARS = 8  # characters of the key a default output folder's name carries

@@ -3,7 +3,7 @@ kept for a resumable step to resume from, or (a finished output) moved aside, ne
 
 from __future__ import annotations
 
-from marin.execution import storage
+import storage
 from marin.execution.aside import AsideKind, move_aside
 from marin.execution.lease import is_lease_file
 from marin.execution.states import StepState

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import DagError
 from marin.execution.lease import is_lease_file
 from marin.execution.status import STATUS_FILE, is_status_temp, read_status

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import read_info
 from marin.execution.aside import AsideKind, free_aside_path
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record

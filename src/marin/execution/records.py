@@ -17,7 +17,7 @@ from typing import Any, Self, TypeVar
 import msgspec
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import UnreadableRecordError
 
 MAX_RECORD_BYTES = 16 << 20
@@ -31,11 +31,10 @@ def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     """
     if storage.is_local(path):
         return _read_local(path, limit)
-    fs, p = storage.fs_and_path(path)
     try:
         # One round trip: a ranged read of at most limit + 1 bytes (no info() first). A directory is
         # no object on a bucket (not found); an fsspec store with real directories raises IsADirectoryError.
-        data = fs.cat_file(p, start=0, end=limit + 1)
+        data = storage.read_range(path, 0, limit + 1)
     except FileNotFoundError:
         return None
     except IsADirectoryError:

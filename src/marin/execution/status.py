@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from marin.execution import storage
+import storage
 from marin.execution.records import JsonRecord, read_typed
 from marin.execution.states import StepState
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import msgspec
 
+import storage
 from fray.cluster import Cluster
 from fray.cluster.logs import tail
-from marin.execution import storage
 from marin.execution.artifact import LOG_FILE, manifest, write_records
 from marin.execution.aside import AsideKind, move_aside
 from marin.execution.context import StepContext
@@ -246,6 +246,9 @@ def _run_holding(
                 name=step.name,
                 resources=step.spec.resources,
                 log_path=log_path,
+                # Emptied above (or never there): the cluster need not fetch an earlier log to append to.
+                new_log=moved_to is None
+                and (not keep_partial or (listing is not None and LOG_FILE not in listing)),
             )
             if interrupt is not None:
                 interrupt.register(future, step.name)

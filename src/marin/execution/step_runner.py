@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+import storage
 from fray.cluster import Cluster, LocalCluster
 from fray.cluster.select import cluster_from_env
-from marin.execution import storage
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
 from marin.execution.lazy import LazyStep, lower

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marin.execution import storage
+import storage
 from marin.execution.context import current
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec

@@ -34,7 +34,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from torch import nn
 
-from marin.execution import storage
+import storage
 from marin.execution.manifest import DIGEST, bytes_digest
 from marin.training.errors import CheckpointError, CorruptCheckpointError
 
@@ -278,14 +278,14 @@ def _dcp_writer(path: str) -> Any:
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
 
-    return FileSystemWriter(storage._local(path)) if storage.is_local(path) else FsspecWriter(path)
+    return FileSystemWriter(storage.local_path(path)) if storage.is_local(path) else FsspecWriter(path)
 
 
 def _dcp_reader(path: str) -> Any:
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader
 
-    return FileSystemReader(storage._local(path)) if storage.is_local(path) else FsspecReader(path)
+    return FileSystemReader(storage.local_path(path)) if storage.is_local(path) else FsspecReader(path)
 
 
 def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:

@@ -12,7 +12,7 @@ import json
 from safetensors.torch import save as save_safetensors
 from torch import nn
 
-from marin.execution import storage
+import storage
 from marin.training.model import LlamaConfig
 
 

@@ -1,4 +1,5 @@
-"""Training metrics: `metrics.jsonl`, optional TensorBoard / W&B, and the FLOP accounting behind MFU.
+"""Training metrics: `metrics.jsonl` (numbered parts on object stores), optional TensorBoard / W&B,
+and the FLOP accounting behind MFU.
 
 MFU = (tokens/s · `LlamaConfig.flops_per_token(seq_len)`) / (peak FLOP/s of the devices in use).
 The peak is, in order: `TrainConfig.peak_flops_per_device`, the `MARIN_PEAK_FLOPS` environment
@@ -8,7 +9,6 @@ cores × 2.5 GHz × 32 float32 FLOPs per cycle (two AVX2 FMA units); state yours
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Sequence
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from marin.execution import storage
+import storage
 
 # Dense (not sparse) bf16 tensor-core peaks in FLOP/s, from the vendors' datasheets; matched by
 # substring of torch.cuda.get_device_name(), most specific first.
@@ -61,12 +61,29 @@ def peak_flops_per_device(device: torch.device, override: float | None = None) -
 
 
 class MetricsLog:
-    """Appends one JSON object per record to `metrics.jsonl`, mirrored to TensorBoard / W&B if asked."""
+    """The run's metrics: one JSON object per record in `metrics.jsonl`, mirrored to TensorBoard / W&B
+    if asked.
+
+    A `storage.RecordLog`: on local disk each record is appended to `metrics.jsonl` as it comes; on
+    an object store records are buffered and written as numbered whole parts (`metrics-00000.jsonl`,
+    ...) at each `flush()` (the trainer flushes before every checkpoint), every `flush_every`
+    records, and at `close()`, so the bytes written grow linearly with the steps. Read either layout
+    with `storage.read_records(path)`.
+    """
 
     def __init__(
-        self, path: str, *, loggers: Sequence[str] = (), run_name: str = "", config: dict | None = None
+        self,
+        path: str,
+        *,
+        loggers: Sequence[str] = (),
+        run_name: str = "",
+        config: dict | None = None,
+        flush_every: int = 100,
     ):
         self.path = path
+        self.flush_every = flush_every
+        self._log = storage.RecordLog(path)
+        self._unflushed = 0
         storage.makedirs(storage.parent(path))
         self._tensorboard = None
         self._wandb = None
@@ -79,24 +96,19 @@ class MetricsLog:
                 raise ValueError(f"unknown logger {name!r}; use 'tensorboard' or 'wandb'")
 
     def truncate_after(self, step: int) -> None:
-        """Drop records of steps after `step` (a resumed run rewrites them identically)."""
-        if storage.exists(self.path):
-            kept = [r for r in self.read() if r["step"] <= step]
-            storage.write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        """Drop records of steps after `step` (a resumed run writes them again)."""
+        self._log.keep_only(lambda r: isinstance(r.get("step"), int) and r["step"] <= step)
 
     def read(self) -> list[dict[str, Any]]:
         """All records so far."""
-        records = []
-        for line in (storage.read_bytes(self.path) or b"").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:  # the torn last line of a killed writer
-                break
-        return records
+        return self._log.read()
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append `record` (it must hold "step") and flush it to disk."""
-        storage.append_bytes(self.path, (json.dumps(record) + "\n").encode())
+        """Add `record` (it must hold "step"): on disk at once locally, at the next flush on a store."""
+        self._log.append(record)
+        self._unflushed += 1
+        if self._unflushed >= self.flush_every:
+            self.flush()
         step = record["step"]
         numbers = {k: v for k, v in record.items() if isinstance(v, int | float) and k != "step"}
         if self._tensorboard is not None:
@@ -105,8 +117,14 @@ class MetricsLog:
         if self._wandb is not None:
             self._wandb.log(numbers, step=step)
 
+    def flush(self) -> None:
+        """Write the buffered records (one part on an object store; nothing to do locally)."""
+        self._log.flush()
+        self._unflushed = 0
+
     def close(self) -> None:
-        """Flush and close the optional loggers."""
+        """Flush the records, and flush and close the optional loggers."""
+        self.flush()
         if self._tensorboard is not None:
             self._tensorboard.close()
         if self._wandb is not None:

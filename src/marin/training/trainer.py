@@ -444,6 +444,7 @@ class _Trainer:
                 progress.update(1)
                 progress.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
                 if (config.checkpoint_every and done % config.checkpoint_every == 0) or last_step:
+                    self.metrics.flush()  # before the checkpoint: a resume finds every record up to it
                     self._checkpoint(done, loader_state)
                     tick = time.perf_counter()
                 if self.job.on_step_end is not None:

@@ -27,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import LOG_FILE, DepRecord
 from marin.execution.cache_key import diff_key_records
 from marin.execution.explain import format_seconds

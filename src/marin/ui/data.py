@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from marin.execution import storage
+import storage
 from marin.ui.paths import open_binary
 
 LINE_CAP = 16 << 10  # characters of one record shown

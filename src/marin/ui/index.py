@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from marin.execution import storage
+import storage
 from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE, ArtifactRecord, ExecutorInfo
 from marin.execution.explain import OutputStatus, is_output_record, output_status
 from marin.execution.lease import is_lease_file
@@ -60,7 +60,7 @@ class Entry:
     @property
     def kind(self) -> str:
         """train, eval, data or step: what the output's files say it is."""
-        if METRICS_FILE in self.names:
+        if storage.holds_log(METRICS_FILE, self.names):
             return "train"
         if RESULTS_FILE in self.names:
             return "eval"
@@ -86,9 +86,12 @@ class OutputIndex:
         """All outputs, sorted by path."""
         with self._walking:
             now = time.time()
-            found: dict[str, Entry] = {}
-            for path, names, stamp in self._walk():
-                found[path] = self._entry(path, names, now, stamp)
+            walked = list(self._walk())
+            # On a bucket each output's records are round trips: read many outputs at once.
+            built = storage.overlapped(
+                lambda w: self._entry(w[0], w[1], now, w[2]), walked, where=self.prefix
+            )
+            found = {w[0]: entry for w, entry in zip(walked, built, strict=True)}
         with self._lock:
             for gone in self._cache.keys() - found.keys():
                 del self._cache[gone]

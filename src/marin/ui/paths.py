@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import IO, TypeVar
 
-from marin.execution import storage
+import storage
 from marin.execution.errors import UnreadableRecordError
 from marin.execution.records import JsonRecord
 
@@ -55,29 +55,17 @@ def relative(prefix: str, path: str) -> str | None:
 
 def open_binary(path: str) -> IO[bytes]:
     """A binary file object for `path` (local or any fsspec URL)."""
-    if storage.is_local(path):
-        return open(storage.absolute(path), "rb")
-    fs, p = storage.fs_and_path(path)
-    return fs.open(p, "rb")
+    return storage.open_file(storage.absolute(path), "rb")
 
 
 def is_dir(path: str) -> bool:
     """Whether `path` is a directory."""
-    if storage.is_local(path):
-        return os.path.isdir(storage.absolute(path))
-    fs, p = storage.fs_and_path(path)
-    return fs.isdir(p)
+    return storage.is_dir(storage.absolute(path))
 
 
 def size_of(path: str) -> int | None:
     """The size of the file at `path` in bytes, or None when missing."""
-    try:
-        if storage.is_local(path):
-            return os.path.getsize(storage.absolute(path))
-        fs, p = storage.fs_and_path(path)
-        return int(fs.size(p))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+    return storage.size(storage.absolute(path))
 
 
 def read_capped(path: str, cap: int = RECORD_CAP) -> tuple[bytes | None, bool]:

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
+import storage
 from marin.ui.index import METRICS_FILE
-from marin.ui.paths import read_capped
 
 METRICS_CAP = 32 << 20
 # The curves the Runs page overlays: (metrics.jsonl field, chart title).
@@ -21,17 +21,9 @@ CURVES = (
 
 
 def read_metrics(output_path: str) -> list[dict[str, Any]]:
-    """The records of an output's metrics.jsonl (at most METRICS_CAP bytes; unparsable lines skipped)."""
-    data, _ = read_capped(f"{output_path}/{METRICS_FILE}", METRICS_CAP)
-    rows = []
-    for line in (data or b"").splitlines():
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+    """The records of an output's metrics (`metrics.jsonl`, or its numbered parts on an object store),
+    at most METRICS_CAP bytes of them; unparsable lines skipped."""
+    return storage.read_records(f"{output_path}/{METRICS_FILE}", max_bytes=METRICS_CAP)
 
 
 def series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:

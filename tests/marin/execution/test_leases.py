@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+import storage
 from fray.cluster import ThreadCluster
 from marin.execution import lease as lease_module
-from marin.execution import storage
 from marin.execution.errors import LeaseGivenUpError, StepFailedError
 from marin.execution.heartbeat import Heartbeat
 from marin.execution.lease import try_acquire

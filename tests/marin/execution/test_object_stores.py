@@ -17,7 +17,8 @@ import uuid
 import pytest
 from object_stores import conditional_create_missing, environment, gcs_server, s3_server
 
-from marin.execution import storage
+import storage
+from marin.execution.records import read_record_json
 
 STORES = ["local", "s3", "gs"]
 
@@ -26,7 +27,7 @@ STORES = ["local", "s3", "gs"]
 # in the bucket.
 DAG_SCRIPT = textwrap.dedent("""
     import os, sys, time
-    from marin.execution import storage
+    import storage
     from marin.execution.step_spec import StepSpec
     from marin.execution.step_runner import StepRunner
 
@@ -126,7 +127,7 @@ def _finish(proc, timeout=300):
 
 
 def _status(output):
-    return storage.read_json(storage.join(output, ".executor_status"))
+    return read_record_json(storage.join(output, ".executor_status"))
 
 
 def _marin(*args):

@@ -11,14 +11,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-import marin.execution.storage
+import marin.execution
 
-MARIN_REPO = Path(marin.execution.storage.__file__).resolve().parent
+MARIN_REPO = Path(marin.execution.__file__).resolve().parent
 
 # A library step: its fn lives in marin, not in the experiment's repository.
 EXPERIMENT = textwrap.dedent("""
     import sys
-    from marin.execution import storage
+    import storage
     from marin.execution.step_runner import StepRunner
     from marin.execution.step_spec import StepSpec
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from marin.execution import storage
+import storage
 
 
 def _linking(monkeypatch, error, link_first=False):
@@ -17,7 +17,7 @@ def _linking(monkeypatch, error, link_first=False):
             real_link(src, dst)
         raise error
 
-    monkeypatch.setattr(storage.os, "link", link)
+    monkeypatch.setattr(os, "link", link)
 
 
 def test_a_replayed_nfs_link_counts_as_created(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+import storage
 from experiments.llama import llama_nano
 from fray.cluster import ResourceConfig
 from marin.data.corpus import SOURCE_NAME, stories
@@ -111,8 +112,7 @@ def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_token
     assert "hf_path" in json.dumps(artifact)
     assert os.path.isfile(os.path.join(out, "hf", "config.json"))
     assert os.path.isfile(os.path.join(out, "hf", "tokenizer.json"))
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        assert [json.loads(line)["step"] for line in f] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in storage.read_records(os.path.join(out, "metrics.jsonl"))] == [1, 2, 3, 4, 5, 6]
     assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-00000004", "step-00000006"]
 
     again = StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])

@@ -3,12 +3,12 @@
 Real torch on CPU, a tiny model, run by the real StepRunner.
 """
 
-import json
 import os
 
 import pytest
 from safetensors.torch import load_file
 
+import storage
 from marin.data.corpus import SOURCE_NAME, stories
 from marin.data.tokenizer_training import train_byte_level_bpe
 from marin.execution.errors import StepFailedError
@@ -101,10 +101,8 @@ def test_training_starts_from_the_source_weights_whose_loss_it_reproduces_at_ste
     assert record["path"] == f"{loaded}/model.safetensors" and len(record["xxh3_128"]) == 32
     # ... and trains on from there. Same seed, same data: without init_from its first step would be the
     # source's first step to the bit; it starts lower.
-    with open(os.path.join(source_out, "metrics.jsonl")) as f:
-        fresh_first_loss = json.loads(f.readline())["loss"]
-    with open(os.path.join(result.output_path(spec), "metrics.jsonl")) as f:
-        first_loss = json.loads(f.readline())["loss"]
+    fresh_first_loss = storage.read_records(os.path.join(source_out, "metrics.jsonl"))[0]["loss"]
+    first_loss = storage.read_records(os.path.join(result.output_path(spec), "metrics.jsonl"))[0]["loss"]
     assert first_loss < fresh_first_loss
 
 

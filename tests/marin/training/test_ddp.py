@@ -1,6 +1,5 @@
 """Two-process CPU DDP (gloo) trains the same model as one process, within float tolerance."""
 
-import json
 import os
 import signal
 import subprocess
@@ -14,14 +13,14 @@ import torch
 from safetensors.torch import load_file
 from train_child import tiny_config
 
+import storage
 from marin.training.datasets import DatasetInput
 from marin.training.launch import TrainWorkerError, run_job
 from marin.training.trainer import TrainJob
 
 
 def _metrics(out: str) -> list[dict]:
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+    return storage.read_records(os.path.join(out, "metrics.jsonl"))
 
 
 def test_two_process_gloo_ddp_matches_single_process(story_cache, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 import torch
 from train_child import tiny_config
 
+import storage
 from fray.cluster import LocalCluster, ResourceConfig
 from marin.training.checkpoint import load_init_weights
 from marin.training.datasets import DatasetInput
@@ -27,8 +28,7 @@ STEPS = 20
 
 
 def _metrics(out) -> list[dict]:
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+    return storage.read_records(os.path.join(out, "metrics.jsonl"))
 
 
 def _assert_same_losses(single: str, other: str) -> None:

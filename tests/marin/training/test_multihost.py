@@ -14,6 +14,7 @@ import time
 import pytest
 from train_child import tiny_config
 
+import storage
 from fray.cluster import LocalCluster, ResourceConfig
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
@@ -26,8 +27,7 @@ STEPS = 20
 
 
 def _metrics(out) -> list[dict]:
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        return [json.loads(line) for line in f]
+    return storage.read_records(os.path.join(out, "metrics.jsonl"))
 
 
 def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_steps: int = 1) -> None:

@@ -9,10 +9,10 @@ import torch
 from object_stores import environment, gcs_server, s3_server
 from torch import nn
 
+import storage
 from marin.data.token_cache import TokenCache, token_dtype
 from marin.data.token_cache_writer import ShardWriter, write_ledger
 from marin.data.tokenize_pipeline import build_ledger
-from marin.execution import storage
 from marin.training.checkpoint import TrainState, list_checkpoints, load_checkpoint, save_checkpoint
 from marin.training.metrics import MetricsLog
 

@@ -1,12 +1,13 @@
 """A run SIGKILLed mid-way and rerun ends bit-identical to an uninterrupted run: weights and metrics."""
 
-import json
 import os
 import signal
 import subprocess
 import sys
 
 from safetensors.torch import load_file
+
+import storage
 
 CHILD = os.path.join(os.path.dirname(__file__), "train_child.py")
 TIMING_FIELDS = {"tokens_per_s", "mfu", "step_seconds", "data_wait_s"}
@@ -18,8 +19,8 @@ def _run(cache: str, out: str, steps: int, kill_at: int | None = None) -> subpro
 
 
 def _deterministic_metrics(out: str) -> list[dict]:
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMING_FIELDS} for line in f]
+    records = storage.read_records(os.path.join(out, "metrics.jsonl"))
+    return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
 
 
 def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache, tmp_path):

@@ -1,12 +1,12 @@
 """The trainer end to end in one process: it learns, logs every step, evaluates, exports, and refuses bad input."""
 
-import json
 import os
 
 import pytest
 import torch
 import transformers
 
+import storage
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError, TrainingDataError
 from marin.training.model import LlamaConfig
@@ -49,8 +49,7 @@ def test_training_loss_falls_well_below_the_unigram_entropy(trained):
 
 def test_every_step_logs_loss_lr_grad_norm_throughput_and_mfu_and_evals_follow_steps_per_eval(trained):
     out, _, summary = trained
-    with open(os.path.join(out, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f]
+    records = storage.read_records(os.path.join(out, "metrics.jsonl"))
     assert [r["step"] for r in records] == list(range(1, 81))
     for r in records:
         assert {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "data_wait_s"} <= r.keys()

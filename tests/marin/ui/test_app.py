@@ -349,7 +349,7 @@ def test_an_oversized_status_record_is_shown_unread(tmp_path):
 
 def write_lines(output_path: str) -> dict:
     """A step that writes a jsonl shard through fsspec, wherever its output lives."""
-    from marin.execution import storage
+    import storage
 
     storage.write_bytes(
         storage.join(output_path, "rows.jsonl"), b"".join(b'{"n": %d}\n' % i for i in range(30))
