@@ -7,7 +7,10 @@ where it is declared:
     workers: int = field(default=4, metadata=NOT_KEY)
 
 and `hash_attrs_of(config)` is the step's `hash_attrs`. A new field enters the key unless it is
-marked, so adding a field never means rediscovering the policy. Values become JSON like this:
+marked, so adding a field never means rediscovering the policy. A field whose key form is not its
+value says so where it is declared too: `field(metadata=key_as(fn))` keys it as `fn(value)`.
+
+Values become JSON like this:
 - a value with a `describe()` method is keyed by what it returns: a config whose key holds more or
   less than its fields (a source that names hub-only fields only for hub datasets, a filter that
   records its library's version, computed LSH bands) says so there, once;
@@ -20,14 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from marin.execution.errors import StepDefinitionError
 
-__all__ = ["NOT_KEY", "hash_attrs_of", "is_key_field", "key_json"]
+__all__ = ["NOT_KEY", "hash_attrs_of", "is_key_field", "key_as", "key_json"]
 
 NOT_KEY: Mapping[str, Any] = {"key": False}  # `field(metadata=NOT_KEY)`: execution only, not in the key
+
+
+def key_as(fn: Callable[[Any], Any]) -> Mapping[str, Any]:
+    """Field metadata: the field enters the key as `fn(value)` (then made JSON like any value)."""
+    return {"key": fn}
 
 
 def is_key_field(field: dataclasses.Field) -> bool:
@@ -58,7 +66,7 @@ def key_json(value: Any, where: str = "value") -> Any:
         return key_json(describe(), f"{where}.describe()")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: key_json(getattr(value, f.name), f"{where}.{f.name}")
+            f.name: key_json(_field_key(f, getattr(value, f.name)), f"{where}.{f.name}")
             for f in dataclasses.fields(value)
             if is_key_field(f)
         }
@@ -70,3 +78,8 @@ def key_json(value: Any, where: str = "value") -> Any:
         f"{where} is a {type(value).__name__}, which has no key form; make it a dataclass, give it a "
         "describe() method, or mark the field execution-only with field(metadata=NOT_KEY)"
     )
+
+
+def _field_key(field: dataclasses.Field, value: Any) -> Any:
+    how = field.metadata.get("key", True)
+    return how(value) if callable(how) else value
