@@ -28,7 +28,7 @@ from typing import Any
 
 from marin.execution.errors import StepDefinitionError
 
-__all__ = ["NOT_KEY", "hash_attrs_of", "is_key_field", "key_as", "key_json"]
+__all__ = ["NOT_KEY", "hash_attrs_of", "is_key_field", "key_as", "key_fields", "key_json"]
 
 NOT_KEY: Mapping[str, Any] = {"key": False}  # `field(metadata=NOT_KEY)`: execution only, not in the key
 
@@ -53,6 +53,17 @@ def hash_attrs_of(config: Any) -> dict[str, Any]:
     return value
 
 
+def key_fields(config: Any, where: str | None = None) -> dict[str, Any]:
+    """A dataclass's key fields by name, each as key JSON: what `describe()` returns when a config
+    records its key form for other readers too (stats files) but holds nothing beyond its fields."""
+    where = where or type(config).__name__
+    return {
+        f.name: key_json(_field_key(f, getattr(config, f.name)), f"{where}.{f.name}")
+        for f in dataclasses.fields(config)
+        if is_key_field(f)
+    }
+
+
 def key_json(value: Any, where: str = "value") -> Any:
     """The JSON form of `value` in a key (see the module docstring); `where` names it in errors."""
     if value is None or isinstance(value, bool | int | float):
@@ -65,11 +76,7 @@ def key_json(value: Any, where: str = "value") -> Any:
     if callable(describe) and not isinstance(value, type):
         return key_json(describe(), f"{where}.describe()")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: key_json(_field_key(f, getattr(value, f.name)), f"{where}.{f.name}")
-            for f in dataclasses.fields(value)
-            if is_key_field(f)
-        }
+        return key_fields(value, where)
     if isinstance(value, Mapping):
         return {str(k): key_json(v, f"{where}[{k!r}]") for k, v in value.items()}
     if isinstance(value, tuple | list):

@@ -11,10 +11,10 @@ and worker count are not. Each step writes `part-*.jsonl.zst` shards and `stats.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.curation.dedup import DedupConfig, run_dedup_step
 from marin.curation.documents import STEP_PREFIX, CurationError, check_input
@@ -24,9 +24,13 @@ from marin.curation.mix import MixConfig, run_mix_step
 from marin.curation.rules import make_rules
 from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.execution.errors import StepDefinitionError
+from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 from zephyr.readers import BAD_RECORD_POLICIES
+
+if TYPE_CHECKING:
+    from zephyr.config import ZephyrConfig
 
 __all__ = [
     "CurationStep",
@@ -47,8 +51,8 @@ class CurationStep:
     """A lazy curation step: `fn(config, output_path)` with `config` a frozen dataclass; `steps` are its inputs."""
 
     name: str
-    fn: Any
-    config: Any
+    fn: Callable[[Any, str], dict]
+    config: DocumentStepConfig | DedupConfig | MixConfig  # keyed by marin.execution.keyed.hash_attrs_of
     steps: tuple = ()
     version: str | None = None
 
@@ -57,7 +61,7 @@ class CurationStep:
             name=self.name,
             fn=partial(self.fn, self.config),
             deps=tuple(lower(s) for s in self.steps),
-            hash_attrs=self.config.describe(),
+            hash_attrs=hash_attrs_of(self.config),
             version=self.version,
         )
 
@@ -125,7 +129,7 @@ def extract_text(
     html_key: str = "html",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Extract the main text of web pages with resiliparse (menus, footers, banners removed).
 
@@ -148,7 +152,7 @@ def filter_language(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Keep documents whose language (py3langid, bundled model) is in `languages` with probability >= min_score."""
     if isinstance(languages, str) or not languages or not all(isinstance(x, str) for x in languages):
@@ -169,7 +173,7 @@ def filter_quality(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Apply quality rules in order (names take the published thresholds, or pass e.g.
     `GopherQuality(min_doc_words=100)`).
@@ -193,7 +197,7 @@ def decontaminate(
     against_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Drop documents sharing any word `ngram`-gram with the evaluation data in `against` (paths or steps)."""
     if not isinstance(ngram, int) or ngram < 1:
@@ -219,7 +223,7 @@ def dedup_exact(
     bad_records: str = "fail",
     num_shards: int | None = None,
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """Keep the first document (in input order) of each normalized `key` value."""
     _check_common(name, bad_records)
@@ -243,7 +247,7 @@ def dedup_fuzzy(
     bad_records: str = "fail",
     num_shards: int | None = None,
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """MinHash-LSH near-duplicate removal: one document (the earliest) per connected component of pairs
     whose estimated word-`ngram` Jaccard is >= threshold. `bands=None` picks bands for recall."""
@@ -280,7 +284,7 @@ def mix(
     text_key: str = "text",
     bad_records: str = "fail",
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
 ) -> CurationStep:
     """A deterministic weighted sample of `total_documents` documents from the inputs (keys of `weights`)."""
     _check_common(name, bad_records)
