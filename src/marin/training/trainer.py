@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
-from torch.distributed.fsdp import FSDPModule
 from tqdm import tqdm
 
 from marin.training.checkpoint import TrainState, load_latest_intact, save_checkpoint, save_sharded_checkpoint
@@ -31,6 +29,7 @@ from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, op
 from marin.training.errors import TrainingConfigError
 from marin.training.export import export_hf
 from marin.training.fsdp import gathered_model, local_tensor, shard_model
+from marin.training.grad_accum import accumulate_gradients
 from marin.training.init_weights import load_init_weights
 from marin.training.loader import NamedSource, Prefetcher, WindowMixture
 from marin.training.metrics import MetricsLog
@@ -283,7 +282,6 @@ class _Trainer:
         )
         last = {"loss": float("nan")}
         train_seconds = 0.0
-        data_wait = 0.0
         loader_state = self.loader.state_dict()
         try:
             tick = time.perf_counter()
@@ -291,7 +289,14 @@ class _Trainer:
                 lr = config.optimizer.lr_at(step, config.num_train_steps)
                 set_learning_rate(self.optimizer, lr)
                 batch = prefetcher.next()
-                loss = self._forward_backward(train_model, batch.inputs, batch.targets)
+                loss = accumulate_gradients(
+                    train_model,
+                    batch.inputs,
+                    batch.targets,
+                    config.grad_accum_steps,
+                    self.autocast,
+                    self.env.world_size,
+                )
                 grad_norm = local_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -300,7 +305,6 @@ class _Trainer:
                 now = time.perf_counter()
                 elapsed, tick = now - tick, now
                 train_seconds += elapsed
-                data_wait += prefetcher.last_wait_seconds
                 loader_state = batch.loader_state
                 done = step + 1
                 record = rates.record(
@@ -331,37 +335,7 @@ class _Trainer:
             self.metrics.close()
         if start == config.num_train_steps and self.env.is_main:  # finished before; only the export was left
             last = (self.metrics.read() or [last])[-1]
-        return self._finish(last, train_seconds, data_wait, start)
-
-    def _forward_backward(
-        self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
-    ) -> torch.Tensor:
-        """Accumulate the gradient of the mean loss over `grad_accum_steps` equal microbatches (DDP
-        and FSDP reduce gradients only on the last); returns that mean loss."""
-        steps = self.config.grad_accum_steps
-        if inputs.shape[0] % steps:
-            raise TrainingConfigError(
-                f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
-                f"(batch_size={self.config.batch_size} over world size {self.env.world_size}); make batch_size a "
-                "multiple of world size x grad_accum_steps"
-            )
-        total = torch.zeros((), device=inputs.device)
-        for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps), strict=False)):
-            last = i == steps - 1
-            sync = (
-                model.no_sync()
-                if not last and isinstance(model, nn.parallel.DistributedDataParallel)
-                else contextlib.nullcontext()
-            )
-            if isinstance(model, FSDPModule):
-                model.set_requires_gradient_sync(last)
-            with sync:
-                with self.autocast:
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()) / steps
-                loss.backward()
-            total += loss.detach()
-        return total
+        return self._finish(last, train_seconds, prefetcher.wait_seconds, start)
 
     def _evaluate(self) -> dict:
         """Mean next-token loss and bits per byte over the validation splits, summed over ranks."""
