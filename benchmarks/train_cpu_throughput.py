@@ -34,11 +34,12 @@ from marin.data.token_cache import TokenCache  # noqa: E402
 from marin.data.tokenizer_training import train_byte_level_bpe  # noqa: E402
 from marin.execution.step_runner import StepRunner  # noqa: E402
 from marin.experiment.data import tokenized  # noqa: E402
+from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
 from marin.training.model import Llama  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.trainer import TrainConfig, TrainJob, train  # noqa: E402
+from marin.training.trainer import TrainJob, train  # noqa: E402
 from zephyr import ZephyrConfig  # noqa: E402
 
 

@@ -32,11 +32,12 @@ from experiments.llama import REFERENCE_VOCAB_SIZE, llama_150m  # noqa: E402
 from marin.data.token_cache import token_dtype  # noqa: E402
 from marin.data.token_cache_writer import ShardWriter, write_ledger  # noqa: E402
 from marin.data.tokenize_pipeline import build_ledger  # noqa: E402
+from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
 from marin.training.model import Llama, LlamaConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.trainer import TrainConfig, TrainJob, train  # noqa: E402
+from marin.training.trainer import TrainJob, train  # noqa: E402
 
 
 def write_random_cache(root: str, vocab_size: int, tokens: int, seed: int = 0) -> str:

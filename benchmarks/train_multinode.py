@@ -38,10 +38,11 @@ import storage  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
 from fray.cluster import RayCluster, ResourceConfig  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
+from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.launch import run_job  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.trainer import TrainConfig, TrainJob  # noqa: E402
+from marin.training.trainer import TrainJob  # noqa: E402
 
 
 def _ray_nodes():

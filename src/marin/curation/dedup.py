@@ -15,17 +15,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from marin.curation.documents import CurationStats, InputShard, read_records, report_bad, resolve_inputs
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
+from marin.execution.keyed import NOT_KEY
 from storage import atomic_write, join, open_file, remove, remove_empty_dir
 from zephyr import Dataset, ShardInfo, ZephyrConfig
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 SHARD_BITS = 32
 _PUNCT = re.compile(r"[^\w\s]+")
@@ -56,8 +60,8 @@ class DedupConfig:
     bands: int | None = None
     seed: int = 1
     bad_records: str = "fail"
-    num_shards: int | None = None  # shuffle width: execution only, never changes the output
-    zephyr: ZephyrConfig | None = None
+    num_shards: int | None = field(default=None, metadata=NOT_KEY)  # shuffle width: never changes the output
+    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
 
     def band_rows(self) -> tuple[int, int]:
         if self.bands is not None:
@@ -65,6 +69,7 @@ class DedupConfig:
         return recall_first_params(self.threshold, self.num_perm)
 
     def describe(self) -> dict:
+        """The key: the method's parameters, fuzzy dedup's computed bands and rows and its hash functions."""
         out = {
             "kind": f"dedup_{self.method}",
             "inputs": list(self.inputs),

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
 from marin.curation.dedup import position
 from marin.curation.documents import CurationStats, InputShard, read_records, resolve_inputs, write_output
 from marin.curation.steps import finish, run_shards
+from marin.execution.keyed import NOT_KEY, key_fields
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
@@ -31,17 +35,12 @@ class MixConfig:
     seed: int = 0
     text_key: str = "text"
     bad_records: str = "fail"
-    zephyr: ZephyrConfig | None = None
+    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
+    kind: str = field(default="mix", init=False)
 
     def describe(self) -> dict:
-        return {
-            "kind": "mix",
-            "inputs": [[i, w] for i, w in self.inputs],
-            "total_documents": self.total_documents,
-            "seed": self.seed,
-            "text_key": self.text_key,
-            "bad_records": self.bad_records,
-        }
+        """The step's key fields, as its key and stats.json record them."""
+        return key_fields(self)
 
     def shares(self) -> list[int]:
         weight = sum(w for _, w in self.inputs)

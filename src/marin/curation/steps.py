@@ -7,7 +7,7 @@ writes one `part-NNNNN-of-NNNNN.jsonl.zst` per input shard and a `stats.json` (s
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -20,6 +20,7 @@ from marin.curation.documents import (
     write_output,
     write_stats,
 )
+from marin.execution.keyed import NOT_KEY, key_fields
 from zephyr import Dataset, ShardInfo, ZephyrConfig
 
 logger = logging.getLogger("marin.curation")
@@ -31,17 +32,13 @@ class DocumentStepConfig:
 
     kind: str
     inputs: tuple[str, ...]
-    transform: Any
+    transform: Any  # keyed by its describe()
     bad_records: str = "fail"
-    zephyr: ZephyrConfig | None = None  # execution only: not in the key
+    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
 
     def describe(self) -> dict:
-        return {
-            "kind": self.kind,
-            "inputs": list(self.inputs),
-            "bad_records": self.bad_records,
-            "transform": self.transform.describe(),
-        }
+        """The step's key fields, as its key and stats.json record them."""
+        return key_fields(self)
 
 
 def zephyr_config(config: Any, tasks: int) -> ZephyrConfig:

@@ -29,6 +29,8 @@ from marin.execution.errors import MarinError
 
 FORMAT = "marin-token-cache"
 FORMAT_VERSION = 1
+EOS_POLICY = "append"  # every document ends with the EOS id
+BOS_POLICY = "none"  # no BOS is added
 LEDGER = "ledger.json"
 TOKENIZER_DIR = "tokenizer"
 TRAIN = "train"

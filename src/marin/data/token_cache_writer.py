@@ -89,17 +89,6 @@ def remove_partial_shard(root: str, split: str, index: int) -> None:
             storage.remove(storage.join(folder, name))
 
 
-def published_shard(root: str, split: str, index: int) -> ShardSummary | None:
-    """The summary of a shard a previous attempt finished (read back from its files), else None."""
-    if not storage.exists(shard_path(root, split, index, ".tokens")):
-        return None
-    offsets = np.frombuffer(storage.read_bytes(shard_path(root, split, index, ".offsets")) or b"", "<i8")
-    doc_bytes = np.frombuffer(storage.read_bytes(shard_path(root, split, index, ".bytes")) or b"", "<i8")
-    if len(offsets) != len(doc_bytes) + 1:
-        return None  # not a shard this writer published; rewrite it
-    return ShardSummary(split, index, len(doc_bytes), int(offsets[-1]), int(doc_bytes.sum()))
-
-
 def write_ledger(root: str, ledger: dict[str, Any]) -> None:
     """Write ledger.json atomically; it is written last, so its presence means the cache is complete."""
     storage.write_atomic(

@@ -25,6 +25,8 @@ import storage
 from marin.data.file_documents import ShardStats
 from marin.data.sources import PlannedShard
 from marin.data.token_cache import (
+    BOS_POLICY,
+    EOS_POLICY,
     FORMAT,
     FORMAT_VERSION,
     SPLITS,
@@ -245,8 +247,8 @@ def build_ledger(
         "format_version": FORMAT_VERSION,
         "dtype": dtype,
         **tokenizer,
-        "eos_policy": "append",
-        "bos_policy": "none",
+        "eos_policy": EOS_POLICY,
+        "bos_policy": BOS_POLICY,
         "source": source,
         "sample_count": sample_count,
         "validation_fraction": validation_fraction,

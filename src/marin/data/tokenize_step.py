@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import storage
 from marin.data.sources import SourceConfig
-from marin.data.token_cache import TOKENIZER_DIR, token_dtype
+from marin.data.token_cache import BOS_POLICY, EOS_POLICY, FORMAT_VERSION, TOKENIZER_DIR, token_dtype
 from marin.data.token_cache_writer import write_ledger
 from marin.data.tokenize_pipeline import (
     DEFAULT_BATCH_SIZE,
@@ -25,6 +25,7 @@ from marin.data.tokenize_pipeline import (
     tokenize_task_shard,
 )
 from marin.data.tokenizer import describe_tokenizer, materialize_tokenizer
+from marin.execution.keyed import NOT_KEY, key_as
 
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
@@ -33,28 +34,44 @@ logger = logging.getLogger("marin.data.tokenize")
 
 
 @dataclass(frozen=True)
-class TokenizeConfig:
-    """Everything a tokenize step reads. `tokenizer_step` names the dependency that made the tokenizer.
+class TokenizerStep:
+    """The tokenizer a dependency step made: its output folder, found through the step context at run time."""
 
-    `zephyr` holds execution settings (backend, workers): they never change the output bytes, so
-    they are not part of the step's cache key.
+    name: str
+
+
+def _tokenizer_key(tokenizer: str | TokenizerStep | None) -> dict[str, str | None]:
+    """The tokenizer's part of the key: the step by name (its own key is a dependency's), or the spec."""
+    return {"step": tokenizer.name} if isinstance(tokenizer, TokenizerStep) else {"spec": tokenizer}
+
+
+@dataclass(frozen=True)
+class TokenizeConfig:
+    """Everything a tokenize step reads; its key is every field but the execution-only ones.
+
+    `tokenizer` is a hub id or folder, or the `TokenizerStep` (a dependency) that trained it.
+    `batch_size` (documents per encode call) and `zephyr` (backend, workers) never change the output
+    bytes, so they are not part of the step's cache key. `format_version` and the EOS / BOS
+    policies are what the writer does: fixed, and keyed so that a change to them changes the key.
     """
 
     input: SourceConfig
-    tokenizer: str | None = None
-    tokenizer_step: str | None = None
+    tokenizer: str | TokenizerStep | None = field(default=None, metadata=key_as(_tokenizer_key))
     validation_fraction: float = 0.0
     max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
-    batch_size: int = DEFAULT_BATCH_SIZE
-    zephyr: ZephyrConfig | None = None  # None: ZephyrConfig.from_env()
+    batch_size: int = field(default=DEFAULT_BATCH_SIZE, metadata=NOT_KEY)
+    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)  # None: ZephyrConfig.from_env()
+    format_version: int = field(default=FORMAT_VERSION, init=False)
+    eos_policy: str = field(default=EOS_POLICY, init=False)
+    bos_policy: str = field(default=BOS_POLICY, init=False)
 
 
 def resolve_tokenizer_source(config: TokenizeConfig) -> str:
     """The folder or hub id to take the tokenizer from; a dependency's output when it is a step."""
-    if config.tokenizer_step is not None:
+    if isinstance(config.tokenizer, TokenizerStep):
         from marin.execution.context import current
 
-        return current().path_of(config.tokenizer_step)
+        return current().path_of(config.tokenizer.name)
     assert config.tokenizer is not None
     return config.tokenizer
 
@@ -101,9 +118,9 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
             "eos_token": info.eos_token,
             "bos_token": info.bos_token,
             "tokenizer_fingerprint": info.fingerprint,
-            "tokenizer": config.tokenizer
-            if config.tokenizer_step is None
-            else f"step:{config.tokenizer_step}",
+            "tokenizer": f"step:{config.tokenizer.name}"
+            if isinstance(config.tokenizer, TokenizerStep)
+            else config.tokenizer,
         },
         source=config.input.provenance(),
         sample_count=config.input.sample_count,

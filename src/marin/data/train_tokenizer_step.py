@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from marin.data.file_documents import ShardStats
@@ -13,11 +13,15 @@ from marin.data.tokenizer_training import train_byte_level_bpe
 
 @dataclass(frozen=True)
 class TrainTokenizerConfig:
-    """What a tokenizer-training step reads and how big a vocabulary it trains."""
+    """What a tokenizer-training step reads and how big a vocabulary it trains (every field is keyed).
+
+    `kind` is the algorithm: byte-level BPE, the only one there is.
+    """
 
     input: SourceConfig
     vocab_size: int
     min_frequency: int = 2
+    kind: str = field(default="byte_level_bpe", init=False)
 
 
 def run_train_tokenizer(config: TrainTokenizerConfig, output_path: str) -> dict[str, Any]:

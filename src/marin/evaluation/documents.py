@@ -51,16 +51,6 @@ class TextDataset:
             except PlanError as e:
                 raise EvalDataError(f"TextDataset {self.name!r}: {e}") from None
 
-    def to_json(self) -> dict:
-        """The dataset as JSON, for a step's hash_attrs."""
-        return {
-            "name": self.name,
-            "paths": list(self.paths),
-            "text_field": self.text_field,
-            "domain_field": self.domain_field,
-            "bad_records": self.bad_records,
-        }
-
 
 @dataclass(frozen=True)
 class EvalDocument:

@@ -20,6 +20,7 @@ from marin.evaluation.checkpoint import find_hf_export, load_hf_model
 from marin.evaluation.documents import EvalDocument, TextDataset, read_text_dataset, read_token_cache
 from marin.evaluation.samples import SamplingConfig, generate_samples
 from marin.execution.context import current
+from marin.execution.keyed import NOT_KEY
 
 RESULTS_FILE = "results.json"
 SAMPLES_FILE = "samples.jsonl"
@@ -34,37 +35,41 @@ class TokenCacheRef:
     split: str
 
 
-@dataclass(frozen=True)
-class EvaluationConfig:
-    """Everything an evaluation step needs; JSON-able through `to_json()` for its hash_attrs."""
+@dataclass(frozen=True, kw_only=True)
+class EvalOptions:
+    """How an evaluation scores, harnesses and samples; what `evaluate()` takes besides the model and data.
 
-    model_step: str
-    datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
+    `batch_size` (documents per forward pass, and the harness's batch) changes how fast scores come,
+    not the scores, so it is not part of the step's key; every other field is.
+    """
+
     harness_tasks: tuple[str, ...] = ()
     harness_stories: TextDataset | None = None  # None: the tail of the embedded story corpus
     harness_items: int = 50
     prompts: tuple[str, ...] = ()
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    batch_size: int = 8
+    batch_size: int = field(default=8, metadata=NOT_KEY)
     max_length: int | None = None
     max_documents: int | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "harness_tasks", tuple(self.harness_tasks))
+        object.__setattr__(self, "prompts", tuple(self.prompts))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationConfig(EvalOptions):
+    """Everything an evaluation step needs: the model step, the datasets and the options.
+
+    The step's key is `marin.execution.keyed.hash_attrs_of(config)`: every field but `batch_size`.
+    """
+
+    model_step: str
+    datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
+
     def to_json(self) -> dict:
-        """The config as plain JSON."""
-        return {
-            "model_step": self.model_step,
-            "datasets": [
-                d.to_json() if isinstance(d, TextDataset) else dataclasses.asdict(d) for d in self.datasets
-            ],
-            "harness_tasks": list(self.harness_tasks),
-            "harness_stories": self.harness_stories.to_json() if self.harness_stories else None,
-            "harness_items": self.harness_items,
-            "prompts": list(self.prompts),
-            "sampling": dataclasses.asdict(self.sampling),
-            "batch_size": self.batch_size,
-            "max_length": self.max_length,
-            "max_documents": self.max_documents,
-        }
+        """The whole config as plain JSON (recorded in results.json)."""
+        return orjson.loads(orjson.dumps(dataclasses.asdict(self)))
 
 
 def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:

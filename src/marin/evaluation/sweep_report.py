@@ -28,10 +28,6 @@ class SweepReportConfig:
     metrics: tuple[str, ...] = ("eval_loss", "eval_bpb")
     x_key: str = "tokens"
 
-    def to_json(self) -> dict:
-        """The config as plain JSON, for hash_attrs."""
-        return {"runs": [list(r) for r in self.runs], "metrics": list(self.metrics), "x_key": self.x_key}
-
 
 def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], x_key: str) -> list[dict]:
     """The records of a train step's `metrics.jsonl` that carry an eval metric, as `{x_key, metric...}`."""

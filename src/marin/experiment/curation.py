@@ -11,7 +11,7 @@ and worker count are not. Each step writes `part-*.jsonl.zst` shards and `stats.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -24,9 +24,13 @@ from marin.curation.mix import MixConfig, run_mix_step
 from marin.curation.rules import make_rules
 from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.execution.errors import StepDefinitionError
+from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 from zephyr.io import BAD_RECORD_POLICIES
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
@@ -50,8 +54,8 @@ class CurationStep:
     """A lazy curation step: `fn(config, output_path)` with `config` a frozen dataclass; `steps` are its inputs."""
 
     name: str
-    fn: Any
-    config: Any
+    fn: Callable[[Any, str], dict]
+    config: DocumentStepConfig | DedupConfig | MixConfig  # keyed by marin.execution.keyed.hash_attrs_of
     steps: tuple = ()
     version: str | None = None
 
@@ -60,7 +64,7 @@ class CurationStep:
             name=self.name,
             fn=partial(self.fn, self.config),
             deps=tuple(lower(s) for s in self.steps),
-            hash_attrs=self.config.describe(),
+            hash_attrs=hash_attrs_of(self.config),
             version=self.version,
         )
 

@@ -1,10 +1,11 @@
 """Data steps as lazy handles: `tokenized()` and `train_tokenizer()`.
 
 Calling them reads nothing and downloads nothing: they return hashable frozen handles whose
-`to_step_spec()` (called by `marin.execution.lazy.lower`) builds the StepSpec. Every parameter that
-changes the output is in the step's `hash_attrs`; a tokenizer given as a handle or StepSpec becomes a
-dependency, so its cache key is part of this step's key. Execution settings (the zephyr backend and
-worker count) never change the bytes written and stay out of the key.
+`to_step_spec()` (called by `marin.execution.lazy.lower`) builds the StepSpec. The step's
+`hash_attrs` are its config's key fields (`marin.execution.keyed.hash_attrs_of`): every field of
+`TokenizeConfig` / `TrainTokenizerConfig` except those marked execution-only (the zephyr backend
+and worker count, the encode batch size), which never change the bytes written. A tokenizer given as
+a handle or StepSpec becomes a dependency, so its cache key is part of this step's key.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.data.sources import EMBEDDED_SOURCE, SourceConfig
 from marin.data.step_inputs import (
@@ -23,13 +24,16 @@ from marin.data.step_inputs import (
     run_with_step_inputs,
     split_step_inputs,
 )
-from marin.data.token_cache import FORMAT_VERSION
 from marin.data.tokenize_pipeline import DEFAULT_MAX_CHUNK_CHARS
-from marin.data.tokenize_step import TokenizeConfig, run_tokenize
+from marin.data.tokenize_step import TokenizeConfig, TokenizerStep, run_tokenize
 from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_tokenizer
 from marin.execution.errors import MarinError, StepDefinitionError
+from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
+
+if TYPE_CHECKING:
+    from zephyr import ZephyrConfig
 
 __all__ = ["EMBEDDED_SOURCE", "TokenizedData", "TrainedTokenizer", "tokenized", "train_tokenizer"]
 
@@ -78,12 +82,7 @@ class TrainedTokenizer:
             name=self.name,
             fn=partial(run_with_step_inputs, run_train_tokenizer, self.config),
             deps=tuple(lower(s) for s in self.source_steps),
-            hash_attrs={
-                "kind": "byte_level_bpe",
-                "vocab_size": self.config.vocab_size,
-                "min_frequency": self.config.min_frequency,
-                "input": self.config.input.describe(),
-            },
+            hash_attrs=hash_attrs_of(self.config),
             version=self.version,
             inputs=declared_inputs(self.config.input),
             adopt=self.adopt,
@@ -145,26 +144,15 @@ class TokenizedData:
         deps: tuple[StepSpec, ...] = ()
         input_deps = tuple(lower(s) for s in self.source_steps)
         config = self.config
-        if isinstance(self.tokenizer, str):
-            tokenizer_key: dict[str, Any] = {"spec": self.tokenizer}
-        else:
+        if not isinstance(self.tokenizer, str):
             dep = lower(self.tokenizer)
             deps = (dep,)
-            config = dataclasses.replace(config, tokenizer_step=dep.name)
-            tokenizer_key = {"step": dep.name}  # the dependency's own cache key enters this step's key
+            config = dataclasses.replace(config, tokenizer=TokenizerStep(dep.name))
         return StepSpec(
             name=self.name,
             fn=partial(run_with_step_inputs, run_tokenize, config),
             deps=deps + tuple(d for d in input_deps if d not in deps),
-            hash_attrs={
-                "format_version": FORMAT_VERSION,
-                "tokenizer": tokenizer_key,
-                "input": config.input.describe(),
-                "validation_fraction": config.validation_fraction,
-                "max_chunk_chars": config.max_chunk_chars,
-                "eos_policy": "append",
-                "bos_policy": "none",
-            },
+            hash_attrs=hash_attrs_of(config),  # a tokenizer step's own key enters through deps
             version=self.version,
             resumable=True,  # shards are published atomically; a rerun keeps the finished ones
             inputs=declared_inputs(config.input),
@@ -186,7 +174,7 @@ def tokenized(
     bad_records: str = "fail",
     max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
     version: str | None = None,
-    zephyr: Any = None,
+    zephyr: ZephyrConfig | None = None,
     revision: str | None = None,
     adopt: bool = False,
 ) -> TokenizedData:

@@ -13,42 +13,73 @@ and macro averages, harness metrics, samples); the step's result, stored by the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any
 
 from marin.evaluation.documents import TextDataset
-from marin.evaluation.evaluation_step import EvaluationConfig, TokenCacheRef, run_evaluation
-from marin.evaluation.samples import SamplingConfig
+from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
 from marin.evaluation.sweep_report import SweepReportConfig, run_sweep_report
 from marin.execution.errors import StepDefinitionError
+from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 
+if TYPE_CHECKING:
+    from fray.cluster import ResourceConfig
+    from marin.experiment.data import TokenizedData
+    from marin.experiment.train import TrainLm
+
 
 @dataclass(frozen=True)
-class Evaluation:
-    """Lazy handle of an evaluation step; `to_step_spec()` lowers the model and token-cache steps too."""
+class Evaluation(EvalOptions):
+    """Declare the evaluation of `model_step` (a `train_lm()` handle or a StepSpec with an `hf/` export).
+
+    `evaluate` is this class: its parameters are `name`, `model_step`, `datasets`, then by keyword
+    the `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
+    `max_documents`, `harness_stories`, `harness_items`) and the step's own below, each declared
+    once, so editors complete and type-check the call. `datasets` holds `tokenized()` handles /
+    StepSpecs of token caches (their `eval_split` is scored) and `TextDataset`s of raw text.
+    `harness_tasks` names lm-eval-harness tasks, such as our own `marin_story_endings` and
+    `marin_text_perplexity`. `prompts` get a greedy continuation and seeded samples
+    (`sampling=SamplingConfig(...)`). `adopt=True` takes an existing folder at the step's output
+    path as its result (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every
+    option but `batch_size`, which changes no score.
+    """
 
     name: str
-    model_step: Any
-    datasets: tuple[Any, ...] = ()
-    harness_tasks: tuple[str, ...] = ()
-    prompts: tuple[str, ...] = ()
+    model_step: TrainLm | StepSpec | LazyStep
+    datasets: Sequence[TokenizedData | StepSpec | LazyStep | TextDataset] = ()
+    _: KW_ONLY
     eval_split: str = "validation"
-    harness_stories: TextDataset | None = None
-    harness_items: int = 50
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    batch_size: int = 8
-    max_length: int | None = None
-    max_documents: int | None = None
     version: str | None = None
-    resources: Any = None
+    resources: ResourceConfig | None = None
     adopt: bool = False  # take an existing evaluation folder at the output path (see StepSpec.adopt)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = self.name
+        if not isinstance(self.model_step, (StepSpec, LazyStep)):
+            raise StepDefinitionError(
+                f"evaluation {name!r}: model_step must be a train_lm() handle or a StepSpec, got "
+                f"{type(self.model_step).__name__}"
+            )
+        object.__setattr__(self, "datasets", tuple(self.datasets))
+        if not (self.datasets or self.harness_tasks or self.prompts):
+            raise StepDefinitionError(
+                f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts"
+            )
+        for dataset in self.datasets:
+            if not isinstance(dataset, (TextDataset, StepSpec, LazyStep)):
+                raise StepDefinitionError(
+                    f"evaluation {name!r}: datasets take tokenized() handles, StepSpecs or TextDataset, "
+                    f"got {type(dataset).__name__}"
+                )
+
     def to_step_spec(self) -> StepSpec:
-        """The StepSpec: deps are the model step and every tokenized dataset, hash_attrs the whole config."""
+        """The StepSpec: deps are the model step and every tokenized dataset, hash_attrs the config's key fields."""
         model = lower(self.model_step)
         deps = [model]
         datasets: list[TextDataset | TokenCacheRef] = []
@@ -60,68 +91,20 @@ class Evaluation:
                 if spec not in deps:
                     deps.append(spec)
                 datasets.append(TokenCacheRef(spec.name, self.eval_split))
-        config = EvaluationConfig(
-            model_step=model.name,
-            datasets=tuple(datasets),
-            harness_tasks=self.harness_tasks,
-            harness_stories=self.harness_stories,
-            harness_items=self.harness_items,
-            prompts=self.prompts,
-            sampling=self.sampling,
-            batch_size=self.batch_size,
-            max_length=self.max_length,
-            max_documents=self.max_documents,
-        )
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalOptions)}
+        config = EvaluationConfig(model_step=model.name, datasets=tuple(datasets), **options)
         return StepSpec(
             name=self.name,
             fn=functools.partial(run_evaluation, config),
             deps=deps,
-            hash_attrs=config.to_json(),
+            hash_attrs=hash_attrs_of(config),
             version=self.version,
             resources=self.resources,
             adopt=self.adopt,
         )
 
 
-def evaluate(
-    name: str,
-    model_step: Any,
-    datasets: Sequence[Any] = (),
-    harness_tasks: Sequence[str] = (),
-    prompts: Sequence[str] = (),
-    **options: Any,
-) -> Evaluation:
-    """Declare the evaluation of `model_step` (a `train_lm()` handle or a StepSpec with an `hf/` export).
-
-    `datasets` holds `tokenized()` handles / StepSpecs of token caches (their `eval_split` is
-    scored) and `TextDataset`s of raw text. `harness_tasks` names lm-eval-harness tasks, such as our
-    own `marin_story_endings` and `marin_text_perplexity`. `prompts` get a greedy continuation and
-    seeded samples (`sampling=SamplingConfig(...)`). Other options: see `Evaluation` (`adopt=True` takes
-    an existing folder at the step's output path as its result; see StepSpec.adopt).
-    """
-    if not isinstance(model_step, (StepSpec, LazyStep)):
-        raise StepDefinitionError(
-            f"evaluation {name!r}: model_step must be a train_lm() handle or a StepSpec, got "
-            f"{type(model_step).__name__}"
-        )
-    if not (datasets or harness_tasks or prompts):
-        raise StepDefinitionError(
-            f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts"
-        )
-    for dataset in datasets:
-        if not isinstance(dataset, (TextDataset, StepSpec, LazyStep)):
-            raise StepDefinitionError(
-                f"evaluation {name!r}: datasets take tokenized() handles, StepSpecs or TextDataset, "
-                f"got {type(dataset).__name__}"
-            )
-    return Evaluation(
-        name=name,
-        model_step=model_step,
-        datasets=tuple(datasets),
-        harness_tasks=tuple(harness_tasks),
-        prompts=tuple(prompts),
-        **options,
-    )
+evaluate = Evaluation
 
 
 @dataclass(frozen=True)
@@ -144,7 +127,7 @@ class SweepReport:
             name=self.name,
             fn=functools.partial(run_sweep_report, config),
             deps=list(dict.fromkeys(spec for _, spec in specs)),
-            hash_attrs=config.to_json(),
+            hash_attrs=hash_attrs_of(config),
             version=self.version,
         )
 

@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import storage
+from fray.cluster import ResourceConfig, TpuConfig
 from marin.execution.context import current
+from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
+from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
-from marin.training.model import LlamaConfig
-from marin.training.optim import AdamConfig
-from marin.training.trainer import TrainConfig, TrainJob
+from marin.training.trainer import TrainJob
+
+if TYPE_CHECKING:
+    from marin.experiment.data import TokenizedData
 
 
 @dataclass(frozen=True)
@@ -61,22 +65,111 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
     return run_job(job, config.num_processes)
 
 
+class Mixture(Mapping):
+    """The datasets of a train step and their weights: an immutable, hashable, ordered mapping."""
+
+    def __init__(self, pairs: Mapping[Any, float]):
+        self._pairs = tuple((handle, float(weight)) for handle, weight in pairs.items())
+        self._weights = dict(self._pairs)
+
+    def __getitem__(self, handle: Any) -> float:
+        return self._weights[handle]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (handle for handle, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mixture) and self._pairs == other._pairs
+
+    def __hash__(self) -> int:
+        return hash(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"Mixture({dict(self._pairs)!r})"
+
+
 @dataclass(frozen=True)
-class TrainLm:
-    """Lazy handle of a training step; `to_step_spec()` lowers its datasets' tokenize steps too."""
+class TrainLm(TrainConfig):
+    """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
+
+    `train_lm` is this class: its parameters are `name`, then, by keyword, every field of
+    `marin.training.config.TrainConfig` (the run: model, optimizer, batch_size, seq_len,
+    num_train_steps, seed, steps_per_eval, ...; see its docstring) and the step's own wiring below.
+    Declared once there, they need no list here, and editors complete and type-check the call like
+    any dataclass's. A train step's cache key is the TrainConfig's key fields (those not marked
+    execution-only) plus its datasets' steps and weights and its `init_from` source.
+
+    `datasets` maps each tokenized handle to its mixture weight (> 0). Several processes (DDP) run
+    when `resources` asks for several GPUs or `num_processes` > 1 (on CPU that uses gloo), and
+    across hosts when `resources` has `replicas=R` (a gang of R processes, see docs/clusters.md).
+    `grad_accum_steps` splits each process's share of the batch into microbatches, so `batch_size`
+    is the global batch at any world size. `parallelism` is "ddp" (every process holds the whole
+    model) or "fsdp" (FSDP2: each holds a shard of every block; bf16 on GPU; sharded checkpoints
+    that resume at any world size). `loggers` may name "tensorboard" and "wandb". `resources` may
+    ask for CPUs or GPUs; a TPU request is an error (there is no TPU trainer). `init_from` starts
+    from existing weights (loaded before step 0; a resume still starts from the run's own
+    checkpoint): another train step's handle or StepSpec (a dependency), or the path of a train
+    step's output, a checkpoint folder or a Hugging Face model folder; the model config must match
+    its shapes. Everything that can be checked without data is checked here; the token caches are
+    checked before the first step. `adopt=True` takes an existing run folder (with `hf/`) at the
+    step's output path without training.
+    """
 
     name: str
-    config: TrainConfig
-    datasets: tuple[tuple[Any, float], ...]
-    resources: Any = None
+    _: KW_ONLY
+    datasets: Mapping[TokenizedData, float]
+    resources: ResourceConfig | None = field(default=None, metadata=NOT_KEY)
     version: str | None = None
-    init_from: Any = None  # a train handle or StepSpec, or an absolute folder path
+    init_from: TrainLm | StepSpec | LazyStep | str | os.PathLike | None = None
     adopt: bool = False  # take an existing run folder at the output path (see StepSpec.adopt)
 
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not name:
+            raise TrainingConfigError(f"train_lm name must be a non-empty string, got {name!r}")
+        try:
+            super().__post_init__()
+        except TrainingConfigError as exc:
+            raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
+        object.__setattr__(self, "datasets", _mixture(name, self.datasets))
+        object.__setattr__(self, "init_from", _init_source(name, self.init_from))
+        if self.resources is not None and not isinstance(self.resources, ResourceConfig):
+            raise TrainingConfigError(
+                f"train_lm {name!r}: resources must be a fray ResourceConfig, got {type(self.resources).__name__}"
+            )
+        if self.resources is not None and isinstance(self.resources.device, TpuConfig):
+            raise TrainingConfigError(
+                f"train_lm {name!r}: resources ask for a TPU ({self.resources.device.type}), and marin's trainer "
+                "runs on CPUs and CUDA GPUs only; ask for ResourceConfig.with_gpu(...) or ResourceConfig.with_cpu()"
+            )
+        world = self.processes_per_replica * (self.resources.replicas if self.resources else 1)
+        if self.batch_size % (world * self.grad_accum_steps):
+            raise TrainingConfigError(
+                f"train_lm {name!r}: batch_size={self.batch_size} does not split over {world} processes x "
+                f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
+            )
+
+    @functools.cached_property
+    def config(self) -> TrainConfig:
+        """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads."""
+        return config_of(self)
+
+    @property
+    def processes_per_replica(self) -> int:
+        """Data-parallel processes per host: `num_processes` if given, else one per requested GPU, else 1."""
+        if self.num_processes:
+            return self.num_processes
+        return max(1, self.resources.gpu_count if self.resources else 0)
+
     def to_step_spec(self) -> StepSpec:
-        """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's configuration."""
-        deps = [lower(handle) for handle, _ in self.datasets]
-        weights = tuple((spec.name, weight) for spec, (_, weight) in zip(deps, self.datasets, strict=True))
+        """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's key fields."""
+        deps = [lower(handle) for handle in self.datasets]
+        weights = tuple(
+            (spec.name, weight) for spec, weight in zip(deps, self.datasets.values(), strict=True)
+        )
         init_step = (
             None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
         )
@@ -84,14 +177,14 @@ class TrainLm:
             train=self.config,
             datasets=weights,
             run_name=self.name,
-            num_processes=self.num_processes,
+            num_processes=self.processes_per_replica,
             init_from_step=init_step.name if init_step else None,
             init_from_path=self.init_from if isinstance(self.init_from, str) else None,
         )
-        # execution fields (process count, device, ...) stay out: the same run on 1 or 8 processes is one step
-        hash_attrs = self.config.result_json()
+        # the datasets' and init_from step's own keys enter through deps; here, their names and weights
+        hash_attrs = hash_attrs_of(self.config)
         hash_attrs["datasets"] = [{"step": name, "weight": weight} for name, weight in weights]
-        if init_step is not None:  # its key enters through deps
+        if init_step is not None:
             deps.append(init_step)
             hash_attrs["init_from"] = {"step": init_step.name}
         elif self.init_from is not None:
@@ -107,79 +200,20 @@ class TrainLm:
             adopt=self.adopt,
         )
 
-    @property
-    def num_processes(self) -> int:
-        """Data-parallel processes: `num_processes` if given, else one per requested GPU, else 1."""
-        if self.config.num_processes:
-            return self.config.num_processes
-        return max(1, getattr(self.resources, "gpu_count", 0) or 1)
+
+train_lm = TrainLm
 
 
-def _is_tokenized_handle(obj: Any) -> bool:
+def _mixture(name: str, datasets: Any) -> Mixture:
+    """`datasets` as a Mixture, each key checked to be a tokenized handle and each weight a number > 0."""
     from marin.experiment.data import TokenizedData
 
-    return isinstance(obj, TokenizedData)
-
-
-def train_lm(
-    name: str,
-    model: LlamaConfig,
-    optimizer: AdamConfig,
-    datasets: Mapping[Any, float],
-    batch_size: int,
-    seq_len: int,
-    num_train_steps: int,
-    resources: Any = None,
-    version: str | None = None,
-    *,
-    steps_per_eval: int | None = None,
-    eval_max_tokens: int = 1 << 18,
-    checkpoint_every: int | None = None,
-    keep_last_k: int | None = 2,
-    seed: int = 0,
-    num_processes: int | None = None,
-    device: str = "auto",
-    compile: bool = False,
-    cpu_threads: int | None = None,
-    loggers: Sequence[str] = (),
-    peak_flops: float | None = None,
-    init_from: Any = None,
-    adopt: bool = False,
-    grad_accum_steps: int = 1,
-    parallelism: str = "ddp",
-) -> TrainLm:
-    """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
-
-    `datasets` maps each tokenized handle to its mixture weight (> 0). `steps_per_eval` and
-    `checkpoint_every` count steps (None: at the end only); `keep_last_k` checkpoints are kept.
-    Several processes (DDP) run when `resources` asks for several GPUs or `num_processes` > 1 (on
-    CPU that uses gloo), and across hosts when `resources` has `replicas=R` (a gang of R processes,
-    see docs/clusters.md). `grad_accum_steps` splits each process's share of the batch into
-    microbatches, so `batch_size` is the global batch at any world size. `parallelism` is "ddp"
-    (every process holds the whole model) or "fsdp" (FSDP2: each holds a shard of every block; bf16
-    on GPU; sharded checkpoints that resume at any world size). `loggers` may name
-    "tensorboard" and "wandb". `init_from` starts from
-    existing weights (loaded before step 0; a resume still starts from the run's own checkpoint):
-    another train step's handle or StepSpec (a dependency), or the path of a train step's output, a
-    checkpoint folder or a Hugging Face model folder; the model config must match its shapes.
-    Everything that can be checked without data is checked here; the token caches are checked
-    before the first step.
-    `adopt=True` takes an existing run folder (with `hf/`) at the step's output path without training.
-    """
-    if not isinstance(model, LlamaConfig):
-        raise TrainingConfigError(
-            f"train_lm {name!r}: model must be a LlamaConfig, got {type(model).__name__}"
-        )
-    if not isinstance(optimizer, AdamConfig):
-        raise TrainingConfigError(
-            f"train_lm {name!r}: optimizer must be a marin.training.optim.AdamConfig, got {type(optimizer).__name__}"
-        )
     if not isinstance(datasets, Mapping) or not datasets:
         raise TrainingConfigError(
             f"train_lm {name!r}: datasets must be a non-empty {{tokenized(...): weight}} dict"
         )
     for handle, weight in datasets.items():
-        if not _is_tokenized_handle(handle):
+        if not isinstance(handle, TokenizedData):
             raise TrainingConfigError(
                 f"train_lm {name!r}: dataset {handle!r:.80} is a {type(handle).__name__}, not a tokenized handle; "
                 "pass the value tokenized(...) returns"
@@ -188,46 +222,7 @@ def train_lm(
             raise TrainingConfigError(
                 f"train_lm {name!r}: dataset {handle.name!r} has weight {weight!r}; every weight must be a number > 0"
             )
-    init_from = _init_source(name, init_from)
-    try:
-        config = TrainConfig(
-            model=model,
-            optimizer=optimizer,
-            batch_size=batch_size,
-            seq_len=seq_len,
-            num_train_steps=num_train_steps,
-            seed=seed,
-            steps_per_eval=steps_per_eval,
-            eval_max_tokens=eval_max_tokens,
-            checkpoint_every=checkpoint_every,
-            keep_last_k=keep_last_k,
-            num_processes=num_processes,
-            device=device,
-            compile=compile,
-            cpu_threads=cpu_threads,
-            loggers=tuple(loggers),
-            peak_flops=peak_flops,
-            grad_accum_steps=grad_accum_steps,
-            parallelism=parallelism,
-        )
-    except TrainingConfigError as exc:
-        raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
-    handle = TrainLm(
-        name=name,
-        config=config,
-        datasets=tuple((h, float(w)) for h, w in datasets.items()),
-        resources=resources,
-        version=version,
-        init_from=init_from,
-        adopt=adopt,
-    )
-    world = handle.num_processes * getattr(resources, "replicas", 1)
-    if config.batch_size % (world * config.grad_accum_steps):
-        raise TrainingConfigError(
-            f"train_lm {name!r}: batch_size={batch_size} does not split over {world} processes x "
-            f"grad_accum_steps={config.grad_accum_steps}; use a multiple of their product"
-        )
-    return handle
+    return datasets if isinstance(datasets, Mixture) else Mixture(datasets)
 
 
 def _init_source(name: str, init_from: Any) -> Any:

@@ -22,13 +22,11 @@ damaged after it was written (a bad disk, a truncated copy) raises `CorruptCheck
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
@@ -42,8 +40,8 @@ _PREFIX = "step-"
 _TEMP_PREFIX = ".tmp-"
 CHECKSUMS = "checksums.json"
 _FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
-_DCP = "dcp"  # the sharded format's torch.distributed.checkpoint folder
-_DCP_METADATA = f"{_DCP}/.metadata"
+DCP = "dcp"  # the sharded format's torch.distributed.checkpoint folder
+DCP_METADATA = f"{DCP}/.metadata"
 
 
 @dataclass(frozen=True)
@@ -57,38 +55,8 @@ class TrainState:
     extra: dict[str, Any]
 
 
-def capture_rng() -> dict[str, Any]:
-    """The states of every RNG the trainer touches, as JSON."""
-    state: dict[str, Any] = {
-        "python": _to_json(random.getstate()),
-        "numpy": _to_json(np.random.get_state()),
-        "torch": torch.get_rng_state().tolist(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    """Put back the RNG states `capture_rng` recorded."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, tuple | list):
-        return [_to_json(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
-def _step_name(step: int) -> str:
+def step_name(step: int) -> str:
+    """The folder name of the checkpoint of `step` (`step-NNNNNNNN`)."""
     return f"{_PREFIX}{step:08d}"
 
 
@@ -110,8 +78,8 @@ def save_checkpoint(
     keep_last_k: int | None,
 ) -> str:
     """Write a checkpoint for `state.step` atomically, prune old ones, and return its path."""
-    final = storage.join(directory, _step_name(state.step))
-    temp = storage.join(directory, f"{_TEMP_PREFIX}{_step_name(state.step)}-{uuid.uuid4().hex[:8]}")
+    final = storage.join(directory, step_name(state.step))
+    temp = storage.join(directory, f"{_TEMP_PREFIX}{step_name(state.step)}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(temp)
     names = parameter_names(model)
     weights = {name: p.detach().to("cpu").contiguous() for name, p in model.named_parameters()}
@@ -134,7 +102,7 @@ def _publish(directory: str, temp: str, final: str, keep_last_k: int | None) -> 
     storage.move(temp, final)
     if keep_last_k:
         for old in list_checkpoints(directory)[:-keep_last_k]:
-            storage.remove_tree(storage.join(directory, _step_name(old)))
+            storage.remove_tree(storage.join(directory, step_name(old)))
     for name in storage.list_names(directory):  # what killed writers left behind
         if name.startswith(_TEMP_PREFIX) and storage.join(directory, name) != temp:
             storage.remove_tree(storage.join(directory, name))
@@ -164,9 +132,9 @@ def load_checkpoint(
     CorruptCheckpointError (naming the file and why) when one is missing, altered or unparseable;
     CheckpointError when the checkpoint is whole but was written by another configuration.
     """
-    path = storage.join(directory, _step_name(step))
+    path = storage.join(directory, step_name(step))
     files = read_verified(path)
-    sharded = _DCP_METADATA in files
+    sharded = DCP_METADATA in files
     try:
         state = json.loads(files["state.json"])
         if not sharded:
@@ -180,9 +148,9 @@ def load_checkpoint(
             "output (or force-run it) to start over, or resume with the configuration that wrote it"
         )
     if sharded:
-        _load_sharded(path, model, optimizer)
+        load_sharded(path, model, optimizer)
     else:
-        _copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
+        copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
         _load_optimizer(optimizer, moments, dict(model.named_parameters()))
     return TrainState(
         step=state["step"],
@@ -224,8 +192,8 @@ def read_verified(folder: str) -> dict[str, bytes]:
 
 def _required_files(checksums: dict[str, Any]) -> list[str]:
     """The files a checkpoint must hold: the safetensors set, or state.json and every listed `dcp/` file."""
-    if _DCP_METADATA in checksums:
-        return ["state.json", *sorted(name for name in checksums if name.startswith(f"{_DCP}/"))]
+    if DCP_METADATA in checksums:
+        return ["state.json", *sorted(name for name in checksums if name.startswith(f"{DCP}/"))]
     return list(_FILES)
 
 
@@ -247,18 +215,18 @@ def save_sharded_checkpoint(
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    final = storage.join(directory, _step_name(state.step))
+    final = storage.join(directory, step_name(state.step))
     main = dist.get_rank() == 0
-    named = [storage.join(directory, f"{_TEMP_PREFIX}{_step_name(state.step)}-{uuid.uuid4().hex[:8]}")]
+    named = [storage.join(directory, f"{_TEMP_PREFIX}{step_name(state.step)}-{uuid.uuid4().hex[:8]}")]
     dist.broadcast_object_list(named, src=0)
     temp = named[0]
     if main:
-        storage.makedirs(storage.join(temp, _DCP))
+        storage.makedirs(storage.join(temp, DCP))
     dist.barrier()
     model_state, optimizer_state = get_state_dict(model, optimizer)
     dcp.save(
         {"model": model_state, "optimizer": optimizer_state},
-        storage_writer=_dcp_writer(storage.join(temp, _DCP)),
+        storage_writer=_dcp_writer(storage.join(temp, DCP)),
     )
     dist.barrier()  # every rank's shards are on storage
     if main:
@@ -288,7 +256,7 @@ def _dcp_reader(path: str) -> Any:
     return FileSystemReader(storage.local_path(path)) if storage.is_local(path) else FsspecReader(path)
 
 
-def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+def load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
     """Load a sharded checkpoint's weights (and optimizer state) into `model`, resharding as needed.
 
     Works for an FSDP model at any world size and for a plain module (without a process group).
@@ -302,7 +270,7 @@ def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimize
         set_state_dict,
     )
 
-    reader = _dcp_reader(storage.join(folder, _DCP))
+    reader = _dcp_reader(storage.join(folder, DCP))
     no_dist = not dist.is_initialized()  # a plain model in a process of its own
     try:
         if optimizer is None:
@@ -315,7 +283,7 @@ def _load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimize
         dcp.load(loaded, storage_reader=reader, no_dist=no_dist)
     except (RuntimeError, ValueError, KeyError) as e:
         raise CheckpointError(
-            f"checkpoint {folder}/{_DCP} does not fit the model: {type(e).__name__}: {str(e)[:500]}; it was written "
+            f"checkpoint {folder}/{DCP} does not fit the model: {type(e).__name__}: {str(e)[:500]}; it was written "
             "for another model config"
         ) from None
     set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"])
@@ -344,7 +312,7 @@ def load_latest_intact(
             )
         except CorruptCheckpointError as e:
             skipped.append(str(e))
-            log(f"[marin.train] skipped checkpoint {storage.join(directory, _step_name(step))}: {e}")
+            log(f"[marin.train] skipped checkpoint {storage.join(directory, step_name(step))}: {e}")
     if skipped:
         raise CheckpointError(
             f"every checkpoint under {directory} failed verification ({'; '.join(skipped)}); delete them, or "
@@ -353,67 +321,7 @@ def load_latest_intact(
     return None
 
 
-def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
-    """Copy the weights at `source` into `model` (train_lm's `init_from`) and say where they came from.
-
-    `source` is a train step's output (its newest intact checkpoint is used), one checkpoint folder
-    (verified against its checksums), or a Hugging Face Llama folder (`config.json` and
-    `model.safetensors`). Only weights are taken: the optimizer, data order and RNG start fresh.
-    Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
-    """
-    checkpoints = storage.join(source, "checkpoints")
-    steps = list_checkpoints(checkpoints)
-    if steps:
-        for step in reversed(steps):
-            folder = storage.join(checkpoints, _step_name(step))
-            try:
-                return _load_checkpoint_weights(folder, model)
-            except CorruptCheckpointError as e:
-                print(f"[marin.train] init_from: skipped checkpoint {folder}: {e}", flush=True)
-        raise CheckpointError(f"init_from {source}: no checkpoint under {checkpoints} is intact")
-    if storage.exists(storage.join(source, CHECKSUMS)):
-        return _load_checkpoint_weights(source, model)
-    hf_weights = storage.join(source, "model.safetensors")
-    if storage.exists(storage.join(source, "config.json")) and storage.exists(hf_weights):
-        from marin.training.export import from_hf_state_dict
-
-        data = storage.read_bytes(hf_weights)
-        assert data is not None
-        try:
-            tensors = load_safetensors(data)
-        except Exception as e:
-            raise CheckpointError(f"init_from {hf_weights} cannot be read: {type(e).__name__}: {e}") from None
-        _copy_weights(from_hf_state_dict(tensors, model.config), model, hf_weights)
-        return {"path": hf_weights, "kind": "hf", DIGEST: bytes_digest(data)}
-    raise CheckpointError(
-        f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "
-        "or a Hugging Face model folder (config.json and model.safetensors); give one of those"
-    )
-
-
-def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
-    files = read_verified(folder)
-    if _DCP_METADATA in files:
-        _load_sharded(folder, model, None)
-        return {
-            "path": storage.join(folder, _DCP),
-            "kind": "checkpoint",
-            DIGEST: bytes_digest(files[_DCP_METADATA]),
-        }
-    data = files["model.safetensors"]
-    try:
-        weights = load_safetensors(data)
-    except Exception as e:
-        raise CorruptCheckpointError(f"checkpoint {folder}/model.safetensors cannot be parsed: {e}") from None
-    _copy_weights(weights, model, f"{folder}/model.safetensors")
-    return {
-        "path": storage.join(folder, "model.safetensors"),
-        "kind": "checkpoint",
-        DIGEST: bytes_digest(data),
-    }
-
-
-def _copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str) -> None:
+def copy_weights(weights: dict[str, torch.Tensor], model: nn.Module, where: str) -> None:
     """Copy `weights` into `model` in place; CheckpointError naming what differs if names or shapes do not match."""
     params = dict(model.named_parameters())
     if set(weights) != set(params):

@@ -9,151 +9,35 @@ MASTER_PORT) and each calls `train`. Output layout under `job.output_path`:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import math
 import os
 import random
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import DTensor
 from tqdm import tqdm
 
-from marin.training.checkpoint import (
-    TrainState,
-    capture_rng,
-    load_init_weights,
-    load_latest_intact,
-    restore_rng,
-    save_checkpoint,
-    save_sharded_checkpoint,
-)
+from marin.training.checkpoint import TrainState, load_latest_intact, save_checkpoint, save_sharded_checkpoint
+from marin.training.config import Parallelism, TrainConfig
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
 from marin.training.errors import TrainingConfigError
 from marin.training.export import export_hf
+from marin.training.fsdp import gathered_model, local_tensor, shard_model
+from marin.training.grad_accum import accumulate_gradients
+from marin.training.init_weights import load_init_weights
 from marin.training.loader import NamedSource, Prefetcher, WindowMixture
-from marin.training.metrics import MetricsLog, peak_flops_per_device
+from marin.training.metrics import MetricsLog
 from marin.training.model import Llama, LlamaConfig
-from marin.training.optim import AdamConfig, set_learning_rate
-
-# Fields that change how a run executes but not what it computes: a checkpoint written under one
-# value resumes under another (e.g. on a different number of processes), and they stay out of a
-# train step's cache key.
-EXECUTION_FIELDS = (
-    "num_processes",
-    "device",
-    "compile",
-    "cpu_threads",
-    "loggers",
-    "peak_flops",
-    "prefetch",
-    "grad_accum_steps",
-    "parallelism",
-)
-
-
-class Parallelism(StrEnum):
-    """How the processes of a run share the model.
-
-    DDP: each process holds the whole model and optimizer, and gradients are all-reduced.
-    FSDP: each process holds a 1/world shard of every transformer block's (and the root's) parameters,
-    gradients and optimizer state (FSDP2 `fully_shard`); on GPU parameters and compute are bf16 with
-    fp32 gradient reduction, on CPU all fp32. FSDP runs write sharded checkpoints.
-    """
-
-    DDP = "ddp"
-    FSDP = "fsdp"
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that defines a training run except where its data and output live.
-
-    `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end).
-    `parallelism` is "ddp" or "fsdp" (see `Parallelism`).
-    `grad_accum_steps` splits each process's share of the batch into that many microbatches whose
-    gradients add up before the optimizer step: the global batch stays `batch_size` whatever the world
-    size, and memory holds one microbatch.
-    `num_processes` is the number of data-parallel processes (None: one per requested GPU, else 1;
-    on CPU >1 uses gloo, which is how DDP is tested without GPUs). `device` is "auto", "cpu" or
-    "cuda". `cpu_threads` pins torch's intra-op threads; float reductions depend on it, so pin it
-    when you need bit-identical reruns across machines. `loggers` may name "tensorboard", "wandb".
-    """
-
-    model: LlamaConfig
-    optimizer: AdamConfig
-    batch_size: int
-    seq_len: int
-    num_train_steps: int
-    seed: int = 0
-    steps_per_eval: int | None = None
-    eval_max_tokens: int = 1 << 18
-    checkpoint_every: int | None = None
-    keep_last_k: int | None = 2
-    num_processes: int | None = None
-    device: str = "auto"
-    compile: bool = False
-    cpu_threads: int | None = None
-    loggers: tuple[str, ...] = ()
-    peak_flops: float | None = None
-    prefetch: int = 4
-    grad_accum_steps: int = 1
-    parallelism: Parallelism = Parallelism.DDP
-
-    def __post_init__(self) -> None:
-        if self.parallelism not in tuple(Parallelism):
-            raise TrainingConfigError(
-                f"parallelism must be one of {[p.value for p in Parallelism]}, got {self.parallelism!r}"
-            )
-        object.__setattr__(self, "parallelism", Parallelism(self.parallelism))
-        for name in (
-            "batch_size",
-            "seq_len",
-            "num_train_steps",
-            "eval_max_tokens",
-            "prefetch",
-            "grad_accum_steps",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise TrainingConfigError(f"{name} must be a positive int, got {value!r}")
-        for name in ("steps_per_eval", "checkpoint_every", "keep_last_k", "num_processes", "cpu_threads"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-                raise TrainingConfigError(f"{name} must be a positive int or None, got {value!r}")
-        if self.seq_len > self.model.max_seq_len:
-            raise TrainingConfigError(
-                f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
-                "seq_len or use a model config with a larger max_seq_len"
-            )
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
-
-    def to_json(self) -> dict:
-        """The configuration as JSON (a step's hash_attrs)."""
-        out = asdict(self)
-        out["loggers"] = list(self.loggers)
-        return out
-
-    def result_json(self) -> dict:
-        """The fields that determine what a run computes (all but `EXECUTION_FIELDS`)."""
-        return {k: v for k, v in self.to_json().items() if k not in EXECUTION_FIELDS}
-
-    def fingerprint(self, datasets: tuple[DatasetInput, ...]) -> str:
-        """A hash of what determines the numbers a run computes, datasets included."""
-        fields = self.result_json()
-        fields["datasets"] = [[d.name, d.weight] for d in datasets]
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+from marin.training.optim import set_learning_rate
+from marin.training.rng import capture_rng, restore_rng
+from marin.training.step_metrics import StepMetrics
+from marin.training.validation import validation_metrics, validation_sums
 
 
 @dataclass(frozen=True)
@@ -166,7 +50,7 @@ class TrainJob:
     run_name: str = "train"
     on_step_end: Callable[[int], None] | None = field(default=None, compare=False)
     init_from: str | None = (
-        None  # weights to start from (see checkpoint.load_init_weights); a checkpoint wins
+        None  # weights to start from (see init_weights.load_init_weights); a checkpoint wins
     )
 
 
@@ -286,7 +170,7 @@ class _Trainer:
         _seed_everything(self.config.seed)
         self.model = Llama(self.model_config).to(self.device)
         if self.fsdp:
-            _shard(self.model, self.device)
+            shard_model(self.model, self.device)
         self.optimizer = self.config.optimizer.build(self.model, fused=self.device.type == "cuda")
         self.loader = WindowMixture(
             [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
@@ -384,9 +268,7 @@ class _Trainer:
         if self.env.world_size > 1 and not self.fsdp:
             ids = [self.device.index] if self.device.type == "cuda" else None
             train_model = nn.parallel.DistributedDataParallel(train_model, device_ids=ids)
-        tokens_per_step = config.batch_size * config.seq_len
-        flops_per_token = self.model_config.flops_per_token(config.seq_len)
-        peak = peak_flops_per_device(self.device, config.peak_flops) * self.env.world_size
+        rates = StepMetrics.of(config, self.model_config, self.device, self.env.world_size)
         params = [p for p in self.model.parameters()]
         max_norm = config.optimizer.max_grad_norm or math.inf
         prefetcher = Prefetcher(self.loader, self.device, depth=config.prefetch)
@@ -400,7 +282,6 @@ class _Trainer:
         )
         last = {"loss": float("nan")}
         train_seconds = 0.0
-        data_wait = 0.0
         loader_state = self.loader.state_dict()
         try:
             tick = time.perf_counter()
@@ -408,8 +289,15 @@ class _Trainer:
                 lr = config.optimizer.lr_at(step, config.num_train_steps)
                 set_learning_rate(self.optimizer, lr)
                 batch = prefetcher.next()
-                loss = self._forward_backward(train_model, batch.inputs, batch.targets)
-                grad_norm = _local(torch.nn.utils.clip_grad_norm_(params, max_norm))
+                loss = accumulate_gradients(
+                    train_model,
+                    batch.inputs,
+                    batch.targets,
+                    config.grad_accum_steps,
+                    self.autocast,
+                    self.env.world_size,
+                )
+                grad_norm = local_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss_value, grad_value = self._all_sum([loss.item() / self.env.world_size, grad_norm.item()])
@@ -417,23 +305,16 @@ class _Trainer:
                 now = time.perf_counter()
                 elapsed, tick = now - tick, now
                 train_seconds += elapsed
-                data_wait += prefetcher.last_wait_seconds
                 loader_state = batch.loader_state
                 done = step + 1
-                record = {
-                    "step": done,
-                    "loss": loss_value,
-                    "lr": lr,
-                    "grad_norm": grad_value,
-                    "tokens": done * tokens_per_step,
-                    "tokens_per_s": tokens_per_step / elapsed,
-                    "mfu": tokens_per_step / elapsed * flops_per_token / peak,
-                    "step_seconds": elapsed,
-                    "data_wait_s": prefetcher.last_wait_seconds,
-                    "world_size": self.env.world_size,
-                    "grad_accum_steps": config.grad_accum_steps,
-                    "parallelism": str(config.parallelism),
-                }
+                record = rates.record(
+                    done,
+                    loss=loss_value,
+                    lr=lr,
+                    grad_norm=grad_value,
+                    seconds=elapsed,
+                    data_wait=prefetcher.last_wait_seconds,
+                )
                 last_step = done == config.num_train_steps
                 if (config.steps_per_eval and done % config.steps_per_eval == 0) or last_step:
                     record.update(self._evaluate())
@@ -455,87 +336,22 @@ class _Trainer:
             self.metrics.close()
         if start == config.num_train_steps and self.env.is_main:  # finished before; only the export was left
             last = (self.metrics.read() or [last])[-1]
-        return self._finish(last, train_seconds, data_wait, start)
+        return self._finish(last, train_seconds, prefetcher.wait_seconds, start)
 
-    def _forward_backward(
-        self, model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
-    ) -> torch.Tensor:
-        """Accumulate the gradient of the mean loss over `grad_accum_steps` equal microbatches (DDP
-        and FSDP reduce gradients only on the last); returns that mean loss."""
-        steps = self.config.grad_accum_steps
-        if inputs.shape[0] % steps:
-            raise TrainingConfigError(
-                f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
-                f"(batch_size={self.config.batch_size} over world size {self.env.world_size}); make batch_size a "
-                "multiple of world size x grad_accum_steps"
-            )
-        total = torch.zeros((), device=inputs.device)
-        for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps), strict=False)):
-            last = i == steps - 1
-            sync = (
-                model.no_sync()
-                if not last and isinstance(model, nn.parallel.DistributedDataParallel)
-                else contextlib.nullcontext()
-            )
-            if isinstance(model, FSDPModule):
-                model.set_requires_gradient_sync(last)
-            with sync:
-                with self.autocast:
-                    logits = model(x)
-                    loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()) / steps
-                loss.backward()
-            total += loss.detach()
-        return total
-
-    @torch.no_grad()
     def _evaluate(self) -> dict:
-        """Mean next-token loss and bits per byte over the validation splits (sharded over ranks).
-
-        Windows of up to `seq_len + 1` tokens are taken in order, up to `eval_max_tokens` per dataset;
-        the split's tail that fills no whole window is left out. Bytes are estimated as the split's
-        average bytes per token times the tokens predicted, so this bits-per-byte is a training-time
-        estimate; the evaluation step (`marin.experiment.evaluate`) counts each document's own bytes.
-        """
-        model = self.model
-        model.eval()
-        nll, count, nbytes = 0.0, 0.0, 0.0
-        try:
-            for ds in self.datasets:
-                split = ds.validation
-                if split is None:
-                    continue
-                window = min(self.config.seq_len + 1, split.num_tokens)
-                stride = window - 1
-                n_windows = min(
-                    max(1, (split.num_tokens - 1) // stride), max(1, self.config.eval_max_tokens // window)
-                )
-                mine = list(range(self.env.rank, n_windows, self.env.world_size))
-                per_batch = max(1, self.config.batch_size // self.env.world_size)
-                # FSDP gathers each block's weights from every rank, so all ranks run as many forwards as
-                # rank 0 (which has the most windows); a rank out of windows runs one and discards it.
-                batches = len(range(0, n_windows, self.env.world_size)) if self.fsdp else len(mine)
-                for i in range(0, batches, per_batch):
-                    rows = [split.tokens(w * stride, w * stride + window) for w in mine[i : i + per_batch]]
-                    if not rows:
-                        with self.autocast:
-                            model(torch.zeros((1, window - 1), dtype=torch.long, device=self.device))
-                        continue
-                    tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(self.device)
-                    with self.autocast:
-                        logits = model(tokens[:, :-1])
-                    loss = F.cross_entropy(
-                        logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum"
-                    )
-                    nll += loss.item()
-                    predicted = tokens[:, 1:].numel()
-                    count += predicted
-                    nbytes += predicted * split.num_bytes / split.num_tokens
-        finally:
-            model.train()
-        nll, count, nbytes = self._all_sum([nll, count, nbytes])
-        if count == 0:
-            return {}
-        return {"eval_loss": nll / count, "eval_bpb": nll / math.log(2) / nbytes if nbytes else float("nan")}
+        """Mean next-token loss and bits per byte over the validation splits, summed over ranks."""
+        sums = validation_sums(
+            self.model,
+            self.datasets,
+            seq_len=self.config.seq_len,
+            max_tokens=self.config.eval_max_tokens,
+            batch_size=self.config.batch_size,
+            rank=self.env.rank,
+            world_size=self.env.world_size,
+            lockstep=self.fsdp,
+            autocast=self.autocast,
+        )
+        return validation_metrics(*self._all_sum(sums))
 
     def _finish(self, last: dict, train_seconds: float, data_wait: float, start: int) -> dict:
         out = self.job.output_path.rstrip("/")
@@ -559,7 +375,7 @@ class _Trainer:
             "grad_accum_steps": self.config.grad_accum_steps,
             "parallelism": str(self.config.parallelism),
         }
-        export_model = _gathered(self.model, self.model_config) if self.fsdp else self.model
+        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
         if self.env.is_main:
             first = self.datasets[0]
             export_hf(
@@ -574,39 +390,3 @@ class _Trainer:
             )
         self._barrier()
         return summary
-
-
-def _shard(model: Llama, device: torch.device) -> None:
-    """Apply FSDP2 to each transformer block, then to the root (embedding, final norm, output).
-
-    On GPU, parameters are gathered and computed in bf16 with gradients reduced in fp32; on CPU
-    everything stays fp32.
-    """
-    policy = (
-        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        if device.type == "cuda"
-        else MixedPrecisionPolicy()
-    )
-    for block in model.layers:
-        fully_shard(block, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
-
-
-def _local(value: torch.Tensor) -> torch.Tensor:
-    """A plain tensor for `value`, which FSDP may return as a replicated DTensor."""
-    return value.full_tensor() if isinstance(value, DTensor) else value
-
-
-def _gathered(model: nn.Module, config: LlamaConfig) -> nn.Module:
-    """On rank 0, a plain CPU Llama holding an FSDP model's whole weights (elsewhere the model itself).
-
-    Every rank must call it: the shards are gathered collectively.
-    """
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if dist.get_rank() != 0:
-        return model
-    whole = Llama(config)
-    whole.load_state_dict(weights)
-    return whole

@@ -95,6 +95,32 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
     assert (out / "results.json").read_bytes() == first
 
 
+def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_export, text_dataset):
+    """Perplexity and harness scores are the same whatever the batch, so batch_size is not keyed."""
+    model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
+
+    def run(batch_size: int) -> tuple[str, dict]:
+        ev = evaluate(
+            "eval/tiny",
+            model_step=model,
+            datasets=[text_dataset],
+            harness_tasks=OWN_TASKS,
+            harness_items=6,
+            batch_size=batch_size,
+        )
+        runner = StepRunner(prefix=str(tmp_path / f"batch-{batch_size}"), progress=False)
+        key = runner.plan([lower(ev)]).of(lower(ev)).key
+        out = Path(runner.run([ev]).output_path(lower(ev)))
+        return key, json.loads((out / "results.json").read_text())
+
+    (key_one, one), (key_five, five) = run(1), run(5)
+    assert key_one == key_five
+    assert one["config"]["batch_size"] == 1 and five["config"]["batch_size"] == 5
+    assert one["perplexity"]["micro"]["documents"] == 6 and one["harness"]
+    assert one["perplexity"] == five["perplexity"]
+    assert one["harness"] == five["harness"]
+
+
 def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dataset):
     model = StepSpec("checkpoints/crashed", crash_before_export)
     ev = evaluate("eval/crashed", model_step=model, datasets=[text_dataset])

@@ -43,7 +43,7 @@ def stories_tokenized(tokenizer_dir):
     )
 
 
-def _nano(datasets, **overrides):
+def _nano_fields(datasets, **overrides) -> dict:
     fields = dict(
         name="checkpoints/nano",
         model=llama_nano,
@@ -57,7 +57,11 @@ def _nano(datasets, **overrides):
         checkpoint_every=2,
     )
     fields.update(overrides)
-    return train_lm(**fields)
+    return fields
+
+
+def _nano(datasets, **overrides):
+    return train_lm(**_nano_fields(datasets, **overrides))
 
 
 def test_seq_len_above_the_model_maximum_is_refused_when_declared(stories_tokenized):
@@ -88,11 +92,40 @@ def test_handle_is_hashable_lowers_its_datasets_and_keys_only_what_changes_resul
     assert spec.hash_attrs["seq_len"] == 2048 and spec.hash_attrs["model"]["hidden_dim"] == 32
     two_processes = _nano({stories_tokenized: 1.0}, num_processes=2, cpu_threads=1)
     assert two_processes.to_step_spec().hash_attrs == spec.hash_attrs
-    assert two_processes.num_processes == 2 and handle.num_processes == 1
+    assert two_processes.processes_per_replica == 2 and handle.processes_per_replica == 1
     fsdp = _nano(
         {stories_tokenized: 1.0}, parallelism="fsdp"
     )  # how the processes share the model: not the key
     assert fsdp.config.parallelism == "fsdp" and fsdp.to_step_spec().hash_attrs == spec.hash_attrs
+
+
+def test_a_tpu_request_is_refused_when_declared_until_a_tpu_trainer_exists(stories_tokenized):
+    with pytest.raises(
+        TrainingConfigError, match=r"'checkpoints/nano'.*TPU \(v4-8\).*CPUs and CUDA GPUs only"
+    ):
+        _nano({stories_tokenized: 1.0}, resources=ResourceConfig.with_tpu("v4-8"))
+
+
+def test_every_train_config_field_is_a_train_lm_keyword_and_only_unmarked_ones_enter_the_key(
+    stories_tokenized,
+):
+    """train_lm's parameters are TrainConfig's fields, declared once; the key follows their NOT_KEY marks."""
+    import dataclasses
+
+    from marin.execution.keyed import is_key_field
+    from marin.training.config import TrainConfig
+
+    handle = _nano({stories_tokenized: 1.0}, prefetch=2, eval_max_tokens=4096)
+    assert handle.config == TrainConfig(
+        **{f.name: getattr(handle, f.name) for f in dataclasses.fields(TrainConfig)}
+    )
+    assert type(handle.config) is TrainConfig and handle.config.prefetch == 2
+    keyed = {f.name for f in dataclasses.fields(TrainConfig) if is_key_field(f)}
+    assert set(lower(handle).hash_attrs) == keyed | {"datasets"}
+    assert {"num_processes", "device", "prefetch", "parallelism", "grad_accum_steps"}.isdisjoint(keyed)
+    fields = _nano_fields({stories_tokenized: 1.0}, prefetch=2, eval_max_tokens=4096)
+    positional = train_lm(fields.pop("name"), **fields)
+    assert positional == handle
 
 
 def test_unknown_parallelism_is_refused_when_declared(stories_tokenized):

@@ -9,16 +9,15 @@ import torch
 
 from marin.training.checkpoint import (
     TrainState,
-    capture_rng,
     list_checkpoints,
     load_checkpoint,
     load_latest_intact,
-    restore_rng,
     save_checkpoint,
 )
 from marin.training.errors import CheckpointError
 from marin.training.model import Llama, LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.rng import capture_rng, restore_rng
 
 CONFIG = LlamaConfig(
     hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=40, tie_embeddings=True

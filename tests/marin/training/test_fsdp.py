@@ -15,12 +15,13 @@ from train_child import tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
-from marin.training.checkpoint import load_init_weights
+from marin.training.config import Parallelism
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
+from marin.training.init_weights import load_init_weights
 from marin.training.launch import run_job
 from marin.training.model import Llama
-from marin.training.trainer import Parallelism, TrainJob
+from marin.training.trainer import TrainJob
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -7,11 +7,12 @@ import torch
 import transformers
 
 import storage
+from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError, TrainingDataError
 from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
-from marin.training.trainer import TrainConfig, TrainJob, train
+from marin.training.trainer import TrainJob, train
 
 MODEL = LlamaConfig(
     hidden_dim=64, intermediate_dim=128, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=128

@@ -7,10 +7,11 @@ import os
 import signal
 import sys
 
+from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput
 from marin.training.model import LlamaConfig
 from marin.training.optim import AdamConfig
-from marin.training.trainer import TrainConfig, TrainJob, train
+from marin.training.trainer import TrainJob, train
 
 
 def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:

@@ -1,0 +1,47 @@
+"""FSDP2 helpers of the trainer: shard a Llama, read a replicated value, gather the whole model for export."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+
+from marin.training.model import Llama, LlamaConfig
+
+
+def shard_model(model: Llama, device: torch.device) -> None:
+    """Apply FSDP2 to each transformer block, then to the root (embedding, final norm, output).
+
+    On GPU, parameters are gathered and computed in bf16 with gradients reduced in fp32; on CPU
+    everything stays fp32.
+    """
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if device.type == "cuda"
+        else MixedPrecisionPolicy()
+    )
+    for block in model.layers:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+
+
+def local_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A plain tensor for `value`, which FSDP may return as a replicated DTensor."""
+    return value.full_tensor() if isinstance(value, DTensor) else value
+
+
+def gathered_model(model: nn.Module, config: LlamaConfig) -> nn.Module:
+    """On rank 0, a plain CPU Llama holding an FSDP model's whole weights (elsewhere the model itself).
+
+    Every rank must call it: the shards are gathered collectively.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() != 0:
+        return model
+    whole = Llama(config)
+    whole.load_state_dict(weights)
+    return whole

@@ -1,0 +1,86 @@
+"""`train_lm(init_from=...)`: copy existing weights into a fresh model before step 0.
+
+The source is a train step's output (its newest intact checkpoint), one checkpoint folder, or a
+Hugging Face Llama folder; only weights are taken, the optimizer, data order and RNG start fresh.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from safetensors.torch import load as load_safetensors
+from torch import nn
+
+import storage
+from marin.execution.manifest import DIGEST, bytes_digest
+from marin.training.checkpoint import (
+    CHECKSUMS,
+    DCP,
+    DCP_METADATA,
+    copy_weights,
+    list_checkpoints,
+    load_sharded,
+    read_verified,
+    step_name,
+)
+from marin.training.errors import CheckpointError, CorruptCheckpointError
+
+
+def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
+    """Copy the weights at `source` into `model` (train_lm's `init_from`) and say where they came from.
+
+    `source` is a train step's output (its newest intact checkpoint is used), one checkpoint folder
+    (verified against its checksums), or a Hugging Face Llama folder (`config.json` and
+    `model.safetensors`). Only weights are taken: the optimizer, data order and RNG start fresh.
+    Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
+    """
+    checkpoints = storage.join(source, "checkpoints")
+    steps = list_checkpoints(checkpoints)
+    if steps:
+        for step in reversed(steps):
+            folder = storage.join(checkpoints, step_name(step))
+            try:
+                return _load_checkpoint_weights(folder, model)
+            except CorruptCheckpointError as e:
+                print(f"[marin.train] init_from: skipped checkpoint {folder}: {e}", flush=True)
+        raise CheckpointError(f"init_from {source}: no checkpoint under {checkpoints} is intact")
+    if storage.exists(storage.join(source, CHECKSUMS)):
+        return _load_checkpoint_weights(source, model)
+    hf_weights = storage.join(source, "model.safetensors")
+    if storage.exists(storage.join(source, "config.json")) and storage.exists(hf_weights):
+        from marin.training.export import from_hf_state_dict
+
+        data = storage.read_bytes(hf_weights)
+        assert data is not None
+        try:
+            tensors = load_safetensors(data)
+        except Exception as e:
+            raise CheckpointError(f"init_from {hf_weights} cannot be read: {type(e).__name__}: {e}") from None
+        copy_weights(from_hf_state_dict(tensors, model.config), model, hf_weights)
+        return {"path": hf_weights, "kind": "hf", DIGEST: bytes_digest(data)}
+    raise CheckpointError(
+        f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "
+        "or a Hugging Face model folder (config.json and model.safetensors); give one of those"
+    )
+
+
+def _load_checkpoint_weights(folder: str, model: nn.Module) -> dict[str, Any]:
+    files = read_verified(folder)
+    if DCP_METADATA in files:
+        load_sharded(folder, model, None)
+        return {
+            "path": storage.join(folder, DCP),
+            "kind": "checkpoint",
+            DIGEST: bytes_digest(files[DCP_METADATA]),
+        }
+    data = files["model.safetensors"]
+    try:
+        weights = load_safetensors(data)
+    except Exception as e:
+        raise CorruptCheckpointError(f"checkpoint {folder}/model.safetensors cannot be parsed: {e}") from None
+    copy_weights(weights, model, f"{folder}/model.safetensors")
+    return {
+        "path": storage.join(folder, "model.safetensors"),
+        "kind": "checkpoint",
+        DIGEST: bytes_digest(data),
+    }
