@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -15,8 +16,9 @@ import torch
 from safetensors.torch import load_file
 from train_child import tiny_config
 
+from marin.data.token_cache import TokenCacheError
 from marin.training.datasets import DatasetInput
-from marin.training.launch import TrainWorkerError, run_job
+from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 
@@ -69,10 +71,14 @@ def test_train_under_plain_torchrun_matches_marins_launcher(story_cache, tmp_pat
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5)
 
 
-def test_failing_worker_stops_the_run_with_its_rank(tmp_path):
+def test_a_failing_process_stops_the_run_with_its_own_error_naming_its_rank(tmp_path):
     missing = DatasetInput("missing", str(tmp_path / "no-cache"), 1.0)
-    with pytest.raises(TrainWorkerError, match="rank"):
+    with pytest.raises(TokenCacheError, match="no-cache") as raised:
         run_job(TrainJob(tiny_config(2), (missing,), str(tmp_path / "out")), num_processes=2)
+    assert any(
+        re.fullmatch(r"replica rank [01] of 2 failed; the other replicas were stopped", note)
+        for note in raised.value.__notes__
+    ), raised.value.__notes__
 
 
 LAUNCHER = textwrap.dedent("""
