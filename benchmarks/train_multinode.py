@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import pickle
+import shutil
 import statistics
 import subprocess
 import sys
@@ -141,6 +142,7 @@ def main() -> None:
         cluster.shutdown()
     finally:
         nodes.stop()
+        shutil.rmtree(root, ignore_errors=True)  # the cache and every run's outputs: made by this run
     ratio = max(ours) / max(baseline)
     print(
         json.dumps(
