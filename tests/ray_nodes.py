@@ -138,6 +138,17 @@ class LocalRayCluster:
             self.stop()
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
 
+    def _disconnect_this_process(self) -> None:
+        # Ray's driver excepthook reports an uncaught exception to the GCS before printing it: a driver
+        # still connected to a cluster stopped under it (a `finally:` around a failing block) waits 60 s
+        # for the GCS, then aborts, and the exception's traceback is never printed.
+        # The GCS names itself by the node's own IP, not by 127.0.0.1: compare ports.
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized() or not self.address:
+            return
+        if ray.get_runtime_context().gcs_address.rsplit(":", 1)[1] == self.address.rsplit(":", 1)[1]:
+            ray.shutdown()
+
     def processes(self) -> list[psutil.Process]:
         """Every process of this cluster: its daemons (named by temp dir or address) and their children."""
         marks = [m for m in (self.temp_dir, self.address) if m]
@@ -157,7 +168,9 @@ class LocalRayCluster:
         return list(found.values())
 
     def stop(self) -> None:
-        """Kill this cluster's processes by pid and wait for them to exit."""
+        """Disconnect this process from the cluster, then kill the cluster's processes by pid and wait
+        for them to exit."""
+        self._disconnect_this_process()
         procs = self.processes()
         for proc in procs:
             try:

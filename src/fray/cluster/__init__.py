@@ -10,6 +10,7 @@ from fray.cluster.errors import (
     TaskCancelledError,
     TaskLostError,
 )
+from fray.cluster.gang import run_as_local_gang
 from fray.cluster.local_cluster import LocalCluster
 from fray.cluster.ray_cluster import RayCluster
 from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig, TpuConfig
@@ -30,4 +31,5 @@ __all__ = [
     "TaskLostError",
     "ThreadCluster",
     "TpuConfig",
+    "run_as_local_gang",
 ]

@@ -6,7 +6,10 @@ gang starts, never a fixed one). The gang's value is rank 0's; it fails when any
 the others are then stopped.
 
 - LocalCluster: one launcher task holding R times the request starts R local processes
-  (`python -m fray.cluster.gang FOLDER`); MASTER_ADDR is 127.0.0.1.
+  (`python -m fray.cluster.gang FOLDER`); MASTER_ADDR is 127.0.0.1. `run_as_local_gang(task, n)` is
+  the same launcher for code that starts its own processes (marin's trainer with `num_processes`);
+  inside a replica of a gang it can join that replica's group, as torchrun's processes do on each
+  node. Each local process dies with its launcher, however the launcher dies.
 - RayCluster: a placement group with one bundle per replica (`gang_placement`: SPREAD by default,
   PACK, STRICT_PACK or STRICT_SPREAD), a probe in bundle 0 that returns its node's address and a free
   port, then one Ray task per replica in its bundle (see fray.cluster.ray_gang).
@@ -29,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import cloudpickle
 
@@ -37,6 +40,8 @@ from fray.cluster.errors import FrayError
 from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig
 
 _TASK_FILE = "task.pkl"
+_LAUNCHER_PID = "FRAY_GANG_LAUNCHER_PID"  # a local replica watches this pid, not whatever parent it has now
+T = TypeVar("T")
 GRACE_S = 5.0  # how long the other replicas of a failed gang get to report their own errors
 _PEER_LOSS_MARKS = (
     "Connection reset by peer",
@@ -161,23 +166,49 @@ def local_gang(
     ), whole_gang_on_one_machine(resources)
 
 
-def run_local_gang(payload: bytes, replicas: int) -> Any:
-    """Run the pickled task as `replicas` processes of this machine; rank 0's value, or the first
-    failing rank's exception. Runs inside a LocalCluster worker, whose output capture the replicas
-    inherit (their lines share the step's log)."""
+def run_as_local_gang(task: Callable[[], T], processes: int, *, join_outer_group: bool = False) -> T:
+    """Run `task` as `processes` processes of this machine that form one torch.distributed group (the
+    torchrun variables set in each); the first process's value, or the root-cause error of the first
+    that fails (the others are then stopped).
+
+    With `join_outer_group`, a process that is itself one rank of a group (RANK, WORLD_SIZE > 1 and
+    MASTER_* set, as in a gang's replica) makes its processes ranks of that group instead, as torchrun's
+    do on each of several nodes: global rank = its rank x `processes` + local rank."""
+    return run_local_gang(cloudpickle.dumps(task), processes, join_outer_group=join_outer_group)
+
+
+def local_rank_envs(processes: int, *, join_outer_group: bool = False) -> list[dict[str, str]]:
+    """The torchrun variables of each of `processes` local processes (see `run_as_local_gang`)."""
+    outer_rank, outer_world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if join_outer_group and outer_world > 1:
+        address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    else:
+        outer_rank, outer_world, address, port = 0, 1, "127.0.0.1", free_port()
+    return [
+        rank_env(
+            outer_rank * processes + local,
+            outer_world * processes,
+            address,
+            port,
+            local_rank=local,
+            local_world_size=processes,
+        )
+        for local in range(processes)
+    ]
+
+
+def run_local_gang(payload: bytes, replicas: int, *, join_outer_group: bool = False) -> Any:
+    """Run the pickled task as `replicas` processes of this machine (see `run_as_local_gang`). In a
+    LocalCluster worker the replicas inherit its output capture: their lines share the step's log."""
     with tempfile.TemporaryDirectory(prefix="fray-gang-") as folder:
         with open(os.path.join(folder, _TASK_FILE), "wb") as f:
             pickle.dump((list(sys.path), payload), f)
-        port = free_port()
+        launcher = {_LAUNCHER_PID: str(os.getpid())}
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "fray.cluster.gang", folder],
-                env={
-                    **os.environ,
-                    **rank_env(rank, replicas, "127.0.0.1", port, local_rank=rank, local_world_size=replicas),
-                },
+                [sys.executable, "-m", "fray.cluster.gang", folder], env={**os.environ, **env, **launcher}
             )
-            for rank in range(replicas)
+            for env in local_rank_envs(replicas, join_outer_group=join_outer_group)
         ]
         try:
             failed = _wait_for_gang(procs)
@@ -191,16 +222,16 @@ def run_local_gang(payload: bytes, replicas: int) -> Any:
                     proc.kill()
             for proc in procs:
                 proc.wait()
-        outcomes = {rank: _read_outcome(folder, rank) for rank in range(replicas)}
+        outcomes = {local: _read_outcome(folder, local) for local in range(replicas)}
         if failed is not None:
             errors = [(r, o[1]) for r, o in outcomes.items() if o is not None and o[0] == "error"]
             if errors:
-                rank, error = root_cause(errors)
-                error.add_note(f"replica rank {rank} of {replicas} failed; the other replicas were stopped")
+                local, error = root_cause(errors)
+                error.add_note(f"replica rank {local} of {replicas} failed; the other replicas were stopped")
                 raise error
-            rank, code = failed
+            local, code = failed
             raise GangReplicaError(
-                f"replica rank {rank} of {replicas} exited with code {code} without reporting an outcome "
+                f"replica rank {local} of {replicas} exited with code {code} without reporting an outcome "
                 "(killed, out of memory or os._exit); the other replicas were stopped"
             )
         kind, value = outcomes[0]
@@ -251,11 +282,14 @@ def _replica_main(folder: str) -> None:
     """One local replica: run the task, write its outcome, exit 1 when it raised."""
     from fray.task_process import exit_when_parent_dies
 
-    exit_when_parent_dies(exit_code=1)
+    # The launcher's pid, not the current parent's: a launcher that died before this line is caught too.
+    exit_when_parent_dies(parent=int(os.environ.pop(_LAUNCHER_PID)), exit_code=1)
     with open(os.path.join(folder, _TASK_FILE), "rb") as f:
         sys_path, payload = pickle.load(f)
     sys.path.extend(p for p in sys_path if p not in sys.path)
-    rank = int(os.environ["RANK"])
+    rank = int(
+        os.environ["LOCAL_RANK"]
+    )  # outcomes are named by local rank: a joined group's ranks may not start at 0
     try:
         outcome: tuple[str, Any] = ("ok", cloudpickle.loads(payload)())
     except BaseException as exc:  # noqa: BLE001 - the launcher raises it

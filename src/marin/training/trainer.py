@@ -90,10 +90,11 @@ def _init_distributed(device_type: str, parallelism: Parallelism) -> _Distribute
 def rendezvous_store(rank: int, world_size: int) -> dist.TCPStore:
     """The group's TCPStore at MASTER_ADDR:MASTER_PORT, as `env://` makes it but listening on that
     address only: torch's own server listens on every interface (`*`), which exposes the store
-    to every network the node is on. Rank 0 binds the socket itself and hands it to the store."""
+    to every network the node is on. Rank 0 binds the socket itself and hands it to the store.
+    Under torchrun, whose agent already serves the store there, every rank is a client (as `env://`)."""
     address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     timeout = dist.constants.default_pg_timeout
-    if rank != 0:
+    if rank != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         return dist.TCPStore(address, port, world_size, False, timeout)
     family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, kind, proto)

@@ -1,6 +1,8 @@
 """Two-process CPU DDP (gloo) trains the same model as one process, within float tolerance."""
 
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -14,8 +16,9 @@ from safetensors.torch import load_file
 from train_child import tiny_config
 
 import storage
+from marin.data.token_cache import TokenCacheError
 from marin.training.datasets import DatasetInput
-from marin.training.launch import TrainWorkerError, run_job
+from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 
@@ -44,10 +47,37 @@ def test_two_process_gloo_ddp_matches_single_process(story_cache, tmp_path):
     assert la[-1]["eval_loss"] == pytest.approx(lb[-1]["eval_loss"], rel=1e-5)
 
 
-def test_failing_worker_stops_the_run_with_its_rank(tmp_path):
+TORCHRUN_WORKER = "import pickle, sys; from marin.training.trainer import train; train(pickle.loads(open(sys.argv[1], 'rb').read()))"  # noqa: E501
+
+
+def test_train_under_plain_torchrun_matches_marins_launcher(story_cache, tmp_path):
+    # torchrun's agent already serves the group's store at MASTER_ADDR:MASTER_PORT; rank 0 must join
+    # it as a client rather than bind that port again.
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    config = tiny_config(4, checkpoint_every=None)
+    ours = run_job(TrainJob(config, datasets, str(tmp_path / "ours")), num_processes=2)
+    job_file = tmp_path / "job.pkl"
+    job_file.write_bytes(pickle.dumps(TrainJob(config, datasets, str(tmp_path / "torchrun"))))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    worker = ["--no-python", sys.executable, "-c", TORCHRUN_WORKER, str(job_file)]
+    done = subprocess.run([*torchrun, *worker], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    theirs = _metrics(str(tmp_path / "torchrun"))
+    assert ours["num_train_steps"] == len(theirs) == 4
+    assert {row["world_size"] for row in theirs} == {2}
+    for ra, rb in zip(_metrics(str(tmp_path / "ours")), theirs, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5)
+
+
+def test_a_failing_process_stops_the_run_with_its_own_error_naming_its_rank(tmp_path):
     missing = DatasetInput("missing", str(tmp_path / "no-cache"), 1.0)
-    with pytest.raises(TrainWorkerError, match="rank"):
+    with pytest.raises(TokenCacheError, match="no-cache") as raised:
         run_job(TrainJob(tiny_config(2), (missing,), str(tmp_path / "out")), num_processes=2)
+    assert any(
+        re.fullmatch(r"replica rank [01] of 2 failed; the other replicas were stopped", note)
+        for note in raised.value.__notes__
+    ), raised.value.__notes__
 
 
 LAUNCHER = textwrap.dedent("""
