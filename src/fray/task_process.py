@@ -1,8 +1,8 @@
-"""The warm worker process of a LocalCluster, and the output capture it shares with Ray workers.
+"""What a LocalCluster's warm worker runs, and the output capture it shares with Ray workers.
 
-`python -m fray.task_process FD` serves tasks over the connected socket FD, one at a time, until the
-socket closes (the LocalCluster shut down or died). It lives outside the fray.cluster package so that
-starting it imports nothing but cloudpickle.
+A LocalCluster worker is a procpool worker (`python -m procpool.serve`, a fresh interpreter) whose
+handler is `handle` here. This module lives outside the fray.cluster package so that starting a
+worker imports nothing but cloudpickle.
 
 Each request is a pickled (log_file, environ, sys_path, payload); the worker runs the cloudpickled
 task in `payload` with file descriptors 1 and 2 appended to `log_file`, `os.environ` set to
@@ -22,7 +22,6 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
@@ -98,17 +97,11 @@ def _replace_environ(wanted: dict[str, str]) -> None:
             os.environ[name] = value
 
 
-def serve(conn: Connection) -> None:
-    """Run the tasks that arrive on `conn`, one at a time, until it closes."""
-    while True:
-        try:
-            request = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        log_file, environ, sys_path, payload = pickle.loads(request)
-        with capture_fds(log_file), task_state(environ, sys_path):
-            reply = run_task(payload)
-        conn.send_bytes(reply)
+def handle(request: bytes) -> bytes:
+    """A LocalCluster worker's answer to one request: run the task with its log and environment."""
+    log_file, environ, sys_path, payload = pickle.loads(request)
+    with capture_fds(log_file), task_state(environ, sys_path):
+        return run_task(payload)
 
 
 def exit_when_parent_dies(poll_s: float = 0.05, parent: int | None = None, exit_code: int = 70) -> None:
@@ -125,13 +118,3 @@ def exit_when_parent_dies(poll_s: float = 0.05, parent: int | None = None, exit_
         os._exit(exit_code)
 
     threading.Thread(target=watch, name="fray-parent-watch", daemon=True).start()
-
-
-if __name__ == "__main__":
-    exit_when_parent_dies()
-    fd = int(sys.argv[1])
-    os.set_inheritable(fd, False)  # a task's own subprocesses must not hold the socket open
-    try:
-        serve(Connection(fd))
-    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: end quietly
-        sys.exit(130)

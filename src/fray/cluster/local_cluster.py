@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import math
 import os
+import pickle
 import queue
 import sys
 import threading
@@ -35,7 +37,7 @@ from fray.cluster.errors import (
 from fray.cluster.gang import local_gang
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
-from fray.cluster.worker_pool import Worker, WorkerLostError, WorkerPool
+from procpool import Pool, WorkerLostError, WorkerProcess
 
 
 @dataclass
@@ -46,7 +48,9 @@ class _Pending:
     log_path: str | None
     future: concurrent.futures.Future
     gpu_ids: list[str] = field(default_factory=list)
-    worker: Worker | None = None  # while it runs its task; None again before the worker goes back to the pool
+    worker: WorkerProcess | None = (
+        None  # while it runs its task; None again before the worker goes back to the pool
+    )
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
 
@@ -91,7 +95,7 @@ class LocalCluster(Cluster):
         self._running = 0  # tasks started and not yet resolved
         self._all_done = threading.Condition(self._lock)
         self._tasks: dict[concurrent.futures.Future, _Pending] = {}  # queued or running, by future
-        self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
+        self._workers = Pool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
         self._warned_regions = False
 
@@ -227,7 +231,7 @@ class LocalCluster(Cluster):
         env = self._task_env(pending)
         try:
             with local_log_file(pending.log_path) as log_file:
-                worker = self._workers.take(env, dedicated=dedicated)
+                worker = self._workers.take(functools.partial(_start_worker, env), reuse=not dedicated)
                 with self._lock:
                     pending.worker = worker
                 try:
@@ -256,13 +260,14 @@ class LocalCluster(Cluster):
                 self._all_done.notify_all()
 
     def _run_on(
-        self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]
+        self, worker: WorkerProcess, pending: _Pending, log_file: str, env: dict[str, str]
     ) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
             log.write(attempt_header(pending.name, pid=worker.pid))
         echo = LogEcho(log_file, pending.name) if self.echo and pending.log_path else None
         try:
-            reply = worker.run(log_file, env, pending.payload, while_waiting=echo.pump if echo else None)
+            request = pickle.dumps((log_file, env, list(sys.path), pending.payload))
+            reply = worker.call(request, while_waiting=echo.pump if echo else None)
         except WorkerLostError:
             if pending.cancelled is not None:
                 return self._cancelled(pending, killed=True)
@@ -294,6 +299,14 @@ class LocalCluster(Cluster):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
         env.update(pending.resources.env_vars)
         return env
+
+
+def _start_worker(env: dict[str, str]) -> WorkerProcess:
+    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that exits when
+    this process dies."""
+    return WorkerProcess(
+        "fray.task_process:handle", start="exec", setup="fray.task_process:exit_when_parent_dies", env=env
+    )
 
 
 def _read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:
