@@ -68,11 +68,33 @@ def capture_fds(path: str) -> Iterator[None]:
         os.close(saved[1])
 
 
+def environ_snapshot() -> dict:
+    """A copy of os.environ that compares equal exactly when the environment is the same, made in C:
+    `dict(os.environ)` reads and decodes it name by name, which costs more than dispatching a task."""
+    data = getattr(os.environ, "_data", None)  # CPython's encoded mapping behind os.environ
+    return dict(data) if data is not None else dict(os.environ)
+
+
+_known_environ: tuple[dict, dict[str, str]] | None = None  # (snapshot, dict(os.environ)) last seen
+
+
+def current_environ() -> tuple[dict, dict[str, str]]:
+    """(environ_snapshot(), dict(os.environ)), the latter decoded again only when the environment changed."""
+    global _known_environ
+    snapshot = environ_snapshot()
+    known = _known_environ
+    if known is not None and known[0] == snapshot:
+        return known
+    _known_environ = known = (snapshot, dict(os.environ))
+    return known
+
+
 @contextlib.contextmanager
 def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     """Give the block `environ` as os.environ and the caller's sys.path entries; afterwards put back
     the cwd, environment, sys.path and sys.stdout/stderr this process had before."""
-    cwd, env, path = os.getcwd(), dict(os.environ), list(sys.path)
+    cwd, path = os.getcwd(), list(sys.path)
+    snapshot, env = current_environ()
     streams = sys.stdout, sys.stderr
     # Comparing whole dicts first is cheap; os.environ's per-name reads and writes are not, and most
     # tasks arrive with, and leave behind, the environment the worker already has.
@@ -84,7 +106,7 @@ def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     finally:
         sys.stdout, sys.stderr = streams
         sys.path[:] = path
-        if dict(os.environ) != env:
+        if environ_snapshot() != snapshot:
             _replace_environ(env)
         os.chdir(cwd)
 

@@ -96,13 +96,16 @@ class WorkerProcess:
         Raises WorkerLostError when the process dies first.
         """
         self.send(request)
-        while True:
-            wait(self.handles, poll_s)
-            reply = self.poll_reply()
-            if reply is not None:
-                return reply
-            if while_waiting is not None:
-                while_waiting()
+        try:
+            while not self._conn.poll(poll_s):
+                # A task's forked children may hold the socket open after the worker died: look at it too.
+                if not self.alive() and not self._conn.poll(0):
+                    raise WorkerLostError
+                if while_waiting is not None:
+                    while_waiting()
+            return self._conn.recv_bytes()
+        except (EOFError, OSError) as exc:
+            raise WorkerLostError from exc
 
     def alive(self) -> bool:
         if self._popen is not None:

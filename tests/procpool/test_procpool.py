@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from procpool import Pool, WorkerLostError, WorkerProcess, ready
+from procpool.pool import Pool
+from procpool.process import WorkerLostError, WorkerProcess, ready
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -37,7 +37,9 @@ from fray.cluster.errors import (
 from fray.cluster.gang import local_gang
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
-from procpool import Pool, WorkerLostError, WorkerProcess
+from fray.task_process import current_environ
+from procpool.pool import Pool
+from procpool.process import WorkerLostError, WorkerProcess
 
 
 @dataclass
@@ -98,6 +100,7 @@ class LocalCluster(Cluster):
         self._workers = Pool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
         self._warned_regions = False
+        self._env_cache: tuple[tuple, dict[str, str]] | None = None  # see _base_env
 
     def submit(
         self,
@@ -291,13 +294,26 @@ class LocalCluster(Cluster):
         return TaskCancelledError(f"task {pending.name!r} was cancelled ({pending.cancelled}){how}")
 
     def _task_env(self, pending: _Pending) -> dict[str, str]:
-        env = dict(os.environ)
+        env = self._base_env()
+        if self.capacity.gpus or pending.resources.env_vars:
+            env = dict(env)
+            if self.capacity.gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
+            env.update(pending.resources.env_vars)
+        return env
+
+    def _base_env(self) -> dict[str, str]:
+        """This process's environment with the workers' PYTHONPATH; built again only when os.environ or
+        sys.path changed. Callers must not modify it."""
+        key = (current_environ()[0], tuple(sys.path))
+        cached = self._env_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        env = dict(current_environ()[1])
         # The worker imports whatever the parent could: the task may live in a test module or a script dir.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.capacity.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
-        env.update(pending.resources.env_vars)
+        self._env_cache = (key, env)
         return env
 
 

@@ -25,7 +25,8 @@ import signal
 import sys
 import threading
 
-from procpool import Pool, WorkerLostError, WorkerProcess, ready
+from procpool.pool import Pool
+from procpool.process import WorkerLostError, WorkerProcess, ready
 from zephyr.backends.base import Backend
 from zephyr.worker import ShardResult, TaskFailure, run_payload
 
