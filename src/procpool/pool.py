@@ -19,11 +19,16 @@ class Pool:
 
     def take(self, start: Callable[[], WorkerProcess], *, reuse: bool = True) -> WorkerProcess:
         """A live idle worker (unless `reuse` is False), else a new one from `start()`."""
-        worker = None
+        worker, dead = None, []
         with self._lock:
             while reuse and self._idle and worker is None:
                 candidate = self._idle.pop()
-                worker = candidate if candidate.alive() else None
+                if candidate.alive():
+                    worker = candidate
+                else:
+                    dead.append(candidate)
+        for candidate in dead:
+            candidate.close(0)
         worker = worker or start()
         with self._lock:
             self._busy.add(worker)
@@ -34,7 +39,7 @@ class Pool:
         ended (waiting up to `timeout` for it to exit before it is killed)."""
         with self._lock:
             self._busy.discard(worker)
-            keep = reusable and len(self._idle) < self.max_idle and worker.alive()
+            keep = reusable and len(self._idle) < self.max_idle  # take() skips one that died idle
             if keep:
                 self._idle.append(worker)
         if not keep:

@@ -267,7 +267,8 @@ class LocalCluster(Cluster):
     ) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
             log.write(attempt_header(pending.name, pid=worker.pid))
-        echo = LogEcho(log_file, pending.name) if self.echo and pending.log_path else None
+            end = log.tell()
+        echo = LogEcho(log_file, pending.name, start=end) if self.echo and pending.log_path else None
         try:
             request = pickle.dumps((log_file, env, list(sys.path), pending.payload))
             reply = worker.call(request, while_waiting=echo.pump if echo else None)
