@@ -53,8 +53,10 @@ class Pool:
             worker.kill()
 
     def close(self) -> None:
-        """End the idle workers."""
+        """End the idle workers (all asked first, then each waited for: they exit side by side)."""
         with self._lock:
             idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
         for worker in idle:
             worker.close()

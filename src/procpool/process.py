@@ -131,11 +131,16 @@ class WorkerProcess:
             self._process.kill()
             self._process.join()
 
+    def stop(self) -> None:
+        """Ask the worker to exit, without waiting for it (close() waits)."""
+        if not self._conn.closed:
+            with contextlib.suppress(OSError):
+                self._conn.send_bytes(b"")
+            self._conn.close()
+
     def close(self, timeout: float = 10.0) -> None:
         """Ask the worker to exit and wait `timeout` for it; kill it if it does not."""
-        with contextlib.suppress(OSError):
-            self._conn.send_bytes(b"")
-        self._conn.close()
+        self.stop()
         if self.exit_code(timeout) is None:
             self.kill()
         if self._pidfd is not None:
