@@ -111,7 +111,7 @@ class LocalCluster(Cluster):
         log_path: str | None = None,
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
-        resources = resources or ResourceConfig.with_cpu()
+        resources = resources or _default_resources()
         if resources.replicas > 1:  # a gang: one launcher of R local processes, holding R times the request
             task, resources = local_gang(task, resources)
         if resources.regions and not self._warned_regions:
@@ -316,6 +316,12 @@ class LocalCluster(Cluster):
         env["PYTHONUNBUFFERED"] = "1"
         self._env_cache = (key, env)
         return env
+
+
+@functools.cache
+def _default_resources() -> ResourceConfig:
+    """One core: what a task that asks for nothing gets (built once: a ResourceConfig validates itself)."""
+    return ResourceConfig.with_cpu()
 
 
 def _start_worker(env: dict[str, str]) -> WorkerProcess:
