@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "execution_inputs": ([], []),
     "storage_round_trips": ([], ["--cached-steps", "500", "--cold-steps", "50", "--listing-steps", "50"]),
     "fray_dispatch": (["--ray"], ["--units", "50", "--repeats", "1"]),
+    "procpool_start": ([], ["--starts", "2", "--requests", "200"]),
     "zephyr_throughput": ([], ["--records", "200000", "--small", "50000", "--repeats", "1"]),
     "tokenize_speed": ([], ["--documents", "4000", "--rounds", "1"]),
     "tokenize_scaling": ([], ["--documents", "8000", "--rounds", "1"]),

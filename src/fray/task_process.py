@@ -1,8 +1,8 @@
-"""The warm worker process of a LocalCluster, and the output capture it shares with Ray workers.
+"""What a LocalCluster's warm worker runs, and the output capture it shares with Ray workers.
 
-`python -m fray.task_process FD` serves tasks over the connected socket FD, one at a time, until the
-socket closes (the LocalCluster shut down or died). It lives outside the fray.cluster package so that
-starting it imports nothing but cloudpickle.
+A LocalCluster worker is a procpool worker (`python -m procpool.serve`, a fresh interpreter) whose
+handler is `handle` here. This module lives outside the fray.cluster package so that starting a
+worker imports nothing but cloudpickle.
 
 Each request is a pickled (log_file, environ, sys_path, payload); the worker runs the cloudpickled
 task in `payload` with file descriptors 1 and 2 appended to `log_file`, `os.environ` set to
@@ -22,7 +22,6 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
@@ -56,9 +55,12 @@ def capture_fds(path: str) -> Iterator[None]:
     file `path` for the duration of the block, then restore them."""
     _flush_std_streams()
     saved = os.dup(1), os.dup(2)
-    with open(path, "ab", buffering=0) as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
+    log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # one syscall, where open() makes four
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+    finally:
+        os.close(log)
     try:
         yield
     finally:
@@ -69,11 +71,33 @@ def capture_fds(path: str) -> Iterator[None]:
         os.close(saved[1])
 
 
+def environ_snapshot() -> dict:
+    """A copy of os.environ that compares equal exactly when the environment is the same, made in C:
+    `dict(os.environ)` reads and decodes it name by name, which costs more than dispatching a task."""
+    data = getattr(os.environ, "_data", None)  # CPython's encoded mapping behind os.environ
+    return dict(data) if data is not None else dict(os.environ)
+
+
+_known_environ: tuple[dict, dict[str, str]] | None = None  # (snapshot, dict(os.environ)) last seen
+
+
+def current_environ() -> tuple[dict, dict[str, str]]:
+    """(environ_snapshot(), dict(os.environ)), the latter decoded again only when the environment changed."""
+    global _known_environ
+    snapshot = environ_snapshot()
+    known = _known_environ
+    if known is not None and known[0] == snapshot:
+        return known
+    _known_environ = known = (snapshot, dict(os.environ))
+    return known
+
+
 @contextlib.contextmanager
 def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     """Give the block `environ` as os.environ and the caller's sys.path entries; afterwards put back
     the cwd, environment, sys.path and sys.stdout/stderr this process had before."""
-    cwd, env, path = os.getcwd(), dict(os.environ), list(sys.path)
+    cwd, path = os.getcwd(), list(sys.path)
+    snapshot, env = current_environ()
     streams = sys.stdout, sys.stderr
     # Comparing whole dicts first is cheap; os.environ's per-name reads and writes are not, and most
     # tasks arrive with, and leave behind, the environment the worker already has.
@@ -85,7 +109,7 @@ def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     finally:
         sys.stdout, sys.stderr = streams
         sys.path[:] = path
-        if dict(os.environ) != env:
+        if environ_snapshot() != snapshot:
             _replace_environ(env)
         os.chdir(cwd)
 
@@ -98,17 +122,11 @@ def _replace_environ(wanted: dict[str, str]) -> None:
             os.environ[name] = value
 
 
-def serve(conn: Connection) -> None:
-    """Run the tasks that arrive on `conn`, one at a time, until it closes."""
-    while True:
-        try:
-            request = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        log_file, environ, sys_path, payload = pickle.loads(request)
-        with capture_fds(log_file), task_state(environ, sys_path):
-            reply = run_task(payload)
-        conn.send_bytes(reply)
+def handle(request: bytes) -> bytes:
+    """A LocalCluster worker's answer to one request: run the task with its log and environment."""
+    log_file, environ, sys_path, payload = pickle.loads(request)
+    with capture_fds(log_file), task_state(environ, sys_path):
+        return run_task(payload)
 
 
 def exit_when_parent_dies(poll_s: float = 0.05, parent: int | None = None, exit_code: int = 70) -> None:
@@ -125,13 +143,3 @@ def exit_when_parent_dies(poll_s: float = 0.05, parent: int | None = None, exit_
         os._exit(exit_code)
 
     threading.Thread(target=watch, name="fray-parent-watch", daemon=True).start()
-
-
-if __name__ == "__main__":
-    exit_when_parent_dies()
-    fd = int(sys.argv[1])
-    os.set_inheritable(fd, False)  # a task's own subprocesses must not hold the socket open
-    try:
-        serve(Connection(fd))
-    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: end quietly
-        sys.exit(130)

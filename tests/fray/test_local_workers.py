@@ -221,3 +221,21 @@ def test_echo_writes_whole_lines_and_collapses_progress_bar_redraws(tmp_path, ca
         out.write(b"\r100%|##########\ndone\nlast words")
         echo.close()
     assert capsys.readouterr().err == "[tok] 100%|##########\n[tok] done\n[tok] last words\n"
+
+
+def test_a_change_to_the_runners_environment_reaches_the_next_task(cluster, monkeypatch):
+    assert (
+        cluster.submit(functools.partial(_pid_and_env, "FRAY_LATER"), name="a").result(timeout=60)[1] is None
+    )
+    monkeypatch.setenv("FRAY_LATER", "one")
+    assert (
+        cluster.submit(functools.partial(_pid_and_env, "FRAY_LATER"), name="b").result(timeout=60)[1] == "one"
+    )
+    monkeypatch.setenv("FRAY_LATER", "two")
+    assert (
+        cluster.submit(functools.partial(_pid_and_env, "FRAY_LATER"), name="c").result(timeout=60)[1] == "two"
+    )
+    monkeypatch.delenv("FRAY_LATER")
+    assert (
+        cluster.submit(functools.partial(_pid_and_env, "FRAY_LATER"), name="d").result(timeout=60)[1] is None
+    )

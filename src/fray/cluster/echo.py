@@ -7,16 +7,19 @@ latest state at most once per `update_interval_s` per task, and its final state 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 _WRITE_LOCK = threading.Lock()
 
 
 class LogEcho:
-    """Follows the local file `path` from its current end; `pump()` writes what was appended since."""
+    """Follows the local file `path` from byte `start` (default: its current end); `pump()` writes
+    what was appended since. The file is opened only once it has grown past `start`: most tasks
+    write nothing, and one stat then replaces an open, seeks, a read and a close."""
 
     def __init__(
         self,
@@ -26,6 +29,7 @@ class LogEcho:
         update_interval_s: float = 1.0,
         out: TextIO | None = None,
         show_name: bool = True,
+        start: int | None = None,
     ):
         """`out`: where lines go (default: sys.stderr at each write); `show_name`: prefix them with
         `[name] ` (a Ray driver prefixes forwarded lines with the task's name itself)."""
@@ -33,13 +37,19 @@ class LogEcho:
         self.out = out
         self.show_name = show_name
         self.update_interval_s = update_interval_s
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self._file.seek(0, 2)
+        self.path = path
+        self._start = os.stat(path).st_size if start is None else start
+        self._file: BinaryIO | None = None
         self._partial = b""
         self._last_update = float("-inf")
 
     def pump(self, *, final: bool = False) -> None:
         """Write the lines appended since the last call; with `final`, also the unfinished last line."""
+        if self._file is None:
+            if os.stat(self.path).st_size <= self._start:
+                return  # nothing appended: not even an unfinished line to show
+            self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+            self._file.seek(self._start)
         data = self._file.read()
         if not data and not final:
             return
@@ -59,7 +69,8 @@ class LogEcho:
     def close(self) -> None:
         """Write what is left (the unfinished last line too) and stop following the file."""
         self.pump(final=True)
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
     def _write(self, lines: list[bytes]) -> None:
         if not lines:

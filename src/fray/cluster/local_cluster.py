@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import math
 import os
+import pickle
 import queue
 import sys
 import threading
@@ -35,7 +37,9 @@ from fray.cluster.errors import (
 from fray.cluster.gang import local_gang
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
-from fray.cluster.worker_pool import Worker, WorkerLostError, WorkerPool
+from fray.task_process import current_environ
+from procpool.pool import Pool
+from procpool.process import WorkerLostError, WorkerProcess
 
 
 @dataclass
@@ -47,7 +51,9 @@ class _Pending:
     future: concurrent.futures.Future
     new_log: bool = False  # nothing is at log_path yet: no earlier log to fetch
     gpu_ids: list[str] = field(default_factory=list)
-    worker: Worker | None = None  # while it runs its task; None again before the worker goes back to the pool
+    worker: WorkerProcess | None = (
+        None  # while it runs its task; None again before the worker goes back to the pool
+    )
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
 
@@ -92,9 +98,10 @@ class LocalCluster(Cluster):
         self._running = 0  # tasks started and not yet resolved
         self._all_done = threading.Condition(self._lock)
         self._tasks: dict[concurrent.futures.Future, _Pending] = {}  # queued or running, by future
-        self._workers = WorkerPool(max_idle=max(1, math.ceil(self.capacity.cpu)))
+        self._workers = Pool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
         self._warned_regions = False
+        self._env_cache: tuple[tuple, dict[str, str]] | None = None  # see _base_env
 
     def submit(
         self,
@@ -106,7 +113,7 @@ class LocalCluster(Cluster):
         new_log: bool = False,
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
-        resources = resources or ResourceConfig.with_cpu()
+        resources = resources or _default_resources()
         if resources.replicas > 1:  # a gang: one launcher of R local processes, holding R times the request
             task, resources = local_gang(task, resources)
         if resources.regions and not self._warned_regions:
@@ -229,7 +236,7 @@ class LocalCluster(Cluster):
         env = self._task_env(pending)
         try:
             with local_log_file(pending.log_path, new=pending.new_log) as log_file:
-                worker = self._workers.take(env, dedicated=dedicated)
+                worker = self._workers.take(functools.partial(_start_worker, env), reuse=not dedicated)
                 with self._lock:
                     pending.worker = worker
                 try:
@@ -258,13 +265,15 @@ class LocalCluster(Cluster):
                 self._all_done.notify_all()
 
     def _run_on(
-        self, worker: Worker, pending: _Pending, log_file: str, env: dict[str, str]
+        self, worker: WorkerProcess, pending: _Pending, log_file: str, env: dict[str, str]
     ) -> tuple[Any] | BaseException:
         with open(log_file, "ab") as log:
             log.write(attempt_header(pending.name, pid=worker.pid))
-        echo = LogEcho(log_file, pending.name) if self.echo and pending.log_path else None
+            end = log.tell()
+        echo = LogEcho(log_file, pending.name, start=end) if self.echo and pending.log_path else None
         try:
-            reply = worker.run(log_file, env, pending.payload, while_waiting=echo.pump if echo else None)
+            request = pickle.dumps((log_file, env, list(sys.path), pending.payload))
+            reply = worker.call(request, while_waiting=echo.pump if echo else None)
         except WorkerLostError:
             if pending.cancelled is not None:
                 return self._cancelled(pending, killed=True)
@@ -288,14 +297,41 @@ class LocalCluster(Cluster):
         return TaskCancelledError(f"task {pending.name!r} was cancelled ({pending.cancelled}){how}")
 
     def _task_env(self, pending: _Pending) -> dict[str, str]:
-        env = dict(os.environ)
+        env = self._base_env()
+        if self.capacity.gpus or pending.resources.env_vars:
+            env = dict(env)
+            if self.capacity.gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
+            env.update(pending.resources.env_vars)
+        return env
+
+    def _base_env(self) -> dict[str, str]:
+        """This process's environment with the workers' PYTHONPATH; built again only when os.environ or
+        sys.path changed. Callers must not modify it."""
+        key = (current_environ()[0], tuple(sys.path))
+        cached = self._env_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        env = dict(current_environ()[1])
         # The worker imports whatever the parent could: the task may live in a test module or a script dir.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["PYTHONUNBUFFERED"] = "1"
-        if self.capacity.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(pending.gpu_ids)
-        env.update(pending.resources.env_vars)
+        self._env_cache = (key, env)
         return env
+
+
+@functools.cache
+def _default_resources() -> ResourceConfig:
+    """One core: what a task that asks for nothing gets (built once: a ResourceConfig validates itself)."""
+    return ResourceConfig.with_cpu()
+
+
+def _start_worker(env: dict[str, str]) -> WorkerProcess:
+    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that exits when
+    this process dies."""
+    return WorkerProcess(
+        "fray.task_process:handle", start="exec", setup="fray.task_process:exit_when_parent_dies", env=env
+    )
 
 
 def _read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:

@@ -1,4 +1,5 @@
-"""The `processes` backend: a pool of long-lived local worker processes, one task each at a time.
+"""The `processes` backend: a procpool of long-lived local worker processes, one task each at a time
+(the same worker pool fray's LocalCluster runs on, with zephyr's handler and start method).
 
 Unlike concurrent.futures.ProcessPoolExecutor, a worker that dies (os._exit, a segfault, the OOM
 killer) breaks only the task it was running: that task is reported as a retryable failure and a
@@ -17,41 +18,37 @@ forks: a forked child cannot use CUDA again.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import multiprocessing as mp
 import pickle
 import signal
 import sys
 import threading
-from multiprocessing.connection import Connection, wait
 
+from procpool.pool import Pool
+from procpool.process import WorkerLostError, WorkerProcess, ready
 from zephyr.backends.base import Backend
 from zephyr.worker import ShardResult, TaskFailure, run_payload
 
 
-def _worker_main(conn: Connection) -> None:
-    """Run payloads sent over `conn` until an empty message (or a closed pipe) says stop."""
+def setup_worker() -> None:
+    """What a worker does once, before its first task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     # What a forked worker inherits stays out of its collections: a collection that walked those
     # objects would write to (and so copy) every page of the driver's heap.
     gc.freeze()
-    while True:
-        try:
-            payload = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        if not payload:
-            return
-        result = run_payload(payload)
-        try:
-            data = pickle.dumps(result, protocol=5)
-        except Exception as e:
-            unpicklable = TaskFailure(
-                type(e).__name__, f"the shard's result cannot be pickled: {e}", None, None, retryable=False
-            )
-            data = pickle.dumps(ShardResult(result.stage, result.shard, failure=unpicklable), protocol=5)
-        conn.send_bytes(data)
+
+
+def handle(payload: bytes) -> bytes:
+    """A worker's answer to one pickled ShardTask: the pickled ShardResult."""
+    result = run_payload(payload)
+    try:
+        return pickle.dumps(result, protocol=5)
+    except Exception as e:
+        unpicklable = TaskFailure(
+            type(e).__name__, f"the shard's result cannot be pickled: {e}", None, None, retryable=False
+        )
+        return pickle.dumps(ShardResult(result.stage, result.shard, failure=unpicklable), protocol=5)
 
 
 # Threads that hold no lock a forked child could need: fray's worker watching for its parent's death.
@@ -77,93 +74,64 @@ def _cuda_initialized() -> bool:
         return True
 
 
-class _Worker:
-    def __init__(self, ctx) -> None:
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="zephyr-worker")
-        self.process.start()
-        child.close()
-        self.task_id: int | None = None
-
-
 class ProcessBackend(Backend):
     """Up to `num_workers` worker processes, started on demand (fork, forkserver or spawn: see the module doc)."""
 
     def __init__(self, num_workers: int, start_method: str | None = None):
         if start_method is None:
             start_method = default_start_method()
-        self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            self._ctx.set_forkserver_preload(["zephyr.worker"])
+            mp.get_context("forkserver").set_forkserver_preload(["zephyr.worker"])
+        self._start_method = start_method
         self._max_workers = num_workers
-        self._workers: list[_Worker] = []
+        self._pool = Pool(max_idle=num_workers)
+        self._running: dict[WorkerProcess, int] = {}  # busy worker -> its task id
+
+    def _start_worker(self) -> WorkerProcess:
+        return WorkerProcess(
+            "zephyr.backends.processes:handle",
+            start=self._start_method,
+            setup="zephyr.backends.processes:setup_worker",
+        )
 
     def free_slots(self) -> int:
-        return self._max_workers - sum(w.task_id is not None for w in self._workers)
+        return self._max_workers - len(self._running)
 
     def submit(self, task_id: int, payload: bytes) -> None:
-        worker = next((w for w in self._workers if w.task_id is None), None)
-        if worker is None:
-            worker = _Worker(self._ctx)
-            self._workers.append(worker)
-        worker.task_id = task_id
+        worker = self._pool.take(self._start_worker)
+        self._running[worker] = task_id
         try:
-            worker.conn.send_bytes(payload)
-        except OSError:
+            worker.send(payload)
+        except WorkerLostError:
             pass  # the worker is already dead; wait() reports it and the task is retried
 
     def wait(self) -> list[tuple[int, ShardResult]]:
-        busy = [w for w in self._workers if w.task_id is not None]
-        by_handle = {}
-        for w in busy:
-            by_handle[w.conn] = w
-            by_handle[w.process.sentinel] = w
         finished = []
-        for handle in wait(list(by_handle)):
-            worker = by_handle[handle]
-            if worker.task_id is None:
-                continue  # both its pipe and its sentinel were ready; already handled
-            task_id, worker.task_id = worker.task_id, None
-            result = self._receive(worker)
-            if result is None:
-                result = self._bury(worker)
-            finished.append((task_id, result))
+        for worker in ready(self._running):
+            try:
+                reply = worker.poll_reply()
+            except WorkerLostError:
+                finished.append((self._running.pop(worker), self._bury(worker)))
+                continue
+            if reply is not None:
+                finished.append((self._running.pop(worker), pickle.loads(reply)))
+                self._pool.give_back(worker)
         return finished
 
-    def _receive(self, worker: _Worker) -> ShardResult | None:
-        try:
-            if worker.conn.poll():
-                return pickle.loads(worker.conn.recv_bytes())
-        except (EOFError, OSError):
-            pass
-        return None
-
-    def _bury(self, worker: _Worker) -> ShardResult:
+    def _bury(self, worker: WorkerProcess) -> ShardResult:
         """Reap a worker that died mid-task and describe its death as a retryable failure."""
-        worker.process.join(timeout=5)
-        if worker.process.is_alive():
-            worker.process.kill()
-            worker.process.join()
-        worker.conn.close()
-        self._workers.remove(worker)
-        code = worker.process.exitcode
+        self._pool.give_back(worker, reusable=False, timeout=5)
         failure = TaskFailure(
             "WorkerDied",
-            f"worker process {worker.process.pid} exited with code {code} while running the shard",
+            f"worker process {worker.pid} exited with code {worker.exit_code(0)} while running the shard",
             None,
             None,
         )
         return ShardResult(-1, -1, failure=failure)
 
     def close(self) -> None:
-        for worker in self._workers:
-            with contextlib.suppress(OSError):
-                if worker.task_id is None:
-                    worker.conn.send_bytes(b"")
-        for worker in self._workers:
-            worker.process.join(timeout=2 if worker.task_id is None else 0)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
-            worker.conn.close()
-        self._workers = []
+        running, self._running = list(self._running), {}
+        for worker in running:  # a task still running when the job ends (a failure elsewhere) is stopped
+            worker.kill()
+            self._pool.give_back(worker, reusable=False, timeout=0)
+        self._pool.close()

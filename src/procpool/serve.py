@@ -1,0 +1,45 @@
+"""The worker side: answer the requests that arrive on a connection until it closes.
+
+`python -m procpool.serve FD HANDLER [SETUP]` serves over the connected socket FD (how an "exec"
+worker starts: a fresh interpreter that imports only this module, the handler's and the setup's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+
+def resolve(name: str) -> Callable:
+    """The function that `module:function` names."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def serve(conn: Connection, handler: str, setup: str | None = None) -> None:
+    """Call `setup()` once, then reply to each request with `handler(request)`, until the connection
+    closes or an empty request says stop (a forked worker may hold a copy of the parent's end, so
+    closing that end alone does not reach it)."""
+    if setup:
+        resolve(setup)()
+    handle = resolve(handler)
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if not request:
+            return
+        conn.send_bytes(handle(request))
+
+
+if __name__ == "__main__":
+    fd = int(sys.argv[1])
+    os.set_inheritable(fd, False)  # a task's own subprocesses must not hold the socket open
+    try:
+        serve(Connection(fd), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None)
+    except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: end quietly
+        sys.exit(130)
