@@ -7,7 +7,7 @@ declared step. All of them (and their dependencies) run, unless `--step NAME` pi
 matches a step's name or the variable it is bound to.
 
 Importing never runs a step: while the file is imported, a `StepRunner.run(steps)` it calls at top
-level (as the seed's second example does) only records `steps` as declared and returns a
+level (as experiments/tutorials/custom_step.py does) only records `steps` as declared and returns a
 RunResult holding their plan and no outcomes (so `result.output_path(step)` still works).
 `marin plan` then plans them, and `marin run` runs them (or, with `--step`, only what was asked),
 once, under its own prefix and options.

@@ -43,7 +43,7 @@ DEFAULT_VALIDATION_FRACTION = 0.05
 def _normalize_location(spec: str) -> str:
     """Make a local path absolute (steps may run in another process); leave hub ids and URLs alone.
 
-    Only paths that look local (/, ./, ../, ~) count: "org/name" is a hub id, as in the seed.
+    Only paths that look local (/, ./, ../, ~) count: "org/name" is a hub id (e.g. "roneneldan/TinyStories").
     """
     if spec.startswith(("/", "./", "../", "~")) or spec in (".", ".."):
         return os.path.abspath(os.path.expanduser(spec))
