@@ -1,0 +1,71 @@
+"""The data pages: folders, record files (jsonl, txt, parquet) and token caches under the prefix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+import storage
+from marin.ui import data as data_pages
+from marin.ui.index import LEDGER_FILE, artifact_of
+from marin.ui.paths import is_dir, read_json_capped
+from marin.ui.site import Site, _int
+
+LISTING_CAP = 1000  # entries of one folder the data page lists
+
+
+def data(site: Site, request: Request) -> HTMLResponse:
+    rel = request.path_params.get("rel", "")
+    path = site.locate(rel)
+    q = request.query_params
+    start, size = max(0, _int(q.get("start"), 0)), min(200, max(1, _int(q.get("size"), 20)))
+    context: dict[str, Any] = {"rel": rel.strip("/"), "start": start, "size": size, "query": dict(q)}
+    if not is_dir(path):
+        if not data_pages.is_browsable(path):
+            raise HTTPException(404, f"{rel!r} is not a jsonl, txt or parquet file")
+        return site.render(
+            "data.html", request, mode="file", page=data_pages.page_file(path, start, size), **context
+        )
+    names = storage.list_names(path)
+    if LEDGER_FILE in names:
+        cache_splits = (read_json_capped(f"{path}/{LEDGER_FILE}") or {}).get("splits") or {}
+        split = q.get("split") or next(iter(cache_splits), "train")
+        if split not in cache_splits:
+            raise HTTPException(404, f"the token cache has no split {split!r}")
+        cache, page = data_pages.page_token_cache(path, split, start, size, q.get("ids") == "1")
+        return site.render(
+            "data.html",
+            request,
+            mode="tokens",
+            page=page,
+            cache=cache,
+            split=split,
+            splits=list(cache_splits),
+            ids=q.get("ids") == "1",
+            **context,
+        )
+    listing = []
+    for name in sorted(names)[:LISTING_CAP]:
+        child = storage.join(path, name)
+        child_rel = f"{context['rel']}/{name}".strip("/")
+        listing.append(
+            {
+                "name": name,
+                "rel": child_rel,
+                "dir": is_dir(child),
+                "browsable": data_pages.is_browsable(name),
+            }
+        )
+    artifact = artifact_of(path) if site.index.get(path) is not None else None
+    return site.render(
+        "data.html",
+        request,
+        mode="dir",
+        listing=listing,
+        artifact=artifact,
+        more=max(0, len(names) - LISTING_CAP),
+        **context,
+    )
