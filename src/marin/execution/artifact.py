@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,6 +30,9 @@ from marin.execution.manifest import build_manifest
 from marin.execution.records import JsonRecord, read_typed
 from marin.execution.status import STATUS_FILE, is_status_temp
 from marin.execution.step_spec import check_json_value
+
+if TYPE_CHECKING:
+    from fray.cluster import ResourceConfig
 
 INFO_FILE = ".executor_info"
 ARTIFACT_FILE = ".artifact.json"
@@ -65,7 +68,7 @@ class ExecutorInfo(JsonRecord, frozen=True, kw_only=True):
     start_time: float | None = None
     end_time: float | None = None
     duration_s: float | None = None
-    resources: Any = None
+    resources: dict[str, Any] | str | None = None  # the step's ResourceConfig as JSON
     adopted: bool | msgspec.UnsetType = msgspec.UNSET
     manifest: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
     experiment: dict[str, Any] | None = None  # the experiment file and its sha256
@@ -113,7 +116,7 @@ def to_jsonable(result: Any, step: str) -> Any:
     return dict(result)
 
 
-def resources_json(resources: Any) -> Any:
+def resources_json(resources: ResourceConfig | None) -> dict[str, Any] | str | None:
     """A JSON form of a step's ResourceConfig (None when it asked for nothing)."""
     if resources is None:
         return None
