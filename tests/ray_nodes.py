@@ -26,11 +26,22 @@ HEAD_LABELS = {"ray.io/availability-region": "us-east1"}
 WORKER_LABELS = {"ray.io/availability-region": "us-central1", "ray.io/market-type": "spot"}
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on right now, and never one this process was given before.
+
+    A cluster's ports are picked one after another before Ray binds any of them, so the kernel may
+    offer a just-closed port twice; Ray then refuses to start ("port ... used by other components").
+    """
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def ensure_auth_token() -> None:
