@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob as _glob
 import os
 from collections.abc import Callable, Iterator, Sequence
 
@@ -91,6 +92,14 @@ def find_dirs_with(root: str, wanted: Callable[[str], bool]) -> Iterator[tuple[s
 def glob(pattern: str) -> list[str]:
     """The sorted files (not directories) the glob `pattern` matches; a pattern without wildcards
     matches the file of that name if it exists."""
+    if is_local(pattern):
+        # The os-level glob: importing fsspec alone costs ~50 ms in a fresh process. Hidden files
+        # match as they do in fsspec's glob.
+        p = os.path.abspath(local_path(pattern))
+        found = (
+            _glob.glob(p, recursive=True, include_hidden=True) if any(c in p for c in _GLOB_CHARS) else [p]
+        )
+        return sorted(m for m in found if os.path.isfile(m))
     fs, p = fs_and_path(pattern)
     if any(c in p for c in _GLOB_CHARS):
         matches = fs.glob(p)
@@ -113,6 +122,10 @@ def list_files(patterns: str | Sequence[str]) -> list[str]:
 
 def remove_matching(pattern: str) -> None:
     """Delete every file the glob matches (left-over temporary files of killed attempts)."""
+    if is_local(pattern):
+        for match in glob(pattern):
+            os.remove(match)
+        return
     fs, p = fs_and_path(pattern)
     for match in fs.glob(p):
         fs.rm(match)
