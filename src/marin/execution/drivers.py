@@ -67,7 +67,7 @@ def install_signal_handlers(done_events: queue.SimpleQueue, interrupt: Interrupt
         if interrupt.is_set:
             os.write(2, f"marin: {name} again: exiting now\n".encode())
             os._exit(128 + signum)
-        interrupt.mark(f"the runner got {name}")
+        interrupt.mark(name)
         done_events.put((-1, name))  # SimpleQueue.put is safe in a signal handler
 
     for sig in previous:

@@ -17,17 +17,19 @@ class Interrupt:
         self._lock = threading.Lock()
         self._futures: dict[Any, str] = {}
         self.reason: str | None = None
+        self.signal_name: str | None = None
 
     @property
     def is_set(self) -> bool:
         """Whether the run was interrupted."""
         return self.reason is not None
 
-    def mark(self, reason: str) -> None:
-        """Note the interrupt without cancelling anything yet (safe in a signal handler: one assignment),
+    def mark(self, signal_name: str) -> None:
+        """Note the signal without cancelling anything yet (safe in a signal handler: two assignments),
         so a step that fails from the same Ctrl-C (its process got it too) is recorded INTERRUPTED."""
         if self.reason is None:
-            self.reason = reason
+            self.signal_name = signal_name
+            self.reason = f"the runner got {signal_name}"
 
     def trigger(self, reason: str) -> list[str]:
         """Interrupt the run: cancel every running task; returns their step names."""

@@ -244,6 +244,10 @@ class _Run:
                     waiting_on[c] -= 1
                     if waiting_on[c] == 0:
                         ready.append(c)
+            if interrupt.is_set:
+                # A terminal's Ctrl-C reaches the step's process too, and its outcome can arrive before
+                # the signal's own event: the handler runs only once the main thread wakes for it.
+                self._stop(interrupt, interrupt.signal_name or "a signal", 0, done_events)
         finally:
             # After an interrupt a step that cannot be stopped (a ThreadCluster's) is not waited for.
             drivers.shutdown(wait=not interrupt.is_set)
