@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 from typing import IO
 
 from storage.paths import fs_and_path, is_local, local_path
@@ -133,6 +135,67 @@ def open_file(path: str, mode: str = "rb", *, buffering: int = -1) -> IO[bytes]:
         return open(local_path(path), mode, buffering=buffering)
     fs, p = fs_and_path(path)
     return fs.open(p, mode)
+
+
+class NotRegularFile(OSError):
+    """A local path where a regular file was wanted holds a symlink, FIFO, device, directory or socket.
+    `kind` names which."""
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind
+        super().__init__(errno.EINVAL, f"it is a {kind}, not a regular file", path)
+
+
+def kind_of(mode: int) -> str:
+    """What a file of `st_mode` `mode` is, in words: 'regular file', 'FIFO', 'device', 'directory'..."""
+    if stat.S_ISREG(mode):
+        return "regular file"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
+def open_regular_fd(path: str) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the local regular file at `path`, and its stat.
+
+    It never follows a symlink in the last component and never blocks: a FIFO with no writer would
+    hang a plain `open`. NotRegularFile when `path` is anything but a regular file (a symlink
+    included); FileNotFoundError when it is missing.
+    """
+    local = local_path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once (fstat then refuses it).
+        fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NotRegularFile(path, "symlink") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(path, kind_of(st.st_mode))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """A binary reader of the file at `path` that refuses what is not a regular file (see
+    `open_regular_fd`) locally; fsspec's reader elsewhere (an object store has only objects)."""
+    if is_local(path):
+        fd, _ = open_regular_fd(path)
+        return os.fdopen(fd, "rb")
+    fs, p = fs_and_path(path)
+    return fs.open(p, "rb")
 
 
 def upload(local: str, path: str) -> None:

@@ -8,9 +8,7 @@ huge file cannot exhaust memory, and a symlink cannot make the engine read outsi
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Mapping
 from typing import Any, Self, TypeVar
 
@@ -47,22 +45,19 @@ def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
 
 
 def _read_local(path: str, limit: int) -> bytes | None:
-    local = path[len("file://") :] if path.startswith("file://") else path
     try:
-        # O_NONBLOCK: opening a FIFO with no writer returns at once (fstat then refuses it).
-        fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, st = storage.open_regular_fd(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
+    except storage.NotRegularFile as e:
+        if e.kind == "symlink":
             raise UnreadableRecordError(
                 path, "it is a symlink; records are never read through links"
             ) from None
+        raise UnreadableRecordError(path, f"it is a {e.kind}, not a regular file") from None
+    except OSError as e:
         raise UnreadableRecordError(path, f"it cannot be opened ({e.strerror})") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableRecordError(path, f"it is a {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
             raise UnreadableRecordError(
                 path, f"it holds {st.st_size} bytes, more than a record may ({limit})"
@@ -79,18 +74,6 @@ def _read_local(path: str, limit: int) -> bytes | None:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "special file"
 
 
 def read_record_json(path: str, strict: bool = False) -> Any:
