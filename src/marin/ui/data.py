@@ -8,7 +8,7 @@ with the cache's own tokenizer.
 from __future__ import annotations
 
 import io
-import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -60,10 +60,31 @@ def _text_stream(path: str) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
-def _shown(line: str, as_json: bool) -> Any:
-    line = line.rstrip("\n")
-    if len(line) > LINE_CAP:
-        return line[:LINE_CAP] + f" ... ({len(line) - LINE_CAP} more characters)"
+def _capped_lines(stream: io.TextIOBase, start: int, count: int) -> Iterator[tuple[str, int]]:
+    """Lines `start` .. `start + count` of `stream`, each as its first LINE_CAP characters (newline
+    dropped) and how many characters past those it had. No more than LINE_CAP + 1 characters of a
+    line are held at once: a huge file with no newline is skimmed, not loaded."""
+    for index in range(start + count):
+        line = stream.readline(LINE_CAP + 1)
+        if not line:
+            return
+        if line.endswith("\n"):
+            head, more = line[:-1], 0
+        else:
+            head, more = line[:LINE_CAP], max(0, len(line) - LINE_CAP)
+            if len(line) > LINE_CAP:  # the line goes on: skip its rest, a bounded chunk at a time
+                while rest := stream.readline(LINE_CAP):
+                    if rest.endswith("\n"):
+                        more += len(rest) - 1
+                        break
+                    more += len(rest)
+        if index >= start:
+            yield head, more
+
+
+def _shown(line: str, more: int, as_json: bool) -> Any:
+    if more:
+        return line + f" ... ({more} more characters)"
     if as_json:
         try:
             return orjson.loads(line)
@@ -73,13 +94,14 @@ def _shown(line: str, as_json: bool) -> Any:
 
 
 def page_file(path: str, start: int, size: int) -> Page:
-    """Records `start` .. `start + size` of a jsonl/txt/parquet file (compressed or not)."""
+    """Records `start` .. `start + size` of a jsonl/txt/parquet file (compressed or not); each line is
+    read only up to LINE_CAP characters (see `_capped_lines`)."""
     if path.endswith(PARQUET_SUFFIXES):
         return _page_parquet(path, start, size)
     as_json = ".json" in storage.basename(path)
     with _text_stream(path) as stream:
-        lines = list(itertools.islice(stream, start, start + size + 1))
-    return Page([_shown(line, as_json) for line in lines[:size]], start, len(lines) > size)
+        lines = list(_capped_lines(stream, start, size + 1))
+    return Page([_shown(line, more, as_json) for line, more in lines[:size]], start, len(lines) > size)
 
 
 def _page_parquet(path: str, start: int, size: int) -> Page:

@@ -24,11 +24,19 @@ from marin.execution.explain import OutputStatus, is_output_record, output_statu
 from marin.execution.lease import is_lease_file
 from marin.execution.states import OutputState
 from marin.execution.status import STATUS_FILE
-from marin.ui.paths import RECORD_CAP, read_json_capped, read_record_capped, relative, size_of
+from marin.ui.paths import (
+    RECORD_CAP,
+    read_json_capped,
+    read_record_capped,
+    read_record_checked,
+    relative,
+    size_of,
+)
 
 METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
+STATS_FILE = "stats.json"  # what a curation step counted (docs/curation.md)
 
 
 @dataclass(frozen=True)
@@ -41,11 +49,20 @@ class Entry:
     computed_at: float
 
     @cached_property
+    def _info_read(self) -> tuple[ExecutorInfo | None, str | None]:
+        if INFO_FILE not in self.names:
+            return None, None
+        return read_record_checked(f"{self.row.path}/{INFO_FILE}", ExecutorInfo)
+
+    @property
     def info(self) -> ExecutorInfo | None:
         """The output's `.executor_info` (None until it succeeds, or when unreadable or too large)."""
-        if INFO_FILE not in self.names:
-            return None
-        return read_record_capped(f"{self.row.path}/{INFO_FILE}", ExecutorInfo)
+        return self._info_read[0]
+
+    @property
+    def info_problem(self) -> str | None:
+        """Why the output's `.executor_info` could not be read (a FIFO, a symlink, too large), or None."""
+        return self._info_read[1]
 
     @property
     def age_s(self) -> float | None:
@@ -180,8 +197,13 @@ class OutputIndex:
 
 
 def artifact_of(path: str) -> ArtifactRecord | None:
-    """The `.artifact.json` of an output (size-capped)."""
+    """The `.artifact.json` of an output (size-capped; None when missing or unreadable)."""
     return read_record_capped(f"{path}/{ARTIFACT_FILE}", ArtifactRecord)
+
+
+def artifact_checked(path: str) -> tuple[ArtifactRecord | None, str | None]:
+    """The `.artifact.json` of an output and why it could not be read (see `read_record_checked`)."""
+    return read_record_checked(f"{path}/{ARTIFACT_FILE}", ArtifactRecord)
 
 
 def with_age(entry: Entry) -> OutputStatus:

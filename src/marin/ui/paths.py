@@ -1,9 +1,13 @@
-"""Mapping URL paths onto the prefix, refusing anything outside it, and reading files with size caps.
+"""Mapping URL paths onto the prefix, refusing anything outside it, and reading files safely.
 
 Every path the UI serves is named relative to the prefix. `resolve` refuses `..` and `.` segments,
 backslashes, NUL bytes and percent signs left after the URL was decoded once (a double-encoded
 separator), and on local disk follows symlinks and refuses a target outside the prefix. A refusal
 is `NotFound`, which the app answers with 404, the same as a missing file.
+
+Records are read by the engine's own reader (`marin.execution.records.read_record`): regular files
+only, never through a symlink, never blocking on a FIFO, and capped in size. Other files (logs,
+data shards) are opened with `storage.open_regular`, which refuses the same things.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import IO, TypeVar
 
 import storage
 from marin.execution.errors import UnreadableRecordError
-from marin.execution.records import JsonRecord
+from marin.execution.records import JsonRecord, read_record
 
 R = TypeVar("R", bound=JsonRecord)
 
@@ -54,8 +58,12 @@ def relative(prefix: str, path: str) -> str | None:
 
 
 def open_binary(path: str) -> IO[bytes]:
-    """A binary file object for `path` (local or any fsspec URL)."""
-    return storage.open_file(storage.absolute(path), "rb")
+    """A binary reader of the regular file at `path` (local or any fsspec URL).
+
+    Locally it never follows a symlink in the last component and never blocks on a FIFO:
+    `storage.NotRegularFile` says what is there instead.
+    """
+    return storage.open_regular(storage.absolute(path))
 
 
 def is_dir(path: str) -> bool:
@@ -68,22 +76,25 @@ def size_of(path: str) -> int | None:
     return storage.size(storage.absolute(path))
 
 
-def read_capped(path: str, cap: int = RECORD_CAP) -> tuple[bytes | None, bool]:
-    """Up to `cap` bytes of the file at `path` and whether it was longer; (None, False) when missing."""
-    try:
-        with open_binary(path) as f:
-            data = f.read(cap + 1)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None, False
-    return data[:cap], len(data) > cap
+def read_capped(path: str, cap: int = RECORD_CAP) -> bytes | None:
+    """The bytes of the record file at `path`, or None when missing, read as the engine reads records.
+
+    UnreadableRecordError (naming the path and why) when it is not a regular file (a FIFO, a device,
+    a symlink, which could point out of the prefix) or holds more than `cap` bytes.
+    """
+    return read_record(storage.absolute(path), cap)
 
 
 def read_json_capped(path: str, cap: int = RECORD_CAP) -> object | None:
-    """The parsed JSON file at `path`, or None when missing, unreadable or larger than `cap`."""
+    """The parsed JSON file at `path`, or None when missing, unreadable (see `read_capped`), not JSON
+    or larger than `cap`."""
     import orjson
 
-    data, truncated = read_capped(path, cap)
-    if data is None or truncated:
+    try:
+        data = read_capped(path, cap)
+    except UnreadableRecordError:
+        return None
+    if data is None:
         return None
     try:
         return orjson.loads(data)
@@ -91,27 +102,34 @@ def read_json_capped(path: str, cap: int = RECORD_CAP) -> object | None:
         return None
 
 
-def read_record_capped(path: str, kind: type[R], cap: int = RECORD_CAP) -> R | None:
-    """The engine record of type `kind` at `path`, or None when missing, unreadable, of another shape
-    or larger than `cap`."""
-    data, truncated = read_capped(path, cap)
-    if data is None or truncated:
-        return None
+def read_record_checked(path: str, kind: type[R], cap: int = RECORD_CAP) -> tuple[R | None, str | None]:
+    """The engine record of type `kind` at `path` (None when missing or unreadable), and why it could
+    not be read (None when it was, or is missing): not a regular file, larger than `cap`, or not
+    JSON of that shape."""
     try:
-        return kind.from_json(data, path)
-    except UnreadableRecordError:
-        return None
+        data = read_capped(path, cap)
+        return (None if data is None else kind.from_json(data, path)), None
+    except UnreadableRecordError as e:
+        return None, e.why
+
+
+def read_record_capped(path: str, kind: type[R], cap: int = RECORD_CAP) -> R | None:
+    """The engine record of type `kind` at `path`, or None when missing or unreadable (see
+    `read_record_checked`)."""
+    return read_record_checked(path, kind, cap)[0]
 
 
 def read_tail(path: str, size: int = LOG_TAIL) -> tuple[str, int]:
-    """The last `size` bytes of the file at `path` as text (the first partial line dropped) and its length."""
-    total = size_of(path)
-    if total is None:
+    """The last `size` bytes of the file at `path` as text (the first partial line dropped) and its
+    length; ("", 0) when missing. `storage.NotRegularFile` when it is a FIFO, device or symlink."""
+    try:
+        with open_binary(path) as f:
+            total = f.seek(0, os.SEEK_END)
+            start = max(0, total - size)
+            f.seek(start)
+            data = f.read(size)
+    except (FileNotFoundError, NotADirectoryError):
         return "", 0
-    with open_binary(path) as f:
-        start = max(0, total - size)
-        f.seek(start)
-        data = f.read(size)
     text = data.decode("utf-8", errors="replace")
     if start > 0 and "\n" in text:
         text = text.split("\n", 1)[1]

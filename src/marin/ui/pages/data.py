@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -10,7 +11,7 @@ from starlette.responses import HTMLResponse
 
 import storage
 from marin.ui import data as data_pages
-from marin.ui.index import LEDGER_FILE, artifact_of
+from marin.ui.index import LEDGER_FILE, STATS_FILE, artifact_of
 from marin.ui.paths import is_dir, read_json_capped
 from marin.ui.site import Site, _int
 
@@ -26,9 +27,15 @@ def data(site: Site, request: Request) -> HTMLResponse:
     if not is_dir(path):
         if not data_pages.is_browsable(path):
             raise HTTPException(404, f"{rel!r} is not a jsonl, txt or parquet file")
-        return site.render(
-            "data.html", request, mode="file", page=data_pages.page_file(path, start, size), **context
-        )
+        # resolve() followed any links to a target inside the prefix; open that target itself.
+        real = os.path.realpath(storage.local_path(path)) if storage.is_local(path) else path
+        try:
+            page = data_pages.page_file(real, start, size)
+        except storage.NotRegularFile as e:
+            raise HTTPException(
+                404, f"{rel!r} is unreadable: {e.strerror}; the UI reads only regular files"
+            ) from None
+        return site.render("data.html", request, mode="file", page=page, **context)
     names = storage.list_names(path)
     if LEDGER_FILE in names:
         cache_splits = (read_json_capped(f"{path}/{LEDGER_FILE}") or {}).get("splits") or {}
@@ -66,6 +73,7 @@ def data(site: Site, request: Request) -> HTMLResponse:
         mode="dir",
         listing=listing,
         artifact=artifact,
+        stats=read_json_capped(f"{path}/{STATS_FILE}") if STATS_FILE in names else None,
         more=max(0, len(names) - LISTING_CAP),
         **context,
     )

@@ -6,12 +6,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 import storage
-from marin.execution.artifact import LOG_FILE
+from marin.execution.artifact import ARTIFACT_FILE, INFO_FILE, LOG_FILE
 from marin.execution.cache_key import diff_key_records
 from marin.execution.states import OutputState
 from marin.execution.status import STATUS_FILE, StatusRecord
-from marin.ui.index import artifact_of
-from marin.ui.paths import read_record_capped, read_tail
+from marin.ui.index import STATS_FILE, artifact_checked
+from marin.ui.paths import read_json_capped, read_record_checked, read_tail
 from marin.ui.site import Site, _int, shown_state
 
 PAGE_SIZE = 500
@@ -58,15 +58,25 @@ def output(site: Site, request: Request) -> HTMLResponse:
     rel = request.path_params["rel"]
     entry = site.entry_at(rel)
     path = site.locate(rel)
-    status = read_record_capped(f"{path}/{STATUS_FILE}", StatusRecord)
+    status, status_problem = read_record_checked(f"{path}/{STATUS_FILE}", StatusRecord)
     info = entry.info
-    artifact = artifact_of(path)
+    artifact, artifact_problem = artifact_checked(path)
     deps = [
         {"name": d.name, "key": d.key, "path": d.path, "rel": site.rel_of(d.path)}
         for d in (info.deps if info is not None else ())
     ]
     versions = [e for e in site.index.entries() if e.row.name == entry.row.name and e.rel != entry.rel]
-    log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
+    log_text, log_size, log_problem = _log_tail(path)
+    unreadable = [
+        (name, why)
+        for name, why in (
+            (STATUS_FILE, status_problem),
+            (INFO_FILE, entry.info_problem),
+            (ARTIFACT_FILE, artifact_problem),
+            (LOG_FILE, log_problem),
+        )
+        if why is not None
+    ]
     inputs = [
         site.index.get(storage.join(site.prefix, d["rel"])) for d in deps if d["rel"]
     ]  # only inside the prefix
@@ -86,13 +96,23 @@ def output(site: Site, request: Request) -> HTMLResponse:
         log_size=log_size,
         running=entry.row.state == OutputState.RUNNING,
         state=shown_state(entry),
+        unreadable=unreadable,
+        stats=read_json_capped(f"{path}/{STATS_FILE}") if STATS_FILE in entry.names else None,
     )
+
+
+def _log_tail(path: str) -> tuple[str, int, str | None]:
+    """The log's tail and length, and why it could not be read (a FIFO, a symlink), or None."""
+    try:
+        return (*read_tail(f"{path}/{LOG_FILE}"), None)
+    except storage.NotRegularFile as e:
+        return "", 0, e.strerror
 
 
 def log(site: Site, request: Request) -> HTMLResponse:
     entry = site.entry_at(request.path_params["rel"])
     path = site.locate(request.path_params["rel"])
-    log_text, log_size = read_tail(f"{path}/{LOG_FILE}")
+    log_text, log_size, _ = _log_tail(path)
     return site.render(
         "log.html",
         request,
