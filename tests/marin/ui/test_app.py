@@ -404,3 +404,124 @@ def test_package_data_ships_every_template_and_asset():
         for f in files
         if not any(fnmatch.fnmatch(f, g) and f.count("/") == g.count("/") for g in globs["marin.ui"])
     ]
+
+
+def test_a_curation_outputs_stats_are_shown_on_its_data_and_output_pages(tmp_path):
+    from marin.execution.lazy import lower
+    from marin.execution.step_runner import StepRunner
+    from marin.experiment.curation import dedup_exact
+    from zephyr import ZephyrConfig
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "".join(json.dumps({"text": t}) + "\n" for t in ["a cat", "a dog", "a cat", "a <b>cow</b>"])
+    )
+    prefix = tmp_path / "out"
+    spec = lower(dedup_exact("curated/dedup", str(docs), zephyr=ZephyrConfig(backend="sync", quiet=True)))
+    out = StepRunner(prefix=str(prefix), progress=False).run([spec]).output_path(spec)
+    stats = json.loads((prefix / "curated" / out.rsplit("/", 1)[-1] / "stats.json").read_text())
+    assert (stats["documents_in"], stats["documents_out"]) == (4, 3)
+    rel = out[len(str(prefix)) + 1 :]
+    with TestClient(create_app(UiConfig(str(prefix)))) as c:
+        for page in (c.get(f"/data/{rel}").text, c.get(f"/output/{rel}").text):
+            heading = r'<h2 id="stats">Curation stats \(stats.json\)</h2>\s*'
+            shown = re.search(heading + r'<pre class="json">(.*?)</pre>', page, re.S)
+            assert shown, page
+            assert "&#34;documents_in&#34;: 4" in shown.group(
+                1
+            ) and "&#34;documents_out&#34;: 3" in shown.group(1)
+
+
+SLEEPS = """
+import time
+from pathlib import Path
+from marin.execution.step_spec import StepSpec
+
+def nap(path):
+    Path(path, "started").write_text("yes")
+    time.sleep(120)
+
+napper = StepSpec(name="napper", fn=nap, output_path="napper")
+"""
+
+
+def test_an_output_whose_runner_was_killed_shows_interrupted_on_its_page(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "exp.py").write_text(SLEEPS)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MARIN_PREFIX": ""},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "out" / "napper" / "started").exists():
+        assert runner.poll() is None and time.monotonic() < deadline, "the step never started"
+        time.sleep(0.05)
+    os.killpg(runner.pid, signal.SIGKILL)  # the runner and its step die without recording an end
+    runner.wait()
+    with TestClient(create_app(UiConfig(str(tmp_path / "out")))) as c:
+        assert 'data-state="INTERRUPTED"' in c.get("/", params={"state": "INTERRUPTED"}).text
+        page = c.get("/output/napper").text
+        assert '<span class="state s-INTERRUPTED">INTERRUPTED</span> napper' in page
+        assert "died before finishing" in page
+        events = re.search(r'<table class="events">.*?</table>', page, re.S).group(0)
+        assert events.count('class="state s-RUNNING"') == 1  # the attempt that never recorded its end
+
+
+def _replica_1_dies_once(path: str) -> dict:
+    """A gang step whose rank 1 is SIGKILLed on its first attempt (as a preempted node's worker dies)."""
+    import os
+    import signal
+
+    marker = os.path.join(path, "rank1-died")
+    if os.environ["RANK"] == "1" and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"rank": int(os.environ["RANK"])}
+
+
+def test_a_preemption_is_shown_in_the_output_pages_events(ray_nodes, tmp_path):
+    from fray.cluster import RayCluster, ResourceConfig
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    step = StepSpec(name="gang", fn=_replica_1_dies_once, resources=ResourceConfig.with_cpu(1, replicas=2))
+    cluster = RayCluster(max_retries=2)
+    try:
+        out = StepRunner(prefix=str(tmp_path), cluster=cluster, progress=False).run([step]).output_path(step)
+    finally:
+        cluster.shutdown()
+    preempted = json.loads((tmp_path / out.rsplit("/", 1)[-1] / ".executor_status").read_text())["events"][1][
+        "preempted"
+    ]
+    with TestClient(create_app(UiConfig(str(tmp_path)))) as c:
+        page = c.get(f"/output/{out.rsplit('/', 1)[-1]}").text
+    assert "preempted 1x" in page  # the detail line
+    assert (
+        f'<span class="preempted">preempted: lost replica 1 on node {preempted["node"]}; retry 1 of 2</span>'
+        in page
+    )
+    assert "worker or node died" in page
+
+
+def test_runs_page_draws_log_x_when_asked(pipeline_client):
+    runs = pipeline_client.get("/runs").text
+    rels = re.findall(r'class="pick-run" name="o" value="([^"]+)"', runs)
+    for logx in ("1", None):
+        params = [("o", rels[0]), ("o", rels[1])] + ([("logx", logx)] if logx else [])
+        page = pipeline_client.get("/runs", params=params).text
+        settings = json.loads(re.search(r'id="runs-settings">(.*?)</script>', page, re.S).group(1))
+        assert settings["logx"] is (logx == "1")
+        assert ('name="logx" value="1" checked' in page) is (logx == "1")
+    payload = json.loads(re.search(r'id="runs-data">(.*?)</script>', page, re.S).group(1))
+    for run in payload:  # a log axis can place every point: no step or token count of 0
+        for points in run["series"].values():
+            assert points and all(step > 0 and tokens > 0 for step, tokens, _ in points)
