@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from storage import exists, join, remove_matching, remove_tree, temp_pattern
@@ -57,7 +57,13 @@ class WriteResult:
 def execute(
     source: Source, ops: tuple, sink: Sink, config: ZephyrConfig, skip_existing: bool = False
 ) -> JobReport:
-    """Run the pipeline `source | ops | sink` to completion and report what it produced."""
+    """Run the pipeline `source | ops | sink` to completion and report what it produced.
+
+    With `skip_existing`, part files already there are kept, and each part written gets its counts
+    beside it (`zephyr.io.read_part_stats`), so that a later resumed run can total them.
+    """
+    if skip_existing and isinstance(sink, WriteSpec):
+        sink = replace(sink, part_stats=True)
     plan = build_plan(source, ops, sink)
     job_dir = join(config.spill_dir or tempfile.gettempdir(), f"zephyr-{uuid.uuid4().hex[:12]}")
     backend: Backend | None = None

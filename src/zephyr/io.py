@@ -12,14 +12,16 @@ these names, so a file is parsed, and a bad record reported, exactly as a `Datas
 """
 
 from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
-from zephyr.writers import WriteSpec, write_shard
+from zephyr.writers import PartStats, WriteSpec, read_part_stats, write_shard
 
 __all__ = [
     "BAD_RECORD_POLICIES",
+    "PartStats",
     "Position",
     "ShardStats",
     "WriteSpec",
     "infer_format",
     "read_file",
+    "read_part_stats",
     "write_shard",
 ]

@@ -93,7 +93,7 @@ def run_task(task: ShardTask) -> ShardResult:
 def _consume(task: ShardTask, records, stats: ShardStats) -> Any:
     output = task.output
     if isinstance(output, WriteSpec):
-        stats.records_out = write_shard(output, task.output_path, records)
+        stats.records_out = write_shard(output, task.output_path, records, stats)
         return task.output_path
     if isinstance(output, CollectSink):
         collected = list(records if output.limit is None else islice(records, output.limit))

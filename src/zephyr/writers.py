@@ -13,8 +13,9 @@ from itertools import islice
 
 import orjson
 
-from storage import atomic_write, join
+from storage import atomic_write, join, read_bytes, write_bytes
 from zephyr.errors import PlanError
+from zephyr.readers import ShardStats
 
 WRITE_FORMATS = {"jsonl": "jsonl", "text": "txt", "parquet": "parquet"}
 COMPRESSION_EXTENSIONS = {None: "", "gzip": ".gz", "gz": ".gz", "zstd": ".zst", "zst": ".zst"}
@@ -29,6 +30,7 @@ class WriteSpec:
     output_dir: str
     compression: str | None = None
     row_group_size: int = 65536
+    part_stats: bool = False  # beside each part, its counts (see `PartStats`); set for skip_existing writes
 
     def __post_init__(self) -> None:
         if self.format not in WRITE_FORMATS:
@@ -50,14 +52,49 @@ class WriteSpec:
         return f"write {self.extension} to {join(self.output_dir, 'part-NNNNN-of-NNNNN.' + self.extension)}"
 
 
-def write_shard(spec: WriteSpec, path: str, records: Iterable) -> int:
-    """Write the records to `path` atomically in the spec's format; return how many were written."""
+@dataclass(frozen=True)
+class PartStats:
+    """The counts of one part file, kept beside it (`part_stats_path`) when the spec asks: a write
+    resumed with skip_existing keeps the part, and these give its records and the malformed input
+    records its shard skipped, which no reading of the part could recover."""
+
+    records: int
+    bad_records: int
+
+
+def part_stats_path(path: str) -> str:
+    """Where the counts of the part file `path` are kept: a hidden name beside it."""
+    directory, _, name = path.rstrip("/").rpartition("/")
+    return join(directory or ".", f".{name}.stats")
+
+
+def read_part_stats(path: str) -> PartStats | None:
+    """The counts kept beside the part file `path`, or None when there are none (or they are garbled)."""
+    data = read_bytes(part_stats_path(path))
+    try:
+        fields = orjson.loads(data) if data else None
+        return PartStats(int(fields["records"]), int(fields["bad_records"])) if fields else None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def write_shard(spec: WriteSpec, path: str, records: Iterable, stats: ShardStats | None = None) -> int:
+    """Write the records to `path` atomically in the spec's format; return how many were written.
+
+    With `spec.part_stats`, the part's counts (records written, `stats.bad_records`) are written
+    beside it before the part appears, so a part never lacks its counts.
+    """
     with atomic_write(path) as stream:
         if spec.format == "jsonl":
-            return _write_lines(stream, _jsonl_lines(records))
-        if spec.format == "text":
-            return _write_lines(stream, _text_lines(records))
-        return _write_parquet(stream, records, spec.row_group_size)
+            count = _write_lines(stream, _jsonl_lines(records))
+        elif spec.format == "text":
+            count = _write_lines(stream, _text_lines(records))
+        else:
+            count = _write_parquet(stream, records, spec.row_group_size)
+        if spec.part_stats:
+            bad = stats.bad_records if stats is not None else 0
+            write_bytes(part_stats_path(path), orjson.dumps({"records": count, "bad_records": bad}))
+    return count
 
 
 def _write_lines(stream, lines: Iterator[bytes]) -> int:

@@ -101,7 +101,22 @@ def test_skip_existing_writes_only_the_missing_parts(tmp_path: Path):
     assert resumed.shards_skipped == 3 and resumed.records_written == 10
     assert Path(first.paths[1]).exists()
     assert Path(first.paths[2]).read_bytes() == b'{"kept": true}\n'
-    assert sorted(p.name for p in out.iterdir()) == [Path(p).name for p in first.paths]
+    assert sorted(p.name for p in out.glob("part-*")) == [Path(p).name for p in first.paths]
+
+
+def test_a_resumable_write_keeps_each_parts_counts_beside_it(tmp_path: Path):
+    from zephyr.io import PartStats, read_part_stats
+
+    lines = "".join(f'{{"id": {i}}}\n' if i % 3 else "{broken\n" for i in range(9))
+    (tmp_path / "in.jsonl").write_text(lines)
+    ds = Dataset.from_files(str(tmp_path / "in.jsonl"), bad_records="skip")
+    plain = ds.write_jsonl(str(tmp_path / "plain"), **SYNC)
+    assert read_part_stats(plain.paths[0]) is None  # only a skip_existing write keeps them
+    resumable = ds.write_jsonl(str(tmp_path / "resumable"), skip_existing=True, **SYNC)
+    assert read_part_stats(resumable.paths[0]) == PartStats(records=6, bad_records=3)
+    assert [p.name for p in (tmp_path / "resumable").iterdir() if p.name.startswith(".")] == [
+        f".{Path(resumable.paths[0]).name}.stats"
+    ]
 
 
 def test_reading_is_independent_of_chunk_boundaries(tmp_path: Path):

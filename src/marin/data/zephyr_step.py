@@ -12,9 +12,14 @@ on it from above.
 
 The step's `fn` is a module-level function bound with functools.partial to a frozen config, so it
 pickles to whatever process or Ray worker the runner places it on. A re-run after a crash resumes
-the write: finished part files are kept (skip_existing), and the artifact's `records_written`
-still counts every part file, those an earlier attempt wrote included (their records are counted
-from the files).
+the write: finished part files are kept (skip_existing), and the artifact's `records_written` and
+`bad_records` are totals over every attempt: a kept part's counts are read from the stats zephyr
+writes beside it (`zephyr.io.read_part_stats`); a part without them (written by an older zephyr)
+has its records counted from the file, and is named in `parts_without_bad_record_counts`.
+
+`inputs=` declares the raw files `build` reads, so that changing them reruns the step (see
+`marin.execution.inputs`); `adopt=True` takes an existing folder at the output path as the step's
+output (see `StepSpec`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from marin.execution.context import StepContext, current
 from marin.execution.step_spec import StepSpec
 from storage import glob, open_read, read_chunks
 from zephyr import Dataset, PlanError, ZephyrConfig
-from zephyr.io import WriteSpec
+from zephyr.io import WriteSpec, read_part_stats
 
 if TYPE_CHECKING:
     from fray.cluster import ResourceConfig
@@ -59,6 +64,8 @@ def zephyr_step(
     version: str | None = None,
     resources: ResourceConfig | None = None,
     zephyr_config: ZephyrConfig | None = None,
+    inputs: Sequence[str] = (),
+    adopt: bool = False,
 ) -> StepSpec:
     """A StepSpec that builds a Dataset with `build(current step context)` and writes it to the step's output.
 
@@ -66,6 +73,8 @@ def zephyr_step(
     format and compression join `hash_attrs` in the cache key, so editing the pipeline re-runs the
     step. `zephyr_config` (backend, workers, ...) is how it runs, not what it computes, and is not
     part of the key. The step's `.artifact.json` records the part files and record counts.
+    `inputs` (paths, globs, fsspec URLs) are the raw files `build` reads, whose contents join the
+    key; `adopt` takes an existing non-empty folder at `output_path` as the output without running.
     """
     WriteSpec(format, "unused", compression)  # fail now, at declaration, on a bad format or compression
     if not callable(build):
@@ -87,6 +96,8 @@ def zephyr_step(
         output_path=output_path,
         version=version,
         resources=resources,
+        inputs=inputs,
+        adopt=adopt,
         resumable=True,  # part files are written atomically; a rerun keeps them (skip_existing)
     )
 
@@ -109,15 +120,27 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
     else:
         result = dataset.write_jsonl(out, compression=config.compression, **options)
     prefix = context.output_path.rstrip("/") + "/"
-    resumed = [p for p in result.paths if p.rsplit("/", 1)[-1] in already]
-    earlier = sum(count_records(p, config.format) for p in resumed)
-    return {
+    earlier_records = earlier_bad = 0
+    uncounted: list[str] = []
+    for part in (p for p in result.paths if p.rsplit("/", 1)[-1] in already):
+        stats = read_part_stats(part)
+        if stats is None:  # written before zephyr kept counts: its records are in the file, its bad ones lost
+            earlier_records += count_records(part, config.format)
+            uncounted.append(part.removeprefix(prefix))
+        else:
+            earlier_records += stats.records
+            earlier_bad += stats.bad_records
+    summary: dict[str, Any] = {
         "files": [p.removeprefix(prefix) for p in result.paths],
-        "records_written": result.records_written + earlier,
+        "records_written": result.records_written + earlier_records,
         "records_written_this_attempt": result.records_written,
-        "bad_records": result.bad_records,
+        "bad_records": result.bad_records + earlier_bad,
+        "bad_records_this_attempt": result.bad_records,
         "shards_resumed": result.shards_skipped,
     }
+    if uncounted:
+        summary["parts_without_bad_record_counts"] = uncounted
+    return summary
 
 
 def _part_names(directory: str) -> set[str]:
