@@ -31,8 +31,9 @@ def output_path_of(name: str, output_path: str | None, prefix: str, key: str) ->
         return f"{prefix}/{default_output_name(name, key)}"
     relative = posixpath.normpath(output_path)
     if relative == ".":
+        spelled = "" if output_path.strip("/") == "." else " (it normalises to '.')"
         raise DagError(
-            f"step {name!r}: output_path {output_path!r} is the prefix itself ({prefix}); a step's output "
+            f"step {name!r}: output_path {output_path!r}{spelled} is the prefix itself ({prefix}); a step's output "
             "is a folder of its own inside the prefix (a rerun clears or moves it): give a subfolder such as "
             f"{name!r}"
         )

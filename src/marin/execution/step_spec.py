@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,10 +154,23 @@ def _check_relative_path(step: str, field_name: str, value: Any) -> None:
             "(set the prefix with StepRunner(prefix=...) or MARIN_PREFIX)"
         )
     parts = value.replace("\\", "/").split("/")
-    if ".." in parts or any(p == "" for p in parts[:-1]):
+    if any(p == "" for p in parts[:-1]):
         raise StepDefinitionError(
-            f"step {step!r}: {field_name} {value!r} escapes the prefix or has empty segments; "
+            f"step {step!r}: {field_name} {value!r} has empty segments; "
             "use a plain relative path such as 'tokenized/tinystories'"
+        )
+    if ".." in parts:
+        normal = posixpath.normpath("/".join(parts))
+        if normal == ".." or normal.startswith("../"):
+            raise StepDefinitionError(
+                f"step {step!r}: {field_name} {value!r} escapes the prefix (it resolves to {normal!r}, above "
+                "it); give a path inside the prefix such as 'tokenized/tinystories'"
+            )
+        if normal == "." and field_name == "output_path":
+            return  # the prefix itself: the plan refuses it, naming the prefix (see output_path_of)
+        raise StepDefinitionError(
+            f"step {step!r}: {field_name} {value!r} has '..' segments; spell it plainly"
+            + (f" as {normal!r}" if normal != "." else ", for example 'tokenized/tinystories'")
         )
 
 

@@ -72,10 +72,24 @@ def test_output_path_equal_to_the_prefix_is_a_plan_error_and_the_prefix_is_untou
     assert "'everything'" in str(err.value) and str(prefix) in str(err.value)
     with pytest.raises(DagError):
         _runner(prefix).run([StepSpec(name="dot-slash", fn=_write("x.txt"), output_path="./")])
-    with pytest.raises(StepDefinitionError) as err:
-        StepSpec(name="up", fn=_write("x.txt"), output_path="x/..")
-    assert "'x/..'" in str(err.value)
+    with pytest.raises(DagError) as err:
+        _runner(prefix).run([StepSpec(name="up", fn=_write("x.txt"), output_path="x/..")])
+    message = str(err.value)
+    assert "'up'" in message and "'x/..'" in message and str(prefix) in message
+    assert "is the prefix itself" in message and "escapes" not in message
+    assert "give a subfolder such as 'up'" in message
     assert sorted(p.name for p in prefix.iterdir()) == ["keep.txt"]
+
+
+def test_an_output_path_that_leaves_the_prefix_or_takes_a_detour_is_refused_at_declaration():
+    with pytest.raises(
+        StepDefinitionError, match=r"'x/\.\./\.\.' escapes the prefix \(it resolves to '\.\.'"
+    ):
+        StepSpec(name="up", fn=_write("x.txt"), output_path="x/../..")
+    with pytest.raises(StepDefinitionError, match=r"'x/\.\./y' has '\.\.' segments; spell it plainly as 'y'"):
+        StepSpec(name="detour", fn=_write("x.txt"), output_path="x/../y")
+    with pytest.raises(StepDefinitionError, match=r"'a//b' has empty segments"):
+        StepSpec(name="gap", fn=_write("x.txt"), output_path="a//b")
 
 
 def test_an_output_that_would_contain_recorded_outputs_is_a_plan_error(tmp_path):
