@@ -181,3 +181,44 @@ def test_the_documented_verify_and_diff_commands_run_verbatim(tmp_path):
             done.stdout,
             done.stderr,
         )
+
+
+CODE_AND_INPUTS = textwrap.dedent("""
+    from pathlib import Path
+    from marin.execution.step_spec import StepSpec
+
+    def count(path):
+        words = sum(len(Path(f).read_text().split()) for f in sorted(Path("raw").glob("*.txt")))
+        Path(path, "count.txt").write_text(str(words))
+
+    counted = StepSpec(name="counted", fn=count, inputs=("raw/*.txt",))
+""")
+
+
+def test_diff_shows_the_code_and_inputs_sections(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.txt").write_text("one two")
+    (raw / "b.txt").write_text("three")
+    (tmp_path / "exp.py").write_text(CODE_AND_INPUTS)
+    assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
+    (raw / "b.txt").write_text("three four five")  # new bytes in a declared input
+    (raw / "c.txt").write_text("six")  # and a new one
+    # and an edit to the step's code
+    (tmp_path / "exp.py").write_text(CODE_AND_INPUTS.replace("str(words)", "str(words) + '\\\\n'"))
+    assert marin("run", "exp.py", "--prefix", "out", cwd=tmp_path).returncode == 0
+
+    def by_end_time(path):
+        return json.loads((path / ".executor_info").read_text())["end_time"]
+
+    first, second = sorted((tmp_path / "out").glob("counted-*"), key=by_end_time)
+    shown = marin("diff", str(first), str(second), cwd=tmp_path)
+    assert shown.returncode == 1, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(re.match(r"^code       code fingerprint: \S+ -> \S+$", line) for line in lines), lines
+    assert any(line.startswith("inputs     inputs: raw/b.txt changed (size 5 -> 15)") for line in lines), (
+        lines
+    )
+    assert any(line.startswith("inputs     inputs: raw/c.txt added") for line in lines), lines
+    sections = json.loads(marin("diff", str(first), str(second), "--json", cwd=tmp_path).stdout)["sections"]
+    assert sections["code"] and sections["inputs"] and sections["hash_attrs"] == []

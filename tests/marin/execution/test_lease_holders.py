@@ -19,13 +19,13 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def _lease(path, *, machine, pid, heartbeat, host=HOST):
+def _lease(path, *, machine, pid, heartbeat, host=HOST, pid_start=None):
     record = {
         "token": "t",
         "host": host,
         "machine": machine,
         "pid": pid,
-        "pid_start": None,
+        "pid_start": pid_start,
         "step": "s",
         "acquired": heartbeat,
         "heartbeat": heartbeat,
@@ -78,3 +78,25 @@ def test_a_future_heartbeat_with_a_fresh_mtime_is_honoured(tmp_path):
     holder = try_acquire(str(tmp_path), "s", timeout=60)
     assert not isinstance(holder, Lease)
     assert lease_module.current_holder(str(tmp_path), 60) is not None
+
+
+def test_a_reused_pid_on_this_machine_with_another_start_time_is_not_the_holder(tmp_path):
+    import psutil
+
+    # A live process holds this pid now, but it started long after the recorded holder did: the pid
+    # was reused, and the holder it names is gone.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        started = psutil.Process(sleeper.pid).create_time()
+        _lease(tmp_path, machine=MACHINE_ID, pid=sleeper.pid, pid_start=started - 3600, heartbeat=time.time())
+        assert isinstance(try_acquire(str(tmp_path), "s", timeout=60), Lease)
+
+        # The same pid with its own start time is the live holder: the lease stays its.
+        other = tmp_path / "other"
+        other.mkdir()
+        _lease(other, machine=MACHINE_ID, pid=sleeper.pid, pid_start=started, heartbeat=time.time())
+        holder = try_acquire(str(other), "s", timeout=60)
+        assert not isinstance(holder, Lease) and holder.pid == sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()

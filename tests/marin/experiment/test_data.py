@@ -238,3 +238,69 @@ def test_a_hub_source_records_the_revision_it_resolved_from_the_local_cache(tmp_
     assert resolved_revision("org/name", None) == "c" * 40
     assert resolved_revision("org/name", "d" * 40) == "d" * 40
     assert resolved_revision("org/missing", None) is None  # offline and not cached: unknown, never a guess
+
+
+def _offline_hub_dataset(root, monkeypatch, sha: str) -> None:
+    """Make `org/tiny` a hub dataset already in the local caches (offline, as a downloaded one is):
+    its snapshot `sha` and ref in the hub cache, its prepared split in the datasets cache."""
+    import glob
+
+    import datasets
+    from datasets.packaged_modules.json.json import Json
+    from huggingface_hub import constants
+
+    hub, prepared = root / "hub", root / "datasets"
+    snapshot = hub / "datasets--org--tiny" / "snapshots" / sha / "data"
+    snapshot.mkdir(parents=True)
+    (hub / "datasets--org--tiny" / "refs").mkdir()
+    (hub / "datasets--org--tiny" / "refs" / "main").write_text(sha)
+    (snapshot / "train.jsonl").write_text(
+        "".join(f'{{"text": "Story {i}: a cat sat on a mat and looked at the sun."}}\n' for i in range(12))
+    )
+    # The datasets cache layout of a hub dataset loaded once: org___tiny/default/0.0.0/<sha>/.
+    builder = Json(
+        cache_dir=str(prepared),
+        dataset_name="tiny",
+        data_files={"train": glob.glob(f"{snapshot}/*")},
+        hash=sha,
+    )
+    builder.download_and_prepare()
+    (built,) = (prepared / "tiny").iterdir()
+    (prepared / "org___tiny").mkdir()
+    built.rename(prepared / "org___tiny" / "default")
+    for name, value in (
+        ("HF_HUB_OFFLINE", "1"),
+        ("HF_DATASETS_OFFLINE", "1"),
+        ("HF_HUB_CACHE", str(hub)),
+        ("HF_DATASETS_CACHE", str(prepared)),
+    ):
+        monkeypatch.setenv(name, value)  # for step processes
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))  # for this one, which imported them already
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", prepared)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+
+
+def test_the_resolved_hub_revision_lands_in_the_token_cache_ledger(tmp_path, monkeypatch):
+    import json
+
+    sha = "e" * 40
+    _offline_hub_dataset(tmp_path / "caches", monkeypatch, sha)
+    tok = train_tokenizer("tokenizers/hub-test", vocab_size=300, source=EMBEDDED_SOURCE, sample_count=50)
+    handle = tokenized(
+        "tokenized/hub",
+        source="org/tiny",
+        tokenizer=tok,
+        sample_count=12,
+        zephyr=ZephyrConfig(backend="sync"),
+    )
+    spec = lower(handle)
+    runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
+    assert runner.plan([spec]).of(spec).notes == ("unpinned: org/tiny",)
+    result = runner.run([spec])
+    out = result.output_path(spec)
+    with open(f"{out}/ledger.json") as f:
+        ledger = json.load(f)
+    assert ledger["source"]["resolved_revision"] == sha  # what the unpinned source resolved to
+    assert ledger["source"]["dataset"] == "org/tiny" and "revision" not in ledger["source"]  # unpinned
+    assert TokenCache.open(out).split("train").num_documents > 0
