@@ -10,7 +10,8 @@ entropy of the training tokens. A rerun after a crash resumes from the latest ch
 
 `init_from=` starts from existing weights: another train step (its handle or StepSpec, which
 becomes a dependency), a train step's output folder, a checkpoint folder, or a Hugging Face model
-folder. The source is part of the key (a step by its key, a folder by its absolute path).
+folder. The source is part of the key: a step by its key, a folder by its absolute path and the
+bytes of its files (declared as the step's inputs), so replacing the weights there reruns the step.
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ class TrainLm(TrainConfig):
         elif self.init_from is not None:
             hash_attrs["init_from"] = {"path": self.init_from}
         return StepSpec(
+            inputs=_init_weight_inputs(self.init_from) if isinstance(self.init_from, str) else (),
             name=self.name,
             fn=functools.partial(run_train_step, step_config),
             deps=deps,
@@ -223,6 +225,34 @@ def _mixture(name: str, datasets: Any) -> Mixture:
                 f"train_lm {name!r}: dataset {handle.name!r} has weight {weight!r}; every weight must be a number > 0"
             )
     return datasets if isinstance(datasets, Mixture) else Mixture(datasets)
+
+
+def _init_weight_inputs(path: str) -> tuple[str, ...]:
+    """The files of an `init_from` path, declared as the step's inputs so that their bytes are part of
+    its key: replacing the weights there reruns the step (a step source's key already covers it).
+
+    A local train step's output contributes its `checkpoints/` (the newest intact one is loaded);
+    a checkpoint or Hugging Face folder, all its files. A local folder with no files yet declares
+    none: the step then fails at run time, saying what `init_from` needs, and records nothing to
+    reuse. Elsewhere (an object store) the folder's objects, by the checksums the store reports,
+    without a listing at declaration.
+    """
+    if not storage.is_local(path):
+        return (storage.join(path, "**"),)
+    local = storage.local_path(path)
+    checkpoints = os.path.join(local, "checkpoints")
+    if _holds_files(checkpoints):
+        return (storage.join(path, "checkpoints", "**"),)
+    return (storage.join(path, "**"),) if _holds_files(local) else ()
+
+
+def _holds_files(folder: str) -> bool:
+    """Whether a local folder holds a file a `**` glob matches (not hidden), stopping at the first."""
+    for _, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        if any(not f.startswith(".") for f in files):
+            return True
+    return False
 
 
 def _init_source(name: str, init_from: Any) -> Any:

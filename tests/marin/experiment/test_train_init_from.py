@@ -150,3 +150,37 @@ def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, so
         StepRunner(prefix=str(tmp_path), progress=False).run([handle])
     with pytest.raises(TrainingConfigError, match="init_from is a int"):
         _train("checkpoints/bad", {stories_tokenized: 1.0}, init_from=3)
+
+
+def test_replacing_the_weights_at_an_init_from_path_reruns_the_step_naming_the_file(
+    stories_tokenized, source, tmp_path
+):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    _, _, source_out, _ = source
+    weights = tmp_path / "weights" / "hf"
+    shutil.copytree(f"{source_out}/hf", weights)
+    prefix = str(tmp_path / "prefix")
+    handle = _train(
+        "checkpoints/finetune", {stories_tokenized: 1.0}, init_from=str(weights), num_train_steps=1
+    )
+    StepRunner(prefix=prefix, progress=False).run([handle])
+    assert StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1].state == "cached"
+
+    tensors = load_file(str(weights / "model.safetensors"))
+    first = sorted(tensors)[0]
+    tensors[first] = tensors[first] + 1.0  # other weights of the same shapes
+    save_file(tensors, str(weights / "model.safetensors"))
+    planned = StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1]
+    assert planned.state == "run: changed"
+    assert [str(c).split(" (")[0] for c in planned.changes] == ["inputs: hf/model.safetensors changed"]
+
+
+def test_a_train_output_given_by_path_declares_its_checkpoints_as_inputs(source, stories_tokenized):
+    _, _, source_out, _ = source
+    spec = lower(_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=source_out))
+    assert spec.inputs == (f"{source_out}/checkpoints/**",)
+    spec = lower(_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=f"{source_out}/hf"))
+    assert spec.inputs == (f"{source_out}/hf/**",)
