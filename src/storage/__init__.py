@@ -36,6 +36,7 @@ from storage.paths import (
 if TYPE_CHECKING:
     from storage.atomic import create_exclusive, write_atomic
     from storage.files import (
+        REGULAR_FLAGS,
         NotRegularFile,
         append_bytes,
         download,
@@ -86,6 +87,7 @@ _LAZY = {
         "write_atomic",
     ),
     "storage.files": (
+        "REGULAR_FLAGS",
         "NotRegularFile",
         "append_bytes",
         "download",
@@ -155,6 +157,7 @@ __all__ = [
     "MAX_IN_FLIGHT",
     "NoFilesMatch",
     "NotRegularFile",
+    "REGULAR_FLAGS",
     "RecordLog",
     "absolute",
     "append_bytes",

@@ -11,6 +11,9 @@ from typing import IO
 from storage.paths import fs_and_path, is_local, local_path
 
 _FIRST_READ = 1 << 16  # records are small: usually one read
+# How a file is opened only if it is a regular file: never through a symlink in the last component,
+# and O_NONBLOCK so that opening a FIFO with no writer returns at once (fstat then refuses it).
+REGULAR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def exists(path: str) -> bool:
@@ -169,10 +172,8 @@ def open_regular_fd(path: str) -> tuple[int, os.stat_result]:
     hang a plain `open`. NotRegularFile when `path` is anything but a regular file (a symlink
     included); FileNotFoundError when it is missing.
     """
-    local = local_path(path)
     try:
-        # O_NONBLOCK: opening a FIFO with no writer returns at once (fstat then refuses it).
-        fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(local_path(path), REGULAR_FLAGS)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise NotRegularFile(path, "symlink") from None
@@ -181,7 +182,8 @@ def open_regular_fd(path: str) -> tuple[int, os.stat_result]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(path, kind_of(st.st_mode))
-        os.set_blocking(fd, True)
+        # O_NONBLOCK stays set: a regular file ignores it, and clearing it would cost two syscalls
+        # on the engine's hot path (every status read).
     except BaseException:
         os.close(fd)
         raise
