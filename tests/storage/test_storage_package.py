@@ -104,3 +104,24 @@ def test_read_range_reads_a_slice_and_stops_at_the_end(root):
     assert storage.read_range(path, 8, 20) == bytes([8, 9])
     with pytest.raises(FileNotFoundError):
         storage.read_range(storage.join(root, "missing.bin"), 0, 4)
+
+
+def test_open_regular_reads_a_regular_file_and_refuses_links_fifos_and_folders(tmp_path):
+    import os
+
+    (tmp_path / "file.txt").write_bytes(b"regular")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "file.txt")
+    os.mkfifo(tmp_path / "fifo")  # no writer: a plain open would block forever
+    (tmp_path / "folder").mkdir()
+    with storage.open_regular(str(tmp_path / "file.txt")) as f:
+        assert f.read() == b"regular"
+    for name, kind in (("link.txt", "symlink"), ("fifo", "FIFO"), ("folder", "directory")):
+        with pytest.raises(storage.NotRegularFile) as refused:
+            storage.open_regular(str(tmp_path / name))
+        assert refused.value.kind == kind and refused.value.filename == str(tmp_path / name)
+        assert refused.value.strerror == f"it is a {kind}, not a regular file"
+    with pytest.raises(FileNotFoundError):
+        storage.open_regular(str(tmp_path / "missing"))
+    storage.write_bytes("memory://open-regular/x", b"store")
+    with storage.open_regular("memory://open-regular/x") as f:  # an object store has only objects
+        assert f.read() == b"store"
