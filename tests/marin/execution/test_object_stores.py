@@ -47,7 +47,8 @@ DAG_SCRIPT = textwrap.dedent("""
     def build(layers, width):
         steps, previous = [], []
         for layer in range(layers):
-            current = [StepSpec(name=f"s{layer}x{i}", fn=work, hash_attrs={"l": layer, "i": i},
+            version = {"v": os.environ["VERSION"]} if "VERSION" in os.environ else {}
+            current = [StepSpec(name=f"s{layer}x{i}", fn=work, hash_attrs={"l": layer, "i": i, **version},
                                 deps=[previous[i], previous[(i + 1) % width]] if previous else [])
                        for i in range(width)]
             steps += current
@@ -222,15 +223,24 @@ def test_atomic_writes_are_never_seen_half_done(store):
 
 def test_marin_status_info_and_gc_on_the_store(dag):
     start, _, _, output = dag
-    _finish(start(LAYERS=1, WIDTH=2))
+    _finish(start(LAYERS=1, WIDTH=2, VERSION=1))
+    old = {n for n in storage.list_names(start.prefix) if n.startswith("s0x")}
+    _finish(start(LAYERS=1, WIDTH=2, VERSION=2))  # a second version of each name: the first is garbage
+    latest = {n for n in storage.list_names(start.prefix) if n.startswith("s0x")} - old
+    assert len(old) == len(latest) == 2
     table = _marin("status", start.prefix)
     assert "s0x0" in table and "s0x1" in table and "SUCCESS" in table
-    info = _marin("info", output("s0x0"))
+    info = _marin("info", storage.join(start.prefix, sorted(latest)[0]))
     assert "s0x0" in info
-    listed = _marin("gc", start.prefix)
-    _marin("gc", start.prefix, "--yes")
-    assert _status(output("s0x0"))["state"] == "SUCCESS"  # the latest outputs are never collected
-    assert _status(output("s0x1"))["state"] == "SUCCESS", listed
+    listed = _marin("gc", start.prefix)  # a dry run by default: lists, deletes nothing
+    assert all(name in listed for name in old) and not any(name in listed for name in latest), listed
+    assert old <= set(storage.list_names(start.prefix))
+    deleted = _marin("gc", start.prefix, "--yes")
+    assert "reclaimed" in deleted, deleted
+    remaining = set(storage.list_names(start.prefix))
+    assert not old & remaining, deleted  # the older versions are gone from the bucket
+    for name in latest:  # the latest outputs are never collected
+        assert _status(storage.join(start.prefix, name))["state"] == "SUCCESS", deleted
 
 
 def test_exclusive_create_is_the_stores_precondition_not_a_check_then_write(store, monkeypatch):
