@@ -234,3 +234,59 @@ def test_two_gpu_replicas_of_two_processes_on_one_machine_use_four_different_gpu
         cluster.shutdown()
     gpus = {rank: (tmp_path / f"rank{rank}").read_text() for rank in range(4)}
     assert sorted(gpus.values()) == ["0", "1", "2", "3"], gpus  # before: ranks 2 and 3 reused 0 and 1
+
+
+PLACING_DRIVER = """
+import functools, json, os, sys, time
+from pathlib import Path
+
+import ray
+
+from fray.cluster import RayCluster, ResourceConfig
+
+
+def note_node(folder):
+    import ray
+
+    Path(folder, os.environ["RANK"]).write_text(ray.get_runtime_context().get_node_id())
+
+
+address, folder = sys.argv[1:3]
+cluster = RayCluster(address=address, max_retries=0)
+nodes = {}
+for placement in ("PACK", "SPREAD"):
+    # Both are best effort: each is placed only once the last gang's CPUs are all free again.
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+        time.sleep(0.1)
+    where = os.path.join(folder, placement)
+    os.makedirs(where)
+    resources = ResourceConfig.with_cpu(1, replicas=2, gang_placement=placement)
+    cluster.submit(functools.partial(note_node, where), name=placement, resources=resources).result(timeout=240)
+    nodes[placement] = len({Path(where, rank).read_text() for rank in ("0", "1")})
+print(json.dumps(nodes))
+"""
+
+
+def test_a_packed_gang_shares_a_node_that_holds_both_replicas_where_a_spread_one_does_not(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ray_nodes import LocalRayCluster
+
+    # Two nodes of 2 CPUs: each could hold both 1-CPU replicas, so only the strategy tells them apart.
+    # Its own driver process: this one may be connected to the session's cluster.
+    nodes = LocalRayCluster(workers=1, cpus_per_node=2).start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PLACING_DRIVER, nodes.address, str(tmp_path)],
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+            capture_output=True,
+            text=True,
+            timeout=280,
+        )
+    finally:
+        nodes.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    assert json.loads(line) == {"SPREAD": 2, "PACK": 1}  # how many nodes the two replicas ran on
