@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -204,7 +205,9 @@ def test_a_remote_heads_job_finds_the_python_its_ray_runs_under_on_the_head(tmp_
     assert request.entrypoint().endswith('exec "$py" exp.py --n 2')
     assert request.metadata()["command"] == "<ray's python> exp.py --n 2"  # what `marin jobs list` shows
     with_pip = JobRequest(str(tmp_path / "exp.py"), str(tmp_path), pip=["lm-eval"]).entrypoint()
-    assert with_pip.startswith('py="$VIRTUAL_ENV/bin/python"; ')  # the virtualenv Ray made and activated
+    assert with_pip.startswith(
+        'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; '
+    )  # the virtualenv Ray made and activated
 
 
 WHICH_PYTHON = textwrap.dedent("""
@@ -254,6 +257,21 @@ def test_submit_with_a_decoy_python_on_path_runs_the_job_under_the_python_the_he
         "--python /path/to/bin/python" in failed.stdout
     ), failed.stdout
     assert "decoy" not in failed.stdout  # it never ran the experiment
+    # An address that looks local may be a tunnel (kubectl port-forward) to a head where this
+    # interpreter is no file: the job then takes the head's Ray interpreter.
+    from marin.submit import job_status, submit, write_logs
+
+    tunnelled = JobRequest(
+        str(project / "which.py"),
+        str(project),
+        python=str(tmp_path / "elsewhere" / "python"),
+        python_fallback=True,
+    )
+    job_id = submit(tunnelled, ray_nodes.dashboard_url)
+    logs = io.StringIO()
+    write_logs(job_id, logs, ray_nodes.dashboard_url, follow=True)
+    assert job_status(job_id, ray_nodes.dashboard_url) == "SUCCEEDED", logs.getvalue()
+    assert f"driver python: {python} psutil marin" in logs.getvalue()
 
 
 def test_only_loopback_or_own_addresses_are_local():

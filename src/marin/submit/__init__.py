@@ -3,10 +3,11 @@
 The working directory is packaged (minus the virtualenv, outputs and .git) and unpacked on the
 cluster; the experiment file runs there as `PYTHON FILE.py`, with MARIN_CLUSTER=ray so every step
 becomes a Ray task placed by its ResourceConfig. PYTHON is the submitter's own interpreter when the
-head runs on this machine, else the one the head's Ray runs its workers under, found on the head
-when the job starts (a head started from `.venv/bin/ray` has the system `python` on its PATH, without
-the venv's packages); `--python` names another. An interpreter other than the submitter's is checked
-first: one without marin installed fails the job with one line saying so. The experiment's git
+head runs on this machine (and that file is there: a local address may be a tunnel), else the one
+the head's Ray runs its workers under, found on the head when the job starts (a head started from
+`.venv/bin/ray` has the system `python` on its PATH, without the venv's packages); `--python` names
+another. The chosen interpreter is checked first: one without marin installed
+fails the job with one line saying so. The experiment's git
 state travels with the job (its metadata and $MARIN_SUBMIT_GIT, which each step's `.executor_info`
 records). ray is imported only when one of these runs.
 

@@ -87,6 +87,7 @@ def submit_command(
         pip,
         job_id,
         python=python or interpreter_for(where),
+        python_fallback=python is None,  # a "local" address may be a tunnel to another machine
         git=git_snapshot(os.path.realpath(working_dir)),
     )
     submitted = submit(request, address)

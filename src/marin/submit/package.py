@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +42,7 @@ class JobRequest:
     submission_id: str | None = None
     python: str = CLUSTER_PYTHON
     git: Mapping[str, Any] | None = None
+    python_fallback: bool = False  # the head's Ray interpreter when `python` is no file there
 
     def argv(self) -> list[str]:
         """FILE (relative to the working directory) and its arguments."""
@@ -59,10 +59,10 @@ class JobRequest:
         return [relative, *self.args]
 
     def entrypoint(self) -> str:
-        """The shell command the job runs in the unpacked working directory. An interpreter other than
-        this one (the cluster's, or `--python`) is checked first: one without marin installed fails the
-        job with one line saying so, instead of a ModuleNotFoundError deep in the experiment."""
-        return job_command(self.python, self.argv(), pip=bool(self.pip), check=self.python != sys.executable)
+        """The shell command the job runs in the unpacked working directory (see `job_command`): an
+        interpreter without marin installed fails the job with one line saying so, instead of a
+        ModuleNotFoundError deep in the experiment."""
+        return job_command(self.python, self.argv(), pip=bool(self.pip), fallback=self.python_fallback)
 
     def command(self) -> str:
         """The entrypoint as a person reads it: `PYTHON FILE ARGS` (`<ray's python>` for the cluster's)."""

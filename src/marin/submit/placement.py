@@ -71,15 +71,22 @@ def interpreter_for(address: str) -> str:
     return sys.executable if is_local_address(address) else CLUSTER_PYTHON
 
 
-def job_command(python: str, argv: list[str], *, pip: bool = False, check: bool = True) -> str:
-    """The job's shell command: `python ARGV...`. With CLUSTER_PYTHON, the interpreter is found on the
-    head (with `pip`, the virtualenv Ray made for the job's pip packages and activated). With `check`,
-    a python without marin installed ends the job with one line naming it and `--python`."""
-    if python != CLUSTER_PYTHON and not check:
+def job_command(python: str, argv: list[str], *, pip: bool = False, fallback: bool = False) -> str:
+    """The job's shell command: `python ARGV...`.
+
+    CLUSTER_PYTHON is found on the head (with `pip`, the virtualenv Ray made for the job's pip
+    packages and activated). With `fallback`, `python` is tried first and the head's Ray interpreter
+    taken when no such file is there: an address that looks local may be a tunnel to another machine
+    (`kubectl port-forward`, `ssh -L`). Unless it is this very interpreter (which runs marin) without
+    `fallback`, the job checks its interpreter first: one without marin installed ends the job with
+    one line naming it and `--python`."""
+    if python == sys.executable and not fallback:
         return shlex.join([python, *argv])
+    find_ray = 'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; ' if pip else "py=; " + _FIND_RAY_PYTHON
     if python == CLUSTER_PYTHON:
-        find = 'py="$VIRTUAL_ENV/bin/python"; ' if pip else "py=; " + _FIND_RAY_PYTHON
-        find += 'py="${py:-python}"; '
+        find = find_ray
+    elif fallback:
+        find = f'py={shlex.quote(python)}; [ -x "$py" ] || {{ {find_ray}}}; '
     else:
         find = f"py={shlex.quote(python)}; "
     why = (
@@ -87,8 +94,8 @@ def job_command(python: str, argv: list[str], *, pip: bool = False, check: bool 
         "pass --python /path/to/bin/python, an interpreter of the cluster's nodes that has marin installed"
     )
     return (
-        f'{find}"$py" -c {shlex.quote(_HAS_MARIN)} 2>/dev/null || {{ echo "{why}" >&2; exit 1; }}; '
-        f'exec "$py" {shlex.join(argv)}'
+        f'{find}py="${{py:-python}}"; "$py" -c {shlex.quote(_HAS_MARIN)} 2>/dev/null || '
+        f'{{ echo "{why}" >&2; exit 1; }}; exec "$py" {shlex.join(argv)}'
     )
 
 
