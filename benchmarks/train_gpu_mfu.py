@@ -1,19 +1,28 @@
-"""MFU of marin's trainer on one GPU: llama_150m, seq 1024, bf16 autocast, fused AdamW, torch.compile.
+"""MFU of marin's trainer on one GPU: FSDP2 bf16 (or DDP-style autocast) with a ~150M and a ~1B Llama.
 
     .venv/bin/python benchmarks/train_gpu_mfu.py            # on a CUDA machine (goal: mfu >= 0.40)
     .venv/bin/python benchmarks/train_gpu_mfu.py --smoke    # a tiny CPU run that checks the script
+
+`--parallelism fsdp` (the default) shards the model with FSDP2 `fully_shard` per block and on the
+root, as `train_lm(parallelism="fsdp")` does, on a process group of one: bf16 parameters and
+compute, fp32 gradient reduction, fp32 master weights. `--parallelism ddp` is the DDP path's bf16
+autocast over fp32 weights. `--model 150m 1b` (both by default) picks `experiments/llama.py`'s
+llama_150m (batch 32) and llama_1_4b (batch 8), seq 1024, fused AdamW, torch.compile. Without a
+CUDA device (and without --smoke) it prints the JSON with "not measured: no device" and exits 0.
 
 Data: a token cache of uniformly random ids over the Marin tokenizer's 128,256-entry vocabulary,
 written with the token cache writer (MFU does not depend on what the tokens say). MFU is
 tokens/s × `LlamaConfig.flops_per_token(seq_len)` (6·N_matmul + 12·L·H·Q·T) over the device's dense
 bf16 peak from `marin.training.metrics.CUDA_PEAK_BF16` (H100/H200: 989 TFLOP/s; override with
-MARIN_PEAK_FLOPS). The same run times a plain PyTorch loop (same model, autocast, fused AdamW,
-compile, batches already on the GPU) as the baseline. Prints one JSON object.
+MARIN_PEAK_FLOPS). The same run times a plain PyTorch loop (same model, same parallelism and
+precision, fused AdamW, compile, batches already on the GPU) as the baseline. Prints one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import os
 import statistics
@@ -23,21 +32,33 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import storage  # noqa: E402
-from experiments.llama import REFERENCE_VOCAB_SIZE, llama_150m  # noqa: E402
+from experiments.llama import REFERENCE_VOCAB_SIZE, llama_1_4b, llama_150m  # noqa: E402
 from marin.data.token_cache import token_dtype  # noqa: E402
 from marin.data.token_cache_writer import ShardWriter, write_ledger  # noqa: E402
 from marin.data.tokenize_pipeline import build_ledger  # noqa: E402
-from marin.training.config import TrainConfig
+from marin.training.config import Parallelism, TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
+from marin.training.fsdp import shard_model  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
 from marin.training.model import Llama, LlamaConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
+
+GOAL_MFU = 0.40
+# --model NAME -> (config name, config, default batch); a 1.4B model's activations at batch 8 x 1024
+# with its 128k-entry logits fit an 80 GB H100 beside its fp32 weights, gradients and AdamW state.
+MODELS = {"150m": ("llama_150m", llama_150m, 32), "1b": ("llama_1_4b", llama_1_4b, 8)}
+# --smoke: tiny stand-ins of the two, on CPU
+SMOKE_MODELS = {
+    "150m": ("smoke-150m", LlamaConfig(64, 128, 2, 4, max_seq_len=256), 2),
+    "1b": ("smoke-1b", LlamaConfig(96, 192, 3, 4, max_seq_len=256), 2),
+}
 
 
 def write_random_cache(root: str, vocab_size: int, tokens: int, seed: int = 0) -> str:
@@ -72,28 +93,122 @@ def write_random_cache(root: str, vocab_size: int, tokens: int, seed: int = 0) -
     return root
 
 
+@contextlib.contextmanager
+def group_of_one(device: torch.device):
+    """A torch.distributed group of this one process (FSDP needs one), unless one exists already."""
+    if dist.is_initialized():
+        yield
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
 def plain_loop(
-    model_config: LlamaConfig, batch: int, seq: int, steps: int, device: torch.device, compile: bool
+    model_config: LlamaConfig,
+    batch: int,
+    seq: int,
+    steps: int,
+    device: torch.device,
+    compile: bool,
+    parallelism: Parallelism,
 ) -> list[float]:
     """Seconds per step of a minimal loop with the same model and settings (no loader, no logging)."""
     torch.manual_seed(0)
+    fsdp = parallelism == Parallelism.FSDP
     model = Llama(model_config).to(device)
-    train_model = torch.compile(model) if compile else model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
-    rows = torch.randint(0, model_config.vocab_size, (steps, batch, seq + 1), device=device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-    times = []
-    for i in range(steps):
-        start = time.perf_counter()
-        with autocast:
-            logits = train_model(rows[i, :, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), rows[i, :, 1:].flatten())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
-        times.append(time.perf_counter() - start)
+    with group_of_one(device) if fsdp else contextlib.nullcontext():
+        if fsdp:
+            shard_model(model, device)  # bf16 params and compute on CUDA, as the trainer's
+        train_model = torch.compile(model) if compile else model
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
+        rows = torch.randint(0, model_config.vocab_size, (steps, batch, seq + 1), device=device)
+        autocast = torch.autocast(
+            device.type, dtype=torch.bfloat16, enabled=device.type == "cuda" and not fsdp
+        )
+        times = []
+        for i in range(steps):
+            start = time.perf_counter()
+            with autocast:
+                logits = train_model(rows[i, :, :-1])
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), rows[i, :, 1:].flatten())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss.item()
+            times.append(time.perf_counter() - start)
     return times
+
+
+def measure(
+    name: str,
+    model: LlamaConfig,
+    batch: int,
+    args: argparse.Namespace,
+    vocab: int,
+    device: str,
+    compile: bool,
+) -> dict:
+    """One model: marin's train() and the plain loop, same batch, parallelism and precision."""
+    parallelism = Parallelism(args.parallelism)
+    with tempfile.TemporaryDirectory(prefix="marin-bench-mfu-") as root:
+        cache = write_random_cache(
+            os.path.join(root, "cache"), vocab, (args.steps + 2) * batch * args.seq_len
+        )
+        config = TrainConfig(
+            model=model,
+            optimizer=AdamConfig(learning_rate=3e-4, warmup=2),
+            batch_size=batch,
+            seq_len=args.seq_len,
+            num_train_steps=args.steps,
+            eval_max_tokens=args.seq_len + 1,
+            keep_last_k=1,
+            checkpoint_every=None,
+            device=device,
+            compile=compile,
+            parallelism=parallelism,
+        )
+        summary = train(TrainJob(config, (DatasetInput("random", cache, 1.0),), os.path.join(root, "run")))
+        records = storage.read_records(os.path.join(root, "run", "metrics.jsonl"))[args.warmup :]
+    _release_memory()
+    dev = torch.device(device)
+    model_config = model.with_vocab_size(vocab)
+    plain = plain_loop(model_config, batch, args.seq_len, args.steps, dev, compile, parallelism)[
+        args.warmup :
+    ]
+    _release_memory()
+    tokens = batch * args.seq_len
+    ours_tps = tokens / statistics.median(r["step_seconds"] for r in records)
+    plain_tps = tokens / statistics.median(plain)
+    flops = model_config.flops_per_token(args.seq_len)
+    peak = peak_flops_per_device(dev)
+    mfu = ours_tps * flops / peak
+    return {
+        "model": name,
+        "parameters": model_config.num_parameters(),
+        "batch_size": batch,
+        "timed_steps": len(records),
+        "flops_per_token": flops,
+        "marin_tokens_per_s": round(ours_tps, 1),
+        "marin_mfu": round(mfu, 4),
+        "plain_pytorch_tokens_per_s": round(plain_tps, 1),
+        "plain_pytorch_mfu": round(plain_tps * flops / peak, 4),
+        "ratio": round(ours_tps / plain_tps, 4),
+        "meets_goal": None if args.smoke else mfu >= GOAL_MFU,
+        "data_wait_fraction": round(summary["data_wait_fraction"], 6),
+        "final_loss": summary["final_loss"],
+    }
+
+
+def _release_memory() -> None:
+    """Free the last run's GPU memory and compiled graphs before the next one."""
+    gc.collect()
+    torch._dynamo.reset()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def main() -> None:
@@ -101,74 +216,64 @@ def main() -> None:
     parser.add_argument(
         "--smoke", action="store_true", help="tiny CPU run: checks the script, measures nothing"
     )
+    parser.add_argument("--parallelism", choices=[p.value for p in Parallelism], default="fsdp")
+    parser.add_argument("--model", nargs="+", choices=sorted(MODELS), default=["150m", "1b"])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument(
         "--warmup", type=int, default=10, help="untimed first steps (compilation, autotuning)"
     )
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 32 for 150m, 8 for 1b")
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
+    out = {
+        "benchmark": "train_gpu_mfu",
+        "smoke": args.smoke,
+        "parallelism": args.parallelism,
+        "precision": (
+            "bf16 parameters and compute, fp32 gradient reduction and master weights (FSDP2 MixedPrecisionPolicy)"
+            if args.parallelism == "fsdp"
+            else "bf16 autocast over fp32 weights"
+        ),
+        "goal_mfu": GOAL_MFU,
+    }
     if args.smoke:
-        model, vocab, device = LlamaConfig(64, 128, 2, 4, max_seq_len=256), 1024, "cpu"
-        args.steps, args.warmup, args.batch_size, args.seq_len, compile = 4, 1, 2, 128, False
-    else:
-        if not torch.cuda.is_available():
-            sys.exit("train_gpu_mfu.py needs a CUDA device; use --smoke to check it on CPU")
-        model, vocab, device, compile = llama_150m, REFERENCE_VOCAB_SIZE, "cuda", not args.no_compile
-        torch.backends.cuda.matmul.allow_tf32 = True
-    with tempfile.TemporaryDirectory(prefix="marin-bench-mfu-") as root:
-        cache = write_random_cache(
-            os.path.join(root, "cache"), vocab, (args.steps + 2) * args.batch_size * args.seq_len
-        )
-        config = TrainConfig(
-            model=model,
-            optimizer=AdamConfig(learning_rate=3e-4, warmup=2),
-            batch_size=args.batch_size,
-            seq_len=args.seq_len,
-            num_train_steps=args.steps,
-            eval_max_tokens=args.seq_len + 1,
-            keep_last_k=1,
-            device=device,
-            compile=compile,
-        )
-        summary = train(TrainJob(config, (DatasetInput("random", cache, 1.0),), os.path.join(root, "run")))
-        records = storage.read_records(os.path.join(root, "run", "metrics.jsonl"))[args.warmup :]
-    dev = torch.device(device)
-    model_config = model.with_vocab_size(vocab)
-    plain = plain_loop(model_config, args.batch_size, args.seq_len, args.steps, dev, compile)[args.warmup :]
-    tokens = args.batch_size * args.seq_len
-    ours_tps = tokens / statistics.median(r["step_seconds"] for r in records)
-    plain_tps = tokens / statistics.median(plain)
-    flops = model_config.flops_per_token(args.seq_len)
-    peak = peak_flops_per_device(dev)
-    print(
-        json.dumps(
+        models, vocab, device, compile = SMOKE_MODELS, 1024, "cpu", False
+        args.steps, args.warmup, args.seq_len = 4, 1, 128
+        out["precision"] = "fp32 (CPU)"
+    elif not torch.cuda.is_available():
+        out.update(
             {
-                "benchmark": "train_gpu_mfu",
-                "smoke": args.smoke,
-                "device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-                "model": "llama_150m" if not args.smoke else "smoke",
-                "vocab_size": vocab,
-                "batch_size": args.batch_size,
-                "seq_len": args.seq_len,
-                "compile": compile,
-                "timed_steps": len(records),
-                "flops_per_token": flops,
-                "peak_flops": peak,
-                "marin_tokens_per_s": round(ours_tps, 1),
-                "marin_mfu": round(ours_tps * flops / peak, 4),
-                "plain_pytorch_tokens_per_s": round(plain_tps, 1),
-                "plain_pytorch_mfu": round(plain_tps * flops / peak, 4),
-                "ratio": round(ours_tps / plain_tps, 4),
-                "goal_mfu": 0.40,
-                "meets_goal": None if args.smoke else ours_tps * flops / peak >= 0.40,
+                "device": "none",
+                "note": "not measured: no device (needs a CUDA GPU; --smoke checks the script on CPU)",
+                "models": {MODELS[m][0]: None for m in args.model},
+                "meets_goal": None,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
-                "data_wait_fraction": round(summary["data_wait_fraction"], 6),
-                "final_loss": summary["final_loss"],
             }
         )
+        print(json.dumps(out))
+        return
+    else:
+        models, vocab, device, compile = MODELS, REFERENCE_VOCAB_SIZE, "cuda", not args.no_compile
+        torch.backends.cuda.matmul.allow_tf32 = True
+    results = {}
+    for key in args.model:
+        name, model, batch = models[key]
+        results[name] = measure(name, model, args.batch_size or batch, args, vocab, device, compile)
+    verdicts = [r["meets_goal"] for r in results.values()]
+    out.update(
+        {
+            "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+            "vocab_size": vocab,
+            "seq_len": args.seq_len,
+            "compile": compile,
+            "peak_flops": peak_flops_per_device(torch.device(device)),
+            "models": results,
+            "meets_goal": None if args.smoke else all(verdicts),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }
     )
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -22,16 +22,23 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
-def ray_nodes():
-    """A running head + worker node; RAY_ADDRESS points at the head while it lives."""
+def ray_nodes(tmp_path_factory):
+    """A running head + worker node; RAY_ADDRESS points at the head while it lives. The nodes' `python`
+    on PATH is a decoy that fails (see ray_nodes.decoy_python_dir): nothing run there may rely on it."""
     import ray
-    from ray_nodes import HEAD_LABELS, WORKER_LABELS, LocalRayCluster
+    from ray_nodes import HEAD_LABELS, WORKER_LABELS, LocalRayCluster, decoy_python_dir
 
     if ray.is_initialized():
         ray.shutdown()
     saved = {name: os.environ.get(name) for name in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
+    decoy = decoy_python_dir(str(tmp_path_factory.mktemp("decoy-bin")))
     nodes = LocalRayCluster(
-        workers=1, cpus_per_node=1, dashboard=True, head_labels=HEAD_LABELS, worker_labels=WORKER_LABELS
+        workers=1,
+        cpus_per_node=1,
+        dashboard=True,
+        head_labels=HEAD_LABELS,
+        worker_labels=WORKER_LABELS,
+        path=os.pathsep.join([decoy, os.environ.get("PATH", "")]),
     ).start()
     os.environ["RAY_ADDRESS"] = nodes.address
     try:

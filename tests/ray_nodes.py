@@ -51,6 +51,18 @@ def ensure_auth_token() -> None:
         subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def decoy_python_dir(folder: str) -> str:
+    """`folder`, holding a `python` and a `python3` that are not this environment's: each prints that
+    it is a decoy and exits 1 (a node's PATH as on a machine whose system python lacks the packages)."""
+    os.makedirs(folder, exist_ok=True)
+    for name in ("python", "python3"):
+        script = os.path.join(folder, name)
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\necho "decoy $0: not the environment\'s python" >&2\nexit 1\n')
+        os.chmod(script, 0o755)
+    return folder
+
+
 def _node_ports() -> list[str]:
     return [
         f"--node-manager-port={free_port()}",
@@ -81,6 +93,9 @@ class LocalRayCluster:
     head_resources: dict[str, float] = field(default_factory=dict)
     head_labels: dict[str, str] = field(default_factory=dict)
     worker_labels: dict[str, str] = field(default_factory=dict)
+    path: str | None = (
+        None  # the nodes' PATH (default: this process's, as for `.venv/bin/ray start` in a shell)
+    )
     address: str = ""
     dashboard_url: str = ""
     temp_dir: str = ""
@@ -139,9 +154,9 @@ class LocalRayCluster:
         return self
 
     def _run(self, cmd: list[str]) -> None:
-        # The nodes' `python` is this environment's, as a cluster image's would be (a job's entrypoint
-        # runs `python ...`).
-        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+        # As docs/clusters.md starts nodes: `RAY_AUTH_MODE=token .venv/bin/ray start ...`, the venv not
+        # activated, so the nodes' `python` on PATH is whatever the shell's is, not the venv's.
+        path = os.environ.get("PATH", "") if self.path is None else self.path
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", PATH=path)
         env.pop("RAY_ADDRESS", None)
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)

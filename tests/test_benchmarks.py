@@ -46,3 +46,33 @@ def test_the_readme_benchmark_command_writes_every_figure_with_load_and_goal():
     chain = report["benchmarks"]["execution_chain"]["result"]
     assert chain["fresh_interpreter_per_run"] and chain["cold_chain_local_cluster_s"] > 0
     assert chain["plain_loop_s"] > 0 and chain["ratio_local_vs_plain_loop"] > 0
+
+
+def test_the_gpu_mfu_benchmark_checks_fsdp_on_both_model_sizes_in_its_cpu_smoke_mode():
+    import sys
+
+    script = str(ROOT / "benchmarks" / "train_gpu_mfu.py")
+    done = subprocess.run(
+        [sys.executable, script, "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True
+    )
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["benchmark"], result["smoke"], result["parallelism"]) == ("train_gpu_mfu", True, "fsdp")
+    assert set(result["models"]) == {"smoke-150m", "smoke-1b"} and result["meets_goal"] is None
+    small, large = result["models"]["smoke-150m"], result["models"]["smoke-1b"]
+    assert small["parameters"] < large["parameters"]
+    for figures in (small, large):
+        assert figures["marin_tokens_per_s"] > 0 and figures["plain_pytorch_tokens_per_s"] > 0
+        assert figures["ratio"] > 0 and 0 < figures["marin_mfu"] < 1 and figures["meets_goal"] is None
+    assert len(result["load_average"]) == 3
+    if not _has_cuda():  # the full run here: a line saying so, not a traceback
+        done = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        full = json.loads(done.stdout.splitlines()[-1])
+        assert full["note"].startswith("not measured: no device") and full["meets_goal"] is None
+        assert full["models"] == {"llama_150m": None, "llama_1_4b": None}
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

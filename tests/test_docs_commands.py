@@ -38,7 +38,7 @@ NEEDS_K8S = "needs a Kubernetes cluster with the KubeRay operator"
 
 CANNOT_RUN_HERE: dict[str, str] = {
     ".venv/bin/ray start --head --port=6379 --dashboard-host=0.0.0.0 --num-cpus=8": "the three-machine walkthrough's head; tests/ray_nodes.py starts heads on loopback instead",
-    ".venv/bin/ray start --address=HEAD_IP:6379 --num-cpus=8": "joins a second machine to a head at HEAD_IP; tests/ray_nodes.py joins local worker nodes instead",
+    "RAY_AUTH_MODE=token .venv/bin/ray start --address=HEAD_IP:6379 --num-cpus=8": "joins a second machine to a head at HEAD_IP; tests/ray_nodes.py joins local worker nodes instead",
     ".venv/bin/marin submit --address http://HEAD_IP:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py": "needs a multi-machine cluster and a bucket; tests/test_readme_ray_commands.py submits to a local head",
     ".venv/bin/marin jobs list --address http://HEAD_IP:8265": "needs the three-machine cluster; tests/test_readme_ray_commands.py lists jobs on a local head",
     "bash scripts/test.sh": "it is the test run itself",

@@ -124,7 +124,8 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         assert follow.returncode == 0, follow.stderr
         # The job's interpreter is the venv's (the head's PATH has none), so its packages import.
         entry = re.search(
-            rf"Running entrypoint for job {job_id}: (\S+) experiments/tutorials/demo.py", follow.stdout
+            rf"Running entrypoint for job {job_id}: py=(\S+); .* exec \"\$py\" experiments/tutorials/demo.py",
+            follow.stdout,
         )
         assert entry and Path(entry.group(1)).samefile(project / ".venv" / "bin" / "python"), follow.stdout[
             -3000:

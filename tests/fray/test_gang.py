@@ -187,3 +187,106 @@ def test_the_rendezvous_store_listens_on_the_masters_address_not_every_interface
         ]  # MASTER_ADDR of a local gang; torch's default is '*'
     finally:
         cluster.shutdown()
+
+
+def test_inner_processes_of_a_replica_count_their_local_ranks_on_from_the_replicas(monkeypatch):
+    from fray.cluster.gang import local_rank_envs
+
+    def ranks(envs):
+        keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+        return [tuple(int(e[k]) for k in keys) for e in envs]
+
+    assert ranks(local_rank_envs(2)) == [(0, 2, 0, 2), (1, 2, 1, 2)]
+    # Replica 1 of a 2-replica gang on one machine (a LocalCluster's): local rank 1 of 2.
+    outer = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    for key, value in {**outer, "MASTER_ADDR": "10.0.0.2", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(key, value)
+    joined = local_rank_envs(2, join_outer_group=True)
+    assert ranks(joined) == [(2, 4, 2, 4), (3, 4, 3, 4)]  # not local ranks 0 and 1: replica 0's
+    assert {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in joined} == {("10.0.0.2", "29500")}
+    assert ranks(local_rank_envs(2)) == [(0, 2, 0, 2), (1, 2, 1, 2)]  # a group of its own
+
+
+def _note_my_gpu(folder: str) -> None:
+    """Write the GPU this process would use (torch.cuda.set_device(LOCAL_RANK)) under its global rank."""
+    visible = os.environ["CUDA_VISIBLE_DEVICES"].split(",")
+    with open(os.path.join(folder, f"rank{os.environ['RANK']}"), "w") as f:
+        f.write(visible[int(os.environ["LOCAL_RANK"])])
+
+
+def _two_processes_noting_their_gpus(folder: str) -> None:
+    from fray.cluster import run_as_local_gang
+
+    run_as_local_gang(functools.partial(_note_my_gpu, folder), 2, join_outer_group=True)
+
+
+def test_two_gpu_replicas_of_two_processes_on_one_machine_use_four_different_gpus(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the cluster hands out GPUs 0-3
+    cluster = LocalCluster(cpu=2, gpus=4)  # no GPU needed: each process only reads its environment
+    try:
+        future = cluster.submit(
+            functools.partial(_two_processes_noting_their_gpus, str(tmp_path)),
+            name="gpu-gang",
+            resources=ResourceConfig.with_gpu("auto", 2, cpu=1, replicas=2),
+        )
+        future.result(timeout=240)
+    finally:
+        cluster.shutdown()
+    gpus = {rank: (tmp_path / f"rank{rank}").read_text() for rank in range(4)}
+    assert sorted(gpus.values()) == ["0", "1", "2", "3"], gpus  # before: ranks 2 and 3 reused 0 and 1
+
+
+PLACING_DRIVER = """
+import functools, json, os, sys, time
+from pathlib import Path
+
+import ray
+
+from fray.cluster import RayCluster, ResourceConfig
+
+
+def note_node(folder):
+    import ray
+
+    Path(folder, os.environ["RANK"]).write_text(ray.get_runtime_context().get_node_id())
+
+
+address, folder = sys.argv[1:3]
+cluster = RayCluster(address=address, max_retries=0)
+nodes = {}
+for placement in ("PACK", "SPREAD"):
+    # Both are best effort: each is placed only once the last gang's CPUs are all free again.
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"]:
+        time.sleep(0.1)
+    where = os.path.join(folder, placement)
+    os.makedirs(where)
+    resources = ResourceConfig.with_cpu(1, replicas=2, gang_placement=placement)
+    cluster.submit(functools.partial(note_node, where), name=placement, resources=resources).result(timeout=240)
+    nodes[placement] = len({Path(where, rank).read_text() for rank in ("0", "1")})
+print(json.dumps(nodes))
+"""
+
+
+def test_a_packed_gang_shares_a_node_that_holds_both_replicas_where_a_spread_one_does_not(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ray_nodes import LocalRayCluster
+
+    # Two nodes of 2 CPUs: each could hold both 1-CPU replicas, so only the strategy tells them apart.
+    # Its own driver process: this one may be connected to the session's cluster.
+    nodes = LocalRayCluster(workers=1, cpus_per_node=2).start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PLACING_DRIVER, nodes.address, str(tmp_path)],
+            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+            capture_output=True,
+            text=True,
+            timeout=280,
+        )
+    finally:
+        nodes.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    assert json.loads(line) == {"SPREAD": 2, "PACK": 1}  # how many nodes the two replicas ran on

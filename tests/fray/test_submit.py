@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -11,7 +12,15 @@ import textwrap
 import pytest
 
 from marin.execution.run_provenance import git_state
-from marin.submit import JobRequest, SubmitError, git_snapshot, is_local_address, resolve_prefix
+from marin.submit import (
+    CLUSTER_PYTHON,
+    JobRequest,
+    SubmitError,
+    git_snapshot,
+    interpreter_for,
+    is_local_address,
+    resolve_prefix,
+)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,9 +57,13 @@ def test_request_packages_the_working_directory_without_venv_outputs_or_git(tmp_
     (tmp_path / "src").mkdir()
     (tmp_path / "exp.py").write_text("print(1)")
     request = JobRequest(
-        str(tmp_path / "exp.py"), str(tmp_path), ["--lr", "3e-4"], prefix="gs://bucket/marin"
+        str(tmp_path / "exp.py"),
+        str(tmp_path),
+        ["--lr", "3e-4"],
+        prefix="gs://bucket/marin",
+        python=sys.executable,
     )
-    assert request.entrypoint() == "python exp.py --lr 3e-4"
+    assert request.entrypoint() == f"{sys.executable} exp.py --lr 3e-4"
     env = request.runtime_env()
     assert env["working_dir"] == os.path.realpath(tmp_path)
     assert {".venv", ".git", "marin-outputs"} <= set(env["excludes"])
@@ -181,6 +194,84 @@ def test_git_snapshot_records_commit_and_uncommitted_diff_and_git_state_reads_it
     monkeypatch.setenv("MARIN_SUBMIT_GIT", request.runtime_env()["env_vars"]["MARIN_SUBMIT_GIT"])
     state = git_state(lambda: None)
     assert state["experiment"]["commit"] == snap["commit"] and state["experiment"]["diff"] == snap["diff"]
+
+
+def test_a_remote_heads_job_finds_the_python_its_ray_runs_under_on_the_head(tmp_path):
+    (tmp_path / "exp.py").write_text("")
+    assert interpreter_for("http://127.0.0.1:8265") == sys.executable
+    assert interpreter_for("http://203.0.113.7:8265") == CLUSTER_PYTHON  # TEST-NET-3: never this machine's
+    request = JobRequest(str(tmp_path / "exp.py"), str(tmp_path), ["--n", "2"])
+    assert request.python == CLUSTER_PYTHON and "--python_worker_command=" in request.entrypoint()
+    assert request.entrypoint().endswith('exec "$py" exp.py --n 2')
+    assert request.metadata()["command"] == "<ray's python> exp.py --n 2"  # what `marin jobs list` shows
+    with_pip = JobRequest(str(tmp_path / "exp.py"), str(tmp_path), pip=["lm-eval"]).entrypoint()
+    assert with_pip.startswith(
+        'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; '
+    )  # the virtualenv Ray made and activated
+
+
+WHICH_PYTHON = textwrap.dedent("""
+    import sys
+
+    import psutil  # a dependency of marin's: the module the bare `python` of a head lacked
+
+    import marin
+
+    print("driver python:", sys.executable, psutil.__name__, marin.__name__)
+""")
+
+
+def test_submit_with_a_decoy_python_on_path_runs_the_job_under_the_python_the_heads_ray_runs(
+    ray_nodes, tmp_path
+):
+    from ray_nodes import decoy_python_dir
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "which.py").write_text(WHICH_PYTHON)
+    decoy = decoy_python_dir(str(tmp_path / "bin"))  # the head's nodes have one too (tests/conftest.py)
+    env = {**os.environ, "MARIN_CLUSTER": "", "PATH": os.pathsep.join([decoy, os.environ["PATH"]])}
+
+    def submit(python: str) -> subprocess.CompletedProcess:
+        args = ["submit", "--address", ray_nodes.dashboard_url, "--prefix", str(tmp_path / "out")]
+        return subprocess.run(
+            [*MARIN, *args, "--python", python, "--follow", "which.py"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=200,
+        )
+
+    # `cluster`, what a head on another machine gets: the interpreter that ran `ray start` there.
+    done = submit(CLUSTER_PYTHON)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("driver python:")]
+    python = line.split()[2]
+    assert os.path.dirname(python) == os.path.dirname(sys.executable) and "psutil marin" in line  # the venv's
+    # The head's bare `python` (the bug this replaces) is the decoy: the job fails with one clear line.
+    failed = submit("python")
+    assert failed.returncode == 1 and "SUCCEEDED" not in failed.stderr
+    assert (
+        "marin submit: the job's python (python) cannot import an installed marin on this node; pass "
+        "--python /path/to/bin/python" in failed.stdout
+    ), failed.stdout
+    assert "decoy" not in failed.stdout  # it never ran the experiment
+    # An address that looks local may be a tunnel (kubectl port-forward) to a head where this
+    # interpreter is no file: the job then takes the head's Ray interpreter.
+    from marin.submit import job_status, submit, write_logs
+
+    tunnelled = JobRequest(
+        str(project / "which.py"),
+        str(project),
+        python=str(tmp_path / "elsewhere" / "python"),
+        python_fallback=True,
+    )
+    job_id = submit(tunnelled, ray_nodes.dashboard_url)
+    logs = io.StringIO()
+    write_logs(job_id, logs, ray_nodes.dashboard_url, follow=True)
+    assert job_status(job_id, ray_nodes.dashboard_url) == "SUCCEEDED", logs.getvalue()
+    assert f"driver python: {python} psutil marin" in logs.getvalue()
 
 
 def test_only_loopback_or_own_addresses_are_local():

@@ -41,6 +41,7 @@ from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig
 
 _TASK_FILE = "task.pkl"
 _LAUNCHER_PID = "FRAY_GANG_LAUNCHER_PID"  # a local replica watches this pid, not whatever parent it has now
+_INDEX = "FRAY_GANG_INDEX"  # a local process's index among its launcher's (its outcome file's name)
 T = TypeVar("T")
 GRACE_S = 5.0  # how long the other replicas of a failed gang get to report their own errors
 _PEER_LOSS_MARKS = (
@@ -178,21 +179,33 @@ def run_as_local_gang(task: Callable[[], T], processes: int, *, join_outer_group
 
 
 def local_rank_envs(processes: int, *, join_outer_group: bool = False) -> list[dict[str, str]]:
-    """The torchrun variables of each of `processes` local processes (see `run_as_local_gang`)."""
+    """The torchrun variables of each of `processes` local processes (see `run_as_local_gang`).
+
+    Joining an outer group, local ranks count on from the replica's own: a replica with LOCAL_RANK l of
+    LOCAL_WORLD_SIZE L gives its processes local ranks l x processes + i of L x processes, so two
+    replicas of a gang on one machine (a LocalCluster's) index different GPUs of the
+    CUDA_VISIBLE_DEVICES they share, as torchrun's processes of one node do. A Ray replica sees only
+    its own GPUs (Ray sets CUDA_VISIBLE_DEVICES per task) and has LOCAL_RANK 0 of 1."""
     outer_rank, outer_world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    outer_local = int(os.environ.get("LOCAL_RANK", "0"))
+    outer_local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     if join_outer_group and outer_world > 1:
         address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     else:
         outer_rank, outer_world, address, port = 0, 1, "127.0.0.1", free_port()
+        outer_local, outer_local_world = 0, 1
     return [
-        rank_env(
-            outer_rank * processes + local,
-            outer_world * processes,
-            address,
-            port,
-            local_rank=local,
-            local_world_size=processes,
-        )
+        {
+            **rank_env(
+                outer_rank * processes + local,
+                outer_world * processes,
+                address,
+                port,
+                local_rank=outer_local * processes + local,
+                local_world_size=outer_local_world * processes,
+            ),
+            _INDEX: str(local),
+        }
         for local in range(processes)
     ]
 
@@ -287,9 +300,7 @@ def _replica_main(folder: str) -> None:
     with open(os.path.join(folder, _TASK_FILE), "rb") as f:
         sys_path, payload = pickle.load(f)
     sys.path.extend(p for p in sys_path if p not in sys.path)
-    rank = int(
-        os.environ["LOCAL_RANK"]
-    )  # outcomes are named by local rank: a joined group's ranks may not start at 0
+    rank = int(os.environ.pop(_INDEX))  # a joined group's ranks and local ranks may not start at 0
     try:
         outcome: tuple[str, Any] = ("ok", cloudpickle.loads(payload)())
     except BaseException as exc:  # noqa: BLE001 - the launcher raises it

@@ -57,7 +57,10 @@ def _one_line_errors(command):
     "--python",
     "python",
     default=None,
-    help="The job's interpreter (default: this one for a head on this machine, else `python`).",
+    help=(
+        "The job's interpreter on the head: a path, or `cluster` for the one its Ray runs under, found "
+        "there (default: this one for a head on this machine, else `cluster`)."
+    ),
 )
 @_one_line_errors
 def submit_command(
@@ -84,6 +87,7 @@ def submit_command(
         pip,
         job_id,
         python=python or interpreter_for(where),
+        python_fallback=python is None,  # a "local" address may be a tunnel to another machine
         git=git_snapshot(os.path.realpath(working_dir)),
     )
     submitted = submit(request, address)

@@ -30,13 +30,15 @@ def job_status(job_id: str, address: str | None = None) -> str:
 
 
 def list_jobs(address: str | None = None) -> list[dict[str, Any]]:
-    """Every job the cluster knows, oldest first: id, status, entrypoint, start time and message."""
+    """Every job the cluster knows, oldest first: id, status, entrypoint (a `marin submit` job's
+    `command`), start time and message."""
     jobs = _client(address).list_jobs()
     rows = [
         {
             "id": job.submission_id or job.job_id,
             "status": str(job.status.value),
-            "entrypoint": job.entrypoint,
+            # marin's own jobs as `PYTHON FILE ARGS`, not the shell that finds PYTHON on the head
+            "entrypoint": (job.metadata or {}).get("command") or job.entrypoint,
             "start_time": job.start_time,
             "message": job.message or "",
         }

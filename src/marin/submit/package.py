@@ -13,6 +13,7 @@ from typing import Any
 
 from marin.execution.run_provenance import SUBMITTED_GIT_ENV as GIT_ENV
 from marin.submit.client import SubmitError
+from marin.submit.placement import CLUSTER_PYTHON, job_command
 
 _MAX_DIFF_CHARS = 64 * 1024  # one environment variable must stay well under Linux's 128 KiB
 DEFAULT_EXCLUDES = (
@@ -39,11 +40,12 @@ class JobRequest:
     excludes: Sequence[str] = ()
     pip: Sequence[str] = ()
     submission_id: str | None = None
-    python: str = "python"
+    python: str = CLUSTER_PYTHON
     git: Mapping[str, Any] | None = None
+    python_fallback: bool = False  # the head's Ray interpreter when `python` is no file there
 
-    def entrypoint(self) -> str:
-        """The shell command the job runs, relative to the unpacked working directory."""
+    def argv(self) -> list[str]:
+        """FILE (relative to the working directory) and its arguments."""
         working = os.path.realpath(self.working_dir)
         target = os.path.realpath(self.file)
         if not os.path.isfile(target):
@@ -54,7 +56,18 @@ class JobRequest:
                 f"{self.file} is outside the working directory {working}; run `marin submit` from the "
                 "project root or pass --working-dir"
             )
-        return shlex.join([self.python, relative, *self.args])
+        return [relative, *self.args]
+
+    def entrypoint(self) -> str:
+        """The shell command the job runs in the unpacked working directory (see `job_command`): an
+        interpreter without marin installed fails the job with one line saying so, instead of a
+        ModuleNotFoundError deep in the experiment."""
+        return job_command(self.python, self.argv(), pip=bool(self.pip), fallback=self.python_fallback)
+
+    def command(self) -> str:
+        """The entrypoint as a person reads it: `PYTHON FILE ARGS` (`<ray's python>` for the cluster's)."""
+        python = "<ray's python>" if self.python == CLUSTER_PYTHON else shlex.quote(self.python)
+        return f"{python} {shlex.join(self.argv())}"
 
     def runtime_env(self) -> dict[str, Any]:
         """The Ray runtime_env: the packaged working directory, its src/ on the path, and env vars."""
@@ -78,7 +91,7 @@ class JobRequest:
 
     def metadata(self) -> dict[str, str]:
         """The job's Ray metadata (strings only): who submitted what, at which git state."""
-        out = {"submitted_by": "marin submit", "file": self.file}
+        out = {"submitted_by": "marin submit", "file": self.file, "command": self.command()}
         if self.git is not None:
             out.update(
                 {f"git_{k}": str(v) for k, v in self.git.items() if k in ("commit", "dirty", "diff_sha256")}

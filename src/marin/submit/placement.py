@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
+import shlex
 import socket
 import sys
 import urllib.parse
@@ -49,9 +50,53 @@ def _own_addresses() -> frozenset[str]:
     return frozenset(a.address.split("%")[0] for addrs in psutil.net_if_addrs().values() for a in addrs)
 
 
+CLUSTER_PYTHON = "cluster"  # `--python cluster`: the interpreter the head's Ray runs its workers under
+
+# POSIX sh, run by the job's shell on the head. Its parent is Ray's JobSupervisor, a Ray worker whose
+# parent is the node's raylet, started with `--python_worker_command=PYTHON setup_worker.py ...`:
+# PYTHON is the interpreter that ran `ray start` there (a venv's, or the image's). The supervisor's
+# own /proc/PID/exe is no use: a venv's python is a symlink to the base interpreter, which lacks the
+# venv's packages, and Ray overwrites the supervisor's command line with its process title.
+_FIND_RAY_PYTHON = (
+    'p=$PPID; while [ -z "$py" ] && [ "$p" -gt 1 ] 2>/dev/null; do '
+    "py=$(tr '\\0' '\\n' </proc/$p/cmdline 2>/dev/null | sed -n 's/^--python_worker_command=\\([^ ]*\\).*/\\1/p'); "
+    "p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null); done; "
+)
+_HAS_MARIN = "import importlib.metadata as m; m.distribution('marin')"
+
+
 def interpreter_for(address: str) -> str:
-    """The interpreter the job's entrypoint runs: this one for a head on this machine, else `python`."""
-    return sys.executable if is_local_address(address) else "python"
+    """The job's interpreter: this one for a head on this machine, else CLUSTER_PYTHON (the one the
+    head's Ray runs under, found on the head when the job starts)."""
+    return sys.executable if is_local_address(address) else CLUSTER_PYTHON
+
+
+def job_command(python: str, argv: list[str], *, pip: bool = False, fallback: bool = False) -> str:
+    """The job's shell command: `python ARGV...`.
+
+    CLUSTER_PYTHON is found on the head (with `pip`, the virtualenv Ray made for the job's pip
+    packages and activated). With `fallback`, `python` is tried first and the head's Ray interpreter
+    taken when no such file is there: an address that looks local may be a tunnel to another machine
+    (`kubectl port-forward`, `ssh -L`). Unless it is this very interpreter (which runs marin) without
+    `fallback`, the job checks its interpreter first: one without marin installed ends the job with
+    one line naming it and `--python`."""
+    if python == sys.executable and not fallback:
+        return shlex.join([python, *argv])
+    find_ray = 'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; ' if pip else "py=; " + _FIND_RAY_PYTHON
+    if python == CLUSTER_PYTHON:
+        find = find_ray
+    elif fallback:
+        find = f'py={shlex.quote(python)}; [ -x "$py" ] || {{ {find_ray}}}; '
+    else:
+        find = f"py={shlex.quote(python)}; "
+    why = (
+        "marin submit: the job's python ($py) cannot import an installed marin on this node; "
+        "pass --python /path/to/bin/python, an interpreter of the cluster's nodes that has marin installed"
+    )
+    return (
+        f'{find}py="${{py:-python}}"; "$py" -c {shlex.quote(_HAS_MARIN)} 2>/dev/null || '
+        f'{{ echo "{why}" >&2; exit 1; }}; exec "$py" {shlex.join(argv)}'
+    )
 
 
 def count_machines(address: str | None) -> int:

@@ -152,6 +152,35 @@ def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_token
     assert set(again.outcomes.values()) == {"cached"}
 
 
+@pytest.mark.parametrize("parallelism", ["ddp", "fsdp"])
+def test_a_two_replica_train_lm_runs_as_one_gang_and_records_world_size_parallelism_and_accumulation(
+    stories_tokenized, tmp_path, parallelism
+):
+    model = _nano(
+        {stories_tokenized: 1.0},
+        seq_len=256,
+        batch_size=4,  # 2 replicas x 2 microbatches of 1 row
+        num_train_steps=4,
+        grad_accum_steps=2,
+        parallelism=parallelism,
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+    )
+    result = StepRunner(prefix=str(tmp_path), progress=False).run([lower(model)])  # the default LocalCluster
+    out = result.output_path(lower(model))
+    assert result.outcomes[out] == "succeeded"
+    with open(os.path.join(out, ".artifact.json")) as f:
+        summary = json.load(f)["result"]
+    assert (summary["world_size"], summary["parallelism"], summary["grad_accum_steps"]) == (2, parallelism, 2)
+    rows = storage.read_records(os.path.join(out, "metrics.jsonl"))
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert {(r["world_size"], r["parallelism"], r["grad_accum_steps"]) for r in rows} == {(2, parallelism, 2)}
+    sharded = os.path.isdir(os.path.join(out, "checkpoints", "step-00000004", "dcp"))
+    assert sharded == (parallelism == "fsdp")  # FSDP: every rank's shards; DDP: rank 0's whole file
+    with open(os.path.join(out, ".executor_info")) as f:
+        assert json.load(f)["resources"]["replicas"] == 2
+    assert os.path.isfile(os.path.join(out, "hf", "config.json"))  # rank 0 exported
+
+
 def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_training(
     stories_tokenized, tmp_path
 ):

@@ -180,26 +180,6 @@ def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_thre
     _assert_same_losses(single, out)
 
 
-def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(ray_nodes, story_cache, single_run, tmp_path):
-    from fray.cluster import RayCluster
-
-    out = str(tmp_path / "gang")
-    job = TrainJob(
-        tiny_config(STEPS, checkpoint_every=None, parallelism="fsdp"),
-        (DatasetInput("stories", story_cache, 1.0),),
-        out,
-    )
-    future = RayCluster(max_retries=0).submit(
-        functools.partial(run_job, job, 1),
-        name="train-fsdp",
-        resources=ResourceConfig.with_cpu(1, replicas=2),
-        log_path=str(tmp_path / "log"),
-    )
-    assert future.result(timeout=540)["world_size"] == 2
-    _assert_same_losses(single_run, out)
-    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
-
-
 def test_a_whole_ddp_checkpoint_resumes_as_two_fsdp_shards(story_cache, single_run, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")

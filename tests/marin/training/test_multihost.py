@@ -1,6 +1,6 @@
-"""A training step with replicas=2 runs as a two-process DDP gang: on Ray (one replica per node) and
-on a LocalCluster, matching a single-process run of the same global batch; so does gradient
-accumulation over microbatches."""
+"""A training step with replicas=2 runs as a two-process DDP (or FSDP) gang: on Ray (a head and two
+worker nodes, one replica on each worker) and on a LocalCluster, matching a single-process run of the
+same global batch; so does gradient accumulation over microbatches."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from train_child import tiny_config
@@ -53,19 +54,71 @@ def _gang_task(story_cache: str, out: str, **overrides):
     return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
 
 
-def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(ray_nodes, story_cache, single_run, tmp_path):
+@pytest.fixture(scope="module")
+def two_workers():
+    """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
+    connected to it: a 2-replica gang of 1 CPU each can only run as one replica on each worker.
+    Shared by this module's Ray tests; the process is disconnected from it afterwards."""
+    import ray
+    from ray_nodes import LocalRayCluster
+
+    from fray.cluster.ray_cluster import connect_ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
+    try:
+        connect_ray(nodes.address)
+        yield nodes
+    finally:
+        nodes.stop()  # disconnects this process first
+
+
+def _noting_the_node(folder: str, task):
+    """Run `task` in a replica, first writing its Ray node's id to FOLDER/node.rankR."""
+    import ray
+
+    Path(folder, f"node.rank{os.environ['RANK']}").write_text(ray.get_runtime_context().get_node_id())
+    return task()
+
+
+def _worker_node_ids() -> set[str]:
+    import ray
+
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
+
+
+def _gang_on_two_workers(task, tmp_path, name: str) -> dict:
+    """Run `task` as a 2-replica gang on `two_workers`; its summary, once both replicas ran on the two
+    different worker nodes (never the head)."""
     from fray.cluster import RayCluster
 
-    cluster = RayCluster(max_retries=0)
-    out = str(tmp_path / "gang")
-    future = cluster.submit(
-        _gang_task(story_cache, out),
-        name="train-gang",
+    future = RayCluster(max_retries=0).submit(
+        functools.partial(_noting_the_node, str(tmp_path), task),
+        name=name,
         resources=ResourceConfig.with_cpu(1, replicas=2),
         log_path=str(tmp_path / "log"),
     )
     summary = future.result(timeout=540)
-    assert summary["world_size"] == 2
+    nodes = [(tmp_path / f"node.rank{rank}").read_text() for rank in (0, 1)]
+    assert len(set(nodes)) == 2 and set(nodes) == _worker_node_ids(), nodes
+    return summary
+
+
+def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(two_workers, story_cache, single_run, tmp_path):
+    out = str(tmp_path / "gang")
+    summary = _gang_on_two_workers(_gang_task(story_cache, out), tmp_path, "train-gang")
+    assert (summary["world_size"], summary["parallelism"]) == (2, "ddp")
+    _assert_same_run(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
+def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(
+    two_workers, story_cache, single_run, tmp_path
+):
+    out = str(tmp_path / "gang")
+    summary = _gang_on_two_workers(_gang_task(story_cache, out, parallelism="fsdp"), tmp_path, "train-fsdp")
+    assert (summary["world_size"], summary["parallelism"]) == (2, "fsdp")
     _assert_same_run(single_run, out)
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
 
@@ -138,7 +191,7 @@ def _rank1_pid(log: str) -> int | None:
 
 
 def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoint(
-    ray_nodes, story_cache, single_run, tmp_path
+    two_workers, story_cache, single_run, tmp_path
 ):
     from fray.cluster import RayCluster
 
@@ -220,11 +273,16 @@ print(json.dumps(future.result(timeout=600)))
 """
 
 
+def _newest_checkpoint(out: Path) -> int:
+    return max(int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("step-*"))
+
+
 def _preempt_a_node_mid_training(
     story_cache: str, tmp_path, workers: int, elastic: bool
-) -> tuple[dict, str, str]:
+) -> tuple[dict, str, str, int]:
     """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
-    1's node after the step-6 checkpoint. Returns the step's summary, its output folder and its log."""
+    1's node after the step-6 checkpoint. Returns the step's summary, its output folder, its log and
+    the newest checkpoint's step when the node was killed."""
     import subprocess
     import sys
 
@@ -259,6 +317,7 @@ def _preempt_a_node_mid_training(
         assert driver.poll() is None, driver.communicate()
         replica = psutil.Process(_rank1_pid(f"{log}.rank1"))
         [raylet] = [p for p in replica.parents() if p.name() == "raylet"]
+        newest = _newest_checkpoint(out)
         raylet.kill()  # the node is gone, as a preempted VM's would be
         stdout, stderr = driver.communicate(timeout=500)
         assert driver.returncode == 0, stderr[-5000:]
@@ -266,14 +325,17 @@ def _preempt_a_node_mid_training(
         nodes.stop()
     # Ray also prints its own notices (a node died) to the driver's stdout: the summary is the JSON line.
     [summary] = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"')]
-    return summary, str(out), open(log).read()
+    return summary, str(out), open(log).read(), newest
 
 
 def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(
     story_cache, single_run, tmp_path
 ):
-    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
-    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 2
+    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
+    # The newest checkpoint there was when the node died, or the one rank 0 was already saving then:
+    # it needs no peer to finish a save (checkpoints come every 3 steps).
+    assert summary["resumed_from_step"] in (newest, newest + 3), (summary, newest)
+    assert summary["world_size"] == 2
     assert log.count("lost a replica") == 1  # retried once, completed once
     _assert_same_run(single_run, out)
 
@@ -281,8 +343,8 @@ def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_compl
 def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(
     story_cache, single_run, tmp_path
 ):
-    summary, out, log = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
-    assert summary["resumed_from_step"] >= 6 and summary["world_size"] == 1
+    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
+    assert summary["resumed_from_step"] in (newest, newest + 3) and summary["world_size"] == 1
     assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
     sizes = [r["world_size"] for r in _metrics(out)]
     resumed = summary["resumed_from_step"]
