@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from storage.atomic import write_atomic
-from storage.files import exists, makedirs, open_file, read_bytes, remove, write_bytes, write_local
+from storage.files import exists, makedirs, open_regular, read_bytes, remove, write_bytes, write_local
 from storage.listing import list_names
 from storage.overlap import read_many
 from storage.paths import basename, is_local, join, local_path, parent
@@ -70,8 +70,9 @@ def parse_records(data: bytes) -> list[Record]:
 
 
 def _read_capped(path: str, cap: int) -> bytes:
+    """At most `cap` bytes of a regular file (`NotRegularFile` for a FIFO, symlink, ...); b"" if missing."""
     try:
-        with open_file(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(cap)
     except (FileNotFoundError, NotADirectoryError):
         return b""
@@ -79,9 +80,16 @@ def _read_capped(path: str, cap: int) -> bytes:
 
 def read_log_bytes(path: str, *, max_bytes: int | None = None) -> bytes:
     """The log's bytes: its parts in order (read at once on a store), then the file at `path`; at most
-    `max_bytes` of them when given."""
+    `max_bytes` of them when given. A capped read is a reader's of a prefix it did not write (the web
+    UI): locally it reads regular files only, so a FIFO cannot hang it nor a symlink lead it outside
+    (`NotRegularFile`)."""
     directory = parent(path)
     parts = [join(directory, name) for _, name in part_numbers(path, list_names(directory))]
+    if max_bytes is not None and is_local(path):
+        chunks: list[bytes] = []
+        for part in [*parts, path]:
+            chunks.append(_read_capped(part, max(0, max_bytes - sum(map(len, chunks)))))
+        return b"".join(chunks)[:max_bytes]
     chunks = [data or b"" for data in read_many(parts)]
     if max_bytes is None:
         chunks.append(read_bytes(path) or b"")

@@ -19,6 +19,7 @@ import storage
 from marin.ui.paths import open_binary
 
 LINE_CAP = 16 << 10  # characters of one record shown
+TOKENIZER_CAP = 64 << 20  # bytes of a token cache's tokenizer.json the UI loads to decode its text
 TEXT_SUFFIXES = (
     ".jsonl",
     ".json",
@@ -142,9 +143,13 @@ class TokenDocument:
 def _tokenizer(tokenizer_dir: str):
     from tokenizers import Tokenizer
 
-    data = storage.read_bytes(storage.join(tokenizer_dir, "tokenizer.json"))
-    if data is None:
+    try:  # a regular file only: the cache's tokenizer folder is named by a record anyone could edit
+        with storage.open_regular(storage.join(tokenizer_dir, "tokenizer.json")) as f:
+            data = f.read(TOKENIZER_CAP + 1)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    if len(data) > TOKENIZER_CAP:
+        return None  # no decoded text: token ids only
     return Tokenizer.from_str(data.decode("utf-8"))
 
 

@@ -20,10 +20,14 @@ CURVES = (
 )
 
 
-def read_metrics(output_path: str) -> list[dict[str, Any]]:
+def read_metrics(output_path: str) -> tuple[list[dict[str, Any]], str | None]:
     """The records of an output's metrics (`metrics.jsonl`, or its numbered parts on an object store),
-    at most METRICS_CAP bytes of them; unparsable lines skipped."""
-    return storage.read_records(f"{output_path}/{METRICS_FILE}", max_bytes=METRICS_CAP)
+    at most METRICS_CAP bytes of them, unparsable lines skipped; and why none could be read, when a
+    metrics file is not a regular file (a FIFO would hang the page, a symlink lead outside the prefix)."""
+    try:
+        return storage.read_records(f"{output_path}/{METRICS_FILE}", max_bytes=METRICS_CAP), None
+    except storage.NotRegularFile as e:
+        return [], f"{storage.basename(e.path)} is unreadable: it is a {e.kind}, not a regular file"
 
 
 def series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:

@@ -118,3 +118,19 @@ def test_no_template_script_or_stylesheet_loads_anything_from_the_network():
     for f in files:
         found = re.findall(r"https?://[^\s\"'<>)]+", f.read_text())
         assert found == [], f"{f.name} names {found}: the UI must work offline (vendor the asset instead)"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_metrics_file_that_is_not_a_regular_file_is_named_unreadable_on_the_runs_page(tmp_path, kind):
+    prefix, out = _one_output(tmp_path)
+    if kind == "fifo":
+        os.mkfifo(out / "metrics.jsonl")  # a plain open() of it would block the page forever
+    else:
+        outside = tmp_path / "outside.jsonl"
+        outside.write_text(f'{{"step": 1, "loss": 4242.5, "note": "{SECRET}"}}\n')
+        (out / "metrics.jsonl").symlink_to(outside)
+    with TestClient(create_app(UiConfig(str(prefix)))) as client:
+        page = _get(client, f"/runs?o={out.name}")
+        assert page.status_code == 200
+        assert "metrics.jsonl is unreadable: it is a" in page.text
+        assert "4242.5" not in page.text and SECRET not in page.text

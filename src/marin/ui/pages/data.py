@@ -42,7 +42,13 @@ def data(site: Site, request: Request) -> HTMLResponse:
         split = q.get("split") or next(iter(cache_splits), "train")
         if split not in cache_splits:
             raise HTTPException(404, f"the token cache has no split {split!r}")
-        cache, page = data_pages.page_token_cache(path, split, start, size, q.get("ids") == "1")
+        try:
+            cache, page = data_pages.page_token_cache(path, split, start, size, q.get("ids") == "1")
+        except storage.NotRegularFile as e:
+            raise HTTPException(
+                404,
+                f"the token cache's {e.filename} is unreadable: {e.strerror}; the UI reads only regular files",
+            ) from None
         return site.render(
             "data.html",
             request,

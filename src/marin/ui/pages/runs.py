@@ -31,9 +31,12 @@ def runs(site: Site, request: Request) -> HTMLResponse:
         for run in [entry] if entry.kind == "train" else trained_inputs(entry, by_path, by_key):
             if run.rel not in {s.rel for s in selected}:
                 selected.append(run)
-    payload = [
-        {"name": f"{e.row.name} ({e.rel})", "series": series(read_metrics(e.row.path))} for e in selected
-    ]
+    payload, unreadable = [], []
+    for e in selected:
+        rows, why = read_metrics(e.row.path)
+        payload.append({"name": f"{e.row.name} ({e.rel})", "series": series(rows)})
+        if why:
+            unreadable.append(f"{e.rel}: {why}")
     params = hyperparameter_diff(
         [(e.info.hash_attrs if e.info else None) or {} for e in selected],
         only_different=q.get("all") != "1",
@@ -52,6 +55,7 @@ def runs(site: Site, request: Request) -> HTMLResponse:
         selected=selected,
         chosen=set(chosen),
         payload=payload,
+        unreadable=unreadable,
         curves=CURVES,
         params=params,
         settings=settings,
