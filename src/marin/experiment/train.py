@@ -28,6 +28,7 @@ from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
+from marin.training.checkpoint import CHECKSUMS
 from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
@@ -231,18 +232,23 @@ def _init_weight_inputs(path: str) -> tuple[str, ...]:
     """The files of an `init_from` path, declared as the step's inputs so that their bytes are part of
     its key: replacing the weights there reruns the step (a step source's key already covers it).
 
-    A local train step's output contributes its `checkpoints/` (the newest intact one is loaded);
-    a checkpoint or Hugging Face folder, all its files. A local folder with no files yet declares
-    none: the step then fails at run time, saying what `init_from` needs, and records nothing to
-    reuse. Elsewhere (an object store) the folder's objects, by the checksums the store reports,
-    without a listing at declaration.
+    A checkpoint carries `checksums.json`, the digest of each of its files written at save and
+    checked before any weight is loaded, so it stands for the checkpoint's bytes: a local train step's
+    output contributes its checkpoints' `checksums.json` (the newest intact one is loaded), a
+    checkpoint folder its own, without hashing gigabytes of weights and optimizer state. A Hugging
+    Face folder declares all its files. A local folder with no files yet declares none: the step then
+    fails at run time, saying what `init_from` needs, and records nothing to reuse. Elsewhere (an
+    object store) the folder's objects, by the checksums the store reports, without a listing at
+    declaration.
     """
     if not storage.is_local(path):
         return (storage.join(path, "**"),)
     local = storage.local_path(path)
     checkpoints = os.path.join(local, "checkpoints")
     if _holds_files(checkpoints):
-        return (storage.join(path, "checkpoints", "**"),)
+        return (storage.join(path, "checkpoints", "*", CHECKSUMS),)
+    if os.path.isfile(os.path.join(local, CHECKSUMS)):
+        return (storage.join(path, CHECKSUMS),)
     return (storage.join(path, "**"),) if _holds_files(local) else ()
 
 

@@ -3,6 +3,7 @@
 Real torch on CPU, a tiny model, run by the real StepRunner.
 """
 
+import glob
 import os
 
 import pytest
@@ -178,9 +179,33 @@ def test_replacing_the_weights_at_an_init_from_path_reruns_the_step_naming_the_f
     assert [str(c).split(" (")[0] for c in planned.changes] == ["inputs: hf/model.safetensors changed"]
 
 
-def test_a_train_output_given_by_path_declares_its_checkpoints_as_inputs(source, stories_tokenized):
+def test_a_train_output_given_by_path_declares_its_checkpoints_checksums_as_inputs(source, stories_tokenized):
+    # A checkpoint's checksums.json digests its files at save (and is checked before loading), so it
+    # stands for gigabytes of weights and optimizer state that planning need not hash.
     _, _, source_out, _ = source
     spec = lower(_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=source_out))
-    assert spec.inputs == (f"{source_out}/checkpoints/**",)
+    assert spec.inputs == (f"{source_out}/checkpoints/*/checksums.json",)
+    (checkpoint,) = sorted(glob.glob(f"{source_out}/checkpoints/step-*"))[-1:]
+    spec = lower(_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=checkpoint))
+    assert spec.inputs == (f"{checkpoint}/checksums.json",)
     spec = lower(_train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=f"{source_out}/hf"))
     assert spec.inputs == (f"{source_out}/hf/**",)
+
+
+def test_a_newer_checkpoint_at_an_init_from_train_output_reruns_the_step(stories_tokenized, source, tmp_path):
+    import shutil
+
+    _, _, source_out, _ = source
+    copy = tmp_path / "source-copy"
+    shutil.copytree(source_out, copy)
+    prefix = str(tmp_path / "prefix")
+    handle = _train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=str(copy), num_train_steps=1)
+    StepRunner(prefix=prefix, progress=False).run([handle])
+    assert StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1].state == "cached"
+    newest = sorted((copy / "checkpoints").glob("step-*"))[-1]
+    shutil.copytree(newest, newest.with_name("step-99999999"))  # what a further save adds
+    planned = StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1]
+    assert planned.state == "run: changed"
+    assert [str(c).split(" (")[0] for c in planned.changes] == [
+        "inputs: checkpoints/step-99999999/checksums.json added"
+    ]
