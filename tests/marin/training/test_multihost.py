@@ -67,11 +67,23 @@ def two_workers():
     if ray.is_initialized():
         ray.shutdown()
     nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
+    _SHARED.append(nodes)
     try:
         connect_ray(nodes.address)
         yield nodes
     finally:
-        nodes.stop()  # disconnects this process first
+        _stop_shared_cluster()
+
+
+# The running `two_workers` cluster, if any: the preemption tests stop it before starting their own,
+# so that no more raylets than one test needs share the CI machine's two cores (health checks that
+# time out under that load would look like extra lost replicas).
+_SHARED: list = []
+
+
+def _stop_shared_cluster() -> None:
+    while _SHARED:
+        _SHARED.pop().stop()  # disconnects this process first
 
 
 def _noting_the_node(folder: str, task):
@@ -289,6 +301,7 @@ def _preempt_a_node_mid_training(
     import psutil
     from ray_nodes import LocalRayCluster
 
+    _stop_shared_cluster()
     nodes = LocalRayCluster(workers=workers, cpus_per_node=1, head_cpus=0).start()
     out, log = tmp_path / "run", tmp_path / "log"
     try:
