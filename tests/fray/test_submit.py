@@ -210,6 +210,25 @@ def test_a_remote_heads_job_finds_the_python_its_ray_runs_under_on_the_head(tmp_
     )  # the virtualenv Ray made and activated
 
 
+def test_a_local_heads_job_with_pip_packages_runs_in_the_virtualenv_ray_made_for_them(tmp_path):
+    import subprocess
+
+    (tmp_path / "exp.py").write_text("")
+    command = JobRequest(
+        str(tmp_path / "exp.py"), str(tmp_path), python=sys.executable, pip=["lm-eval"]
+    ).entrypoint()
+    # What the job's shell runs, with Ray's virtualenv active (here: this interpreter's own venv) and
+    # without one (the pip packages' virtualenv was not made: this interpreter, checked for marin).
+    probe = command.replace("exp.py", "-c 'import sys; print(sys.executable)'")
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    for env, want in (({"VIRTUAL_ENV": venv}, f"{venv}/bin/python"), ({}, sys.executable)):
+        done = subprocess.run(
+            ["sh", "-c", probe], env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == want
+
+
 WHICH_PYTHON = textwrap.dedent("""
     import sys
 

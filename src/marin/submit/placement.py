@@ -74,17 +74,22 @@ def interpreter_for(address: str) -> str:
 def job_command(python: str, argv: list[str], *, pip: bool = False, fallback: bool = False) -> str:
     """The job's shell command: `python ARGV...`.
 
-    CLUSTER_PYTHON is found on the head (with `pip`, the virtualenv Ray made for the job's pip
-    packages and activated). With `fallback`, `python` is tried first and the head's Ray interpreter
-    taken when no such file is there: an address that looks local may be a tunnel to another machine
-    (`kubectl port-forward`, `ssh -L`). Unless it is this very interpreter (which runs marin) without
-    `fallback`, the job checks its interpreter first: one without marin installed ends the job with
-    one line naming it and `--python`."""
-    if python == sys.executable and not fallback:
+    CLUSTER_PYTHON is found on the head. With `pip`, whatever `python` says, the job runs in the
+    virtualenv Ray made for the job's pip packages and activated (it inherits the packages of the
+    interpreter Ray runs under), else `python` when none is active. With `fallback`, `python` is
+    tried first and the head's Ray interpreter taken when no such file is there: an address that
+    looks local may be a tunnel to another machine (`kubectl port-forward`, `ssh -L`). Unless it is
+    this very interpreter (which runs marin) without `fallback` or `pip`, the job checks its
+    interpreter first: one without marin installed ends the job with one line naming it and
+    `--python`."""
+    if python == sys.executable and not fallback and not pip:
         return shlex.join([python, *argv])
-    find_ray = 'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; ' if pip else "py=; " + _FIND_RAY_PYTHON
+    in_job_env = 'py="${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python}"; '  # Ray's virtualenv of the --pip packages
+    find_ray = in_job_env if pip else "py=; " + _FIND_RAY_PYTHON
     if python == CLUSTER_PYTHON:
         find = find_ray
+    elif pip:
+        find = f'{in_job_env}[ -n "$py" ] || py={shlex.quote(python)}; '
     elif fallback:
         find = f'py={shlex.quote(python)}; [ -x "$py" ] || {{ {find_ray}}}; '
     else:
