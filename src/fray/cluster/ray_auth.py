@@ -5,6 +5,6 @@ connect through; this public fray module names it for marin's callers (see `rayc
 client needs it).
 """
 
-from rayconnect import AUTH_MODE_ENV, use_token_if_available
+from rayconnect import use_token_if_available
 
-__all__ = ["AUTH_MODE_ENV", "use_token_if_available"]
+__all__ = ["use_token_if_available"]
