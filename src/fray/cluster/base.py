@@ -59,7 +59,16 @@ class ThreadCluster(Cluster):
             max_workers=max_workers, thread_name_prefix="marin-step"
         )
 
-    def submit(self, task, *, name, resources=None, log_path=None, new_log=False):
+    def submit(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+        new_log: bool = False,
+    ) -> concurrent.futures.Future:
+        """Run `task` on a thread of this process; its output is not captured (`log_path` is ignored)."""
         return self._pool.submit(task)
 
     def shutdown(self) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -16,11 +15,11 @@ from typing import Any
 
 import cloudpickle
 
+import rayconnect
 from fray.cluster.base import Cluster
 from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, TaskCancelledError, TaskLostError
 from fray.cluster.logs import redirect_output
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
-from fray.cluster.ray_auth import use_token_if_available
 from fray.cluster.ray_gang import RayGang, bundle_of, why_gang_never_fits
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
@@ -42,31 +41,6 @@ def run_on_worker(payload: bytes, name: str, log_path: str | None, echo: bool = 
     task = cloudpickle.loads(payload)
     with redirect_output(log_path, name, echo=echo):
         return task()
-
-
-def connect_ray(
-    address: str | None = None, *, namespace: str | None = None, log_to_driver: bool = False
-) -> bool:
-    """Connect this process to Ray unless it already is: `address`, else RAY_ADDRESS, else a new local Ray.
-
-    zephyr's ray backend (a leaf library: it cannot import fray) connects the same way, so whichever
-    connects first, workers can import what the driver imports. Returns whether it connected now.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    use_token_if_available()
-    ray.init(
-        address=address or os.environ.get("RAY_ADDRESS") or None,
-        namespace=namespace,
-        log_to_driver=log_to_driver,
-        configure_logging=False,
-        # Workers import what the driver imports from outside the environment (the experiment's
-        # directory, a test module), like LocalCluster's subprocesses do.
-        job_config=ray.job_config.JobConfig(code_search_path=_user_code_paths()),
-    )
-    return True
 
 
 class RayCluster(Cluster):
@@ -104,7 +78,7 @@ class RayCluster(Cluster):
             check_feasible = os.environ.get(AUTOSCALING_ENV, "0") not in ("1", "true", "yes")
         self.check_feasible = check_feasible
         self.echo = echo
-        self._started_ray = connect_ray(address, namespace=namespace, log_to_driver=echo)
+        self._started_ray = rayconnect.connect(address, namespace=namespace, log_to_driver=echo)
         self._remote = ray.remote(run_on_worker)
         self._nodes: list[_Node] = []
         self._nodes_at = 0.0
@@ -312,14 +286,3 @@ def ray_options(resources: ResourceConfig) -> dict[str, Any]:
     if selector:
         options["label_selector"] = selector
     return options
-
-
-def _user_code_paths() -> list[str]:
-    """The driver's import path entries that are not part of the Python installation itself."""
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    paths = []
-    for entry in sys.path:
-        real = os.path.realpath(entry or os.getcwd())
-        if os.path.isdir(real) and not any(real.startswith(p + os.sep) or real == p for p in prefixes):
-            paths.append(real)
-    return list(dict.fromkeys(paths))

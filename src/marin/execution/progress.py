@@ -11,6 +11,14 @@ import sys
 import threading
 import time
 
+from marin.execution.states import RunOutcome, StepState
+
+# How a progress line names each outcome: its value, except a failure, named as its .executor_status
+# records it (in capitals) so that it stands out among the lines of a long run.
+OUTCOME_LABELS: dict[RunOutcome, str] = {o: str(o) for o in RunOutcome} | {
+    RunOutcome.FAILED: str(StepState.FAILED)
+}
+
 
 class Progress:
     """Prints `[done/total] event step (seconds)` lines; silent when `enabled` is False."""
@@ -34,14 +42,17 @@ class Progress:
         """A line that does not finish a step (started, waiting)."""
         self._line(text)
 
-    def step_done(self, outcome: str, name: str, seconds: float | None = None, detail: str = "") -> None:
-        """A step reached an end state: succeeded, reused, failed, blocked."""
+    def step_done(
+        self, outcome: RunOutcome, name: str, seconds: float | None = None, detail: str = ""
+    ) -> None:
+        """A step reached an end state (succeeded, reused, failed, interrupted, blocked), shown by
+        `OUTCOME_LABELS`."""
         with self._lock:
             self.finished += 1
         if not self.enabled:
             return
         took = f" ({seconds:.2f}s)" if seconds is not None else ""
-        self._line(f"{outcome:<9} {name}{took}{'  ' + detail if detail else ''}")
+        self._line(f"{OUTCOME_LABELS[outcome]:<9} {name}{took}{'  ' + detail if detail else ''}")
 
     def elapsed(self) -> float:
         """Seconds since the run started."""

@@ -303,7 +303,7 @@ class _Run:
         elif outcome.kind == RunOutcome.FAILED:
             self.failures[step.name] = outcome.error
             self.progress.step_done(
-                "FAILED", step.name, outcome.seconds, f"log: {step.output_path}/.executor_log"
+                RunOutcome.FAILED, step.name, outcome.seconds, f"log: {step.output_path}/.executor_log"
             )
         else:
             if outcome.result is not None:

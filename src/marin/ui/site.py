@@ -16,13 +16,16 @@ from starlette.responses import HTMLResponse
 
 import storage
 from marin.execution.artifact import DepRecord
+from marin.execution.aside import AsideKind
 from marin.execution.explain import format_seconds
 from marin.execution.states import OutputState
 from marin.ui.index import Entry, OutputIndex
 from marin.ui.paths import NotFound, is_dir, relative, resolve
 
 HERE = Path(__file__).parent
-SUPERSEDED = "superseded"  # what a page shows for a moved-aside copy, whatever it recorded
+# What a page shows for any moved-aside copy, whatever its status recorded: the kind most such copies
+# are (an output replaced by a new key or force_run), also the CSS class (ui.css) and chart colour (ui.js).
+SUPERSEDED = AsideKind.SUPERSEDED
 STATES = (
     OutputState.SUCCESS,
     OutputState.FAILED,
@@ -47,8 +50,8 @@ def _when(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "-"
 
 
-def shown_state(entry: Entry) -> str:
-    """The state a page shows: a superseded copy is 'superseded' whatever it recorded."""
+def shown_state(entry: Entry) -> OutputState | AsideKind:
+    """The state a page shows: a moved-aside copy is SUPERSEDED whatever it recorded."""
     return SUPERSEDED if entry.row.superseded else entry.row.state
 
 

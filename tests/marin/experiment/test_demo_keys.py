@@ -15,13 +15,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 
+# Why each pin last moved (issue 11; the keys at 5448380, before it, in brackets). Found by computing the
+# key records at every commit since and diffing the functions each fingerprint covers (docs/execution.md,
+# "Why keys change when library code changes"):
+# - tokenizers/marin-demo-bpe [a559a223]: code fingerprint only. Its fn, run_with_step_inputs, reaches
+#   marin.data.step_inputs.step_output_files, which now lists a dependency's files with storage.glob
+#   instead of zephyr.fileio.list_files plus a PlanError catch (2d2d66a, the storage package). Moving
+#   step_inputs from marin.experiment to marin.data (8a42ce8) did not count: module names are not keyed.
+# - tokenized/tinystories [4cfa16f9]: the same code change (the same fn), and its dependency, the
+#   tokenizer, has a new key.
+# - checkpoints/marin-nano-tinystories [99f87df4]: its dependency (tokenized) only; version="v1" and
+#   hash_attrs unchanged (the TrainLm handle derives the same hash_attrs as the old train_lm).
+# - evaluations/marin-nano-tinystories [5fa535cf]: batch_size left hash_attrs on purpose (bbab887: scores
+#   do not depend on it); find_hf_export reads the typed StatusRecord/ArtifactRecord and StepState.SUCCESS
+#   instead of dicts and status.SUCCESS (b7ba8ae, typed records); both of its dependencies have new keys.
 DEMO_KEYS = {
     "tokenizers/marin-demo-bpe": "ee912dfe8bf391ac2a6513c53db1a249e2616e739319d6c9b048de9e322fbd70",
     "tokenized/tinystories": "bfd031e3d446fec47f014bef0254ec6cfb27a0087427831e434dfcbea8352806",
     "checkpoints/marin-nano-tinystories": "c8d8dddd935e456f5f9d71febce8865ef5bb307f13086359769c7dd1e9a90708",
-    # Changed on purpose with issue 11: the evaluation's batch_size left the key (scores do not depend
-    # on it), and the tokenize and evaluation step functions' code changed (file access moved into the
-    # `storage` package), which the code fingerprint counts as it counts any edit.
     "evaluations/marin-nano-tinystories": "8da7556c8b06b9700b78b4db11e5fc43ab31e638b8a98ae0997887a69a79af74",
 }
 

@@ -325,3 +325,22 @@ SKILLS = (
     ("catch a ball", "caught the ball with both hands"),
     ("play the flute", "played a short, happy tune"),
 )
+
+SCARY_THINGS = ("the dark", "the deep water", "the big dog", "the thunder", "the tall slide", "the loud wind")
+
+HIDING_SPOTS = ("under a leaf", "in the grass", "behind a rock", "near the water")
+
+TRY_COUNTS = ("two", "three", "four", "five", "many")
+
+TRIP_SIGHTS = (
+    "a big red bird",
+    "a tiny snail",
+    "a rainbow",
+    "a boat with a white sail",
+    "a field of flowers",
+    "a sleepy cow",
+    "a tall tower",
+    "a little waterfall",
+    "three baby ducks",
+    "a funny cloud",
+)

@@ -8,7 +8,7 @@ banner, footer) around a main text. `truth(i, seed)` says what the generator mad
   of the two main texts is `jaccard` (computed exactly, recorded);
 - "foreign": an article in German, French or Spanish (`lang`);
 - "spam": a low-quality page (`spam` says which kind: repetition, symbols, short_lines, keywords).
-All word lists are written for this project.
+All word lists are written for this project (`web_words.py`).
 """
 
 from __future__ import annotations
@@ -18,232 +18,22 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from marin.data.corpus.web_words import (
+    ADJ,
+    ADV,
+    FOREIGN,
+    FOREIGN_WORDS,
+    NOUN,
+    PLACE,
+    PREP,
+    SPAM_KEYWORDS,
+    SPAM_SYMBOLS,
+    VERB,
+)
+
 SOURCE_NAME = "marin://web-synth"
 DEFAULT_PAGES = 10_000
 NEAR_DUP_JACCARDS = (0.97, 0.93, 0.9, 0.85, 0.6, 0.4)
-
-ADJ = (
-    "quiet",
-    "old",
-    "bright",
-    "green",
-    "northern",
-    "local",
-    "small",
-    "large",
-    "ancient",
-    "modern",
-    "careful",
-    "rapid",
-    "rural",
-    "urban",
-    "wooden",
-    "famous",
-    "hidden",
-    "early",
-    "late",
-    "heavy",
-    "gentle",
-    "narrow",
-    "broad",
-    "coastal",
-    "public",
-    "private",
-    "annual",
-    "bitter",
-    "steady",
-    "silver",
-    "golden",
-    "frozen",
-    "humid",
-    "sandy",
-    "rocky",
-    "fertile",
-    "remote",
-    "busy",
-    "empty",
-    "crowded",
-    "tidy",
-    "ruined",
-    "narrow",
-)
-NOUN = (
-    "river",
-    "bridge",
-    "village",
-    "council",
-    "harbor",
-    "museum",
-    "garden",
-    "market",
-    "engine",
-    "tower",
-    "library",
-    "valley",
-    "forest",
-    "farmer",
-    "teacher",
-    "doctor",
-    "student",
-    "captain",
-    "painter",
-    "baker",
-    "sailor",
-    "miner",
-    "pilot",
-    "mayor",
-    "writer",
-    "nurse",
-    "railway",
-    "castle",
-    "festival",
-    "orchard",
-    "mill",
-    "quarry",
-    "canal",
-    "island",
-    "meadow",
-    "factory",
-    "school",
-    "hospital",
-    "lantern",
-    "compass",
-    "ledger",
-    "blanket",
-    "basket",
-    "window",
-    "ladder",
-    "kettle",
-    "hammer",
-    "carpet",
-    "mirror",
-    "candle",
-    "storm",
-    "winter",
-    "harvest",
-    "season",
-    "journey",
-    "letter",
-    "report",
-    "budget",
-    "recipe",
-    "map",
-    "ferry",
-    "tunnel",
-    "station",
-)
-VERB = (
-    "visited",
-    "repaired",
-    "described",
-    "opened",
-    "closed",
-    "painted",
-    "measured",
-    "crossed",
-    "studied",
-    "protected",
-    "built",
-    "explored",
-    "recorded",
-    "restored",
-    "carried",
-    "watched",
-    "cleaned",
-    "planted",
-    "moved",
-    "sold",
-    "bought",
-    "shared",
-    "found",
-    "praised",
-    "questioned",
-    "followed",
-    "guided",
-    "supported",
-    "inspected",
-    "counted",
-    "welcomed",
-    "replaced",
-)
-ADV = (
-    "slowly",
-    "quickly",
-    "carefully",
-    "often",
-    "rarely",
-    "quietly",
-    "proudly",
-    "gladly",
-    "finally",
-    "again",
-)
-PREP = (
-    "near",
-    "behind",
-    "beside",
-    "across",
-    "along",
-    "under",
-    "above",
-    "through",
-    "around",
-    "beyond",
-)
-PLACE = (
-    "Ashford",
-    "Brightwater",
-    "Calder",
-    "Dunmore",
-    "Elmstead",
-    "Fairhaven",
-    "Glenrock",
-    "Holloway",
-    "Ivybridge",
-    "Kestrel",
-    "Larchmont",
-    "Millbrook",
-    "Northcote",
-    "Oakridge",
-    "Pinewood",
-    "Queensbury",
-    "Redcliff",
-    "Stonebridge",
-    "Thornbury",
-    "Westfield",
-)
-
-FOREIGN = {
-    "de": (
-        "Der {a} {n} war sehr {a} und die Leute in der Stadt haben es gesehen.",
-        "Im Sommer gehen wir mit den Kindern an den {n}, weil das Wetter schön ist.",
-        "Die Regierung hat gestern erklärt, dass der neue {n} nicht gebaut wird.",
-        "Ich weiß nicht, ob wir morgen noch Zeit für einen Besuch haben werden.",
-        "Es ist wichtig, dass alle Bürger über die Pläne informiert werden und mitreden können.",
-        "Nach dem Essen haben wir noch lange über die Arbeit und die Familie gesprochen.",
-    ),
-    "fr": (
-        "Le {n} était très {a} et les gens de la ville sont venus le voir.",
-        "En été, nous allons avec les enfants au bord du {n} parce qu'il fait beau.",
-        "Le gouvernement a expliqué hier que le nouveau {n} ne sera pas construit.",
-        "Je ne sais pas si nous aurons encore le temps de faire une visite demain.",
-        "Il est important que tous les citoyens soient informés des projets de la commune.",
-        "Après le repas, nous avons longtemps parlé du travail et de la famille.",
-    ),
-    "es": (
-        "El {n} era muy {a} y la gente de la ciudad vino a verlo.",
-        "En verano vamos con los niños a la orilla del {n} porque hace buen tiempo.",
-        "El gobierno explicó ayer que el nuevo {n} no se va a construir este año.",
-        "No sé si mañana todavía tendremos tiempo para hacer una visita a la familia.",
-        "Es importante que todos los ciudadanos estén informados de los planes del pueblo.",
-        "Después de la comida hablamos mucho tiempo sobre el trabajo y los amigos.",
-    ),
-}
-FOREIGN_WORDS = {
-    "de": ("Fluss", "Turm", "Garten", "Markt", "Bahnhof", "alt", "neu", "groß", "klein"),
-    "fr": ("fleuve", "marché", "jardin", "pont", "village", "ancien", "nouveau", "grand", "petit"),
-    "es": ("río", "mercado", "jardín", "puente", "pueblo", "antiguo", "nuevo", "grande", "pequeño"),
-}
 
 _MIX = 0x5EB_5A7
 
@@ -354,15 +144,11 @@ def _spam(i: int, seed: int) -> tuple[str, str]:
         return kind, "\n".join([line] * rng.randint(15, 30))
     if kind == "symbols":
         return kind, " ".join(
-            rng.choice(("###", "$$$", "!!!", "***", "@@", "%%", "&&", "||", "...", "12", "34"))
-            + rng.choice(("", "#"))
-            for _ in range(rng.randint(80, 200))
+            rng.choice(SPAM_SYMBOLS) + rng.choice(("", "#")) for _ in range(rng.randint(80, 200))
         )
     if kind == "short_lines":
         return kind, "\n".join(f"{rng.choice(ADJ)} {rng.choice(NOUN)}" for _ in range(rng.randint(20, 40)))
-    words = [
-        rng.choice(("cheap", "buy", "best", "deal", "free", "online", "now", "discount")) for _ in range(4)
-    ]
+    words = [rng.choice(SPAM_KEYWORDS) for _ in range(4)]
     return kind, " ".join(words * rng.randint(20, 40))
 
 
