@@ -21,7 +21,7 @@ def _address(address: str | None) -> str:
 def _client(address: str | None):
     from ray.job_submission import JobSubmissionClient
 
-    from fray.cluster.ray_auth import use_token_if_available
+    from rayconnect import use_token_if_available
 
     use_token_if_available()
     address = _address(address)
