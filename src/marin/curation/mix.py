@@ -22,9 +22,6 @@ from marin.execution.keyed import NOT_KEY, key_fields
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
 
-if TYPE_CHECKING:
-    from zephyr import ZephyrConfig
-
 
 @dataclass(frozen=True)
 class MixConfig:
