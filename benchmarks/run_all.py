@@ -44,6 +44,11 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "train_gpu_mfu": ([], ["--smoke"]),
     "eval_perplexity": ([], []),
+    "curation_minhash_quality": ([], ["--quick"]),
+    "curation_memory": ([], ["--quick"]),
+    "curation_scaling": ([], ["--quick"]),
+    # needs datatrove in its own environment (DATATROVE_PYTHON, see the script); says so when missing
+    "curation_vs_datatrove": ([], ["--quick"]),
 }
 
 
