@@ -80,6 +80,9 @@ class DedupConfig:
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)  # see DocumentStepConfig
     rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
 
+    def input_names(self) -> tuple[str, ...]:
+        return self.inputs
+
     def band_rows(self) -> tuple[int, int]:
         if self.bands is not None:
             return self.bands, self.num_perm // self.bands

@@ -112,6 +112,12 @@ def check_input(spec: str, where: str) -> None:
         parse_web_synth(spec)
 
 
+def declared_files(names: Sequence[str]) -> tuple[str, ...]:
+    """The files and globs among input names, as a step declares them (`StepSpec.inputs`): not the
+    embedded corpora, not `step:NAME` dependencies (those enter the key through their own key)."""
+    return tuple(dict.fromkeys(n for n in names if not n.startswith(("marin://", STEP_PREFIX))))
+
+
 def resolve_inputs(specs: Sequence[str], piece_bytes: int = PIECE_BYTES) -> list[InputShard]:
     """The ordered shards of the inputs (run time only: lists files, reads the step context); an
     uncompressed JSONL file over `piece_bytes` is cut into pieces of about that size."""

@@ -39,6 +39,9 @@ class MixConfig:
         """The step's key fields, as its key and stats.json record them."""
         return key_fields(self)
 
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.inputs)
+
     def shares(self) -> list[int]:
         weight = sum(w for _, w in self.inputs)
         exact = [self.total_documents * w / weight for _, w in self.inputs]

@@ -45,6 +45,10 @@ class DocumentStepConfig:
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)
     rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
 
+    def input_names(self) -> tuple[str, ...]:
+        """Everything the step reads: its inputs and, for decontamination, the evaluation data."""
+        return self.inputs + tuple(getattr(self.transform, "against", ()))
+
     def describe(self) -> dict:
         """The step's key fields, as its key and stats.json record them (`rejected` only when set,
         so the keys of steps declared before it existed stay as they were)."""

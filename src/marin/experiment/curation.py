@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from marin.curation.dedup import DedupConfig, run_dedup_step
-from marin.curation.documents import STEP_PREFIX, CurationError, check_input
+from marin.curation.documents import STEP_PREFIX, CurationError, check_input, declared_files
 from marin.curation.extract import ExtractText
 from marin.curation.filters import DecontaminateSpec, FilterLanguage, FilterQuality
 from marin.curation.mix import MixConfig, run_mix_step
@@ -73,21 +73,9 @@ class CurationStep:
             deps=tuple(lower(s) for s in self.steps),
             hash_attrs=hash_attrs_of(self.config),
             version=self.version,
-            inputs=raw_inputs(self.config),
+            inputs=declared_files(self.config.input_names()),
             adopt=self.adopt,
         )
-
-
-def raw_inputs(config: DocumentStepConfig | DedupConfig | MixConfig) -> tuple[str, ...]:
-    """The files and globs a curation step reads (not embedded corpora, not `step:NAME` dependencies,
-    which enter the key through the dependency's own key)."""
-    if isinstance(config, MixConfig):
-        names = [n for n, _ in config.inputs]
-    else:
-        names = list(config.inputs)
-        if isinstance(config, DocumentStepConfig) and isinstance(config.transform, DecontaminateSpec):
-            names += config.transform.against
-    return tuple(dict.fromkeys(n for n in names if not n.startswith(("marin://", STEP_PREFIX))))
 
 
 def _inputs(name: str, value: Any, arg: str) -> tuple[tuple[str, ...], tuple]:
