@@ -29,6 +29,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,29 +137,11 @@ def ids_of(folder: Path) -> set[str]:
     return ids
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--documents", type=int, default=200_000)
-    parser.add_argument(
-        "--datatrove-python", default=os.environ.get("DATATROVE_PYTHON", "/tmp/dt/bin/python")
-    )
-    parser.add_argument("--only", choices=["gopher", "minhash"], default=None)
-    parser.add_argument("--quick", action="store_true", help="2,000 documents: check, do not quote")
-    args = parser.parse_args()
-    if args.quick:
-        args.documents = 2_000
-    problem = datatrove_problem(args.datatrove_python)
-    if problem:
-        skipped = {"benchmark": "curation_vs_datatrove", "skipped": problem, "meets_goal": None}
-        print(json.dumps(skipped | {"load_average": [round(x, 2) for x in os.getloadavg()]}))
-        return
-
+def compare(args: argparse.Namespace, work: Path) -> dict:
+    """Both sides on the same documents under `work`; the result JSON."""
     from marin.curation.rules import GopherQuality
     from marin.data.corpus.web import main_text
 
-    work = Path(tempfile.mkdtemp(prefix="marin-curation-vs-dt-"))
     data_dir = work / "data"
     data_dir.mkdir()
     texts, kinds = {}, {}
@@ -226,6 +209,32 @@ def main() -> None:
         e.get("agreement_meets_goal", True) for e in entries
     )
     result["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--documents", type=int, default=200_000)
+    parser.add_argument(
+        "--datatrove-python", default=os.environ.get("DATATROVE_PYTHON", "/tmp/dt/bin/python")
+    )
+    parser.add_argument("--only", choices=["gopher", "minhash"], default=None)
+    parser.add_argument("--quick", action="store_true", help="2,000 documents: check, do not quote")
+    args = parser.parse_args()
+    if args.quick:
+        args.documents = 2_000
+    problem = datatrove_problem(args.datatrove_python)
+    if problem:
+        skipped = {"benchmark": "curation_vs_datatrove", "skipped": problem, "meets_goal": None}
+        print(json.dumps(skipped | {"load_average": [round(x, 2) for x in os.getloadavg()]}))
+        return
+    work = Path(tempfile.mkdtemp(prefix="marin-curation-vs-dt-"))
+    try:
+        result = compare(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the folder mkdtemp made for this run, nothing else
     print(json.dumps(result))  # one line: run_all.py reads the last line that starts with {
 
 
