@@ -2,7 +2,8 @@
 
 Chain: extract_text -> filter_language -> filter_quality (Gopher, repetition, C4, FineWeb) ->
 dedup_fuzzy on --pages web-synth pages (1,000 pages per shard), each configuration in a fresh
-interpreter through the StepRunner, as users run it. Goal: 2 workers >= 1.7x one. Prints one JSON object.
+interpreter through the StepRunner, as users run it. Goal: 2 workers >= 1.7x one. `--quick`: 2,000
+pages (two shards), to check that it runs. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def run(pages: int, workers: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pages", type=int, default=16_000)
+    parser.add_argument("--quick", action="store_true", help="2,000 pages: check, do not quote")
     args = parser.parse_args()
+    if args.quick:
+        args.pages = 2_000
     one = run(args.pages, 1)
     two = run(args.pages, 2)
     result = {
@@ -60,11 +64,11 @@ def main() -> None:
         "two_workers_pages_per_s": round(args.pages / two, 1),
         "speedup": round(one / two, 2),
         "goal": "2 workers >= 1.7x one",
-        "goal_met": one / two >= 1.7,
+        "meets_goal": one / two >= 1.7,
         "cpu_count": os.cpu_count(),
-        "loadavg": os.getloadavg(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
-    print(json.dumps(result, indent=2))
+    print(json.dumps(result))  # one line: run_all.py reads the last line that starts with {
 
 
 if __name__ == "__main__":

@@ -45,6 +45,11 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "train_gpu_mfu": (["--parallelism", "fsdp", "--model", "150m", "1b"], ["--smoke"]),
     "eval_perplexity": ([], []),
+    "curation_minhash_quality": ([], ["--quick"]),
+    "curation_memory": ([], ["--quick"]),
+    "curation_scaling": ([], ["--quick"]),
+    # needs datatrove in its own environment (DATATROVE_PYTHON, see the script); says so when missing
+    "curation_vs_datatrove": ([], ["--quick"]),
 }
 
 

@@ -4,10 +4,14 @@ the load average and a verdict on its goal (timings themselves are never asserte
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.shell_env import fresh_env
 
@@ -76,3 +80,45 @@ def _has_cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def run_quick(name: str, out: Path) -> dict:
+    """One benchmark through run_all.py --quick; its outcome as the report records it."""
+    subprocess.run(
+        [sys.executable, "benchmarks/run_all.py", "--quick", "--only", name, "--out", str(out)],
+        cwd=ROOT,
+        env=fresh_env(),
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    outcome = json.loads(out.read_text())["benchmarks"][name]
+    assert "result" in outcome, outcome
+    result = outcome["result"]
+    assert result["benchmark"] == name and "load_average" in result, result
+    return outcome
+
+
+@pytest.mark.parametrize(
+    "name, figures",
+    [
+        ("curation_minhash_quality", ("recall", "precision", "step_recall", "step_drops_equal_in_memory")),
+        ("curation_memory", ("peak_rss_gib", "removed", "docs_per_s")),
+        ("curation_scaling", ("one_worker_pages_per_s", "two_workers_pages_per_s", "speedup")),
+    ],
+)
+def test_each_curation_benchmark_runs_quick_and_reports_its_figures(tmp_path, name, figures):
+    outcome = run_quick(name, tmp_path / "report.json")
+    assert isinstance(outcome["goal_met"], bool), outcome
+    assert all(key in outcome["result"] for key in figures), outcome["result"]
+
+
+def test_the_datatrove_comparison_runs_quick_where_datatrove_is_installed(tmp_path):
+    python = os.environ.get("DATATROVE_PYTHON", "/tmp/dt/bin/python")
+    outcome = run_quick("curation_vs_datatrove", tmp_path / "report.json")
+    result = outcome["result"]
+    if "skipped" in result:
+        assert python in result["skipped"]
+        pytest.skip(f"datatrove's environment is not built here: {result['skipped']}")
+    assert result["minhash"]["lsh"]["ours"]["bands"] == result["minhash"]["lsh"]["datatrove"]["bands"]
+    assert 0 <= result["gopher"]["agreement"] <= 1 and isinstance(outcome["goal_met"], bool)

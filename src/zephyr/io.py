@@ -11,16 +11,26 @@ these names, so a file is parsed, and a bad record reported, exactly as a `Datas
         ...                                  # pos.file / pos.line name the record on an error
 """
 
-from zephyr.readers import BAD_RECORD_POLICIES, Position, ShardStats, infer_format, read_file
+from zephyr.readers import (
+    BAD_RECORD_POLICIES,
+    LineSpan,
+    Position,
+    ShardStats,
+    infer_format,
+    line_spans,
+    read_file,
+)
 from zephyr.writers import PartStats, WriteSpec, read_part_stats, write_shard
 
 __all__ = [
     "BAD_RECORD_POLICIES",
+    "LineSpan",
     "PartStats",
     "Position",
     "ShardStats",
     "WriteSpec",
     "infer_format",
+    "line_spans",
     "read_file",
     "read_part_stats",
     "write_shard",

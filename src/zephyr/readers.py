@@ -7,12 +7,13 @@ per row and reads one row group at a time. The format comes from the extension.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 
 import orjson
 
-from storage import open_read, read_chunks, strip_compression
+from storage import compression_of, open_file, open_read, read_chunks, strip_compression
 from zephyr.errors import BadRecordError, PlanError
 
 BAD_RECORD_POLICIES = ("fail", "skip")
@@ -93,28 +94,44 @@ class ShardStats:
             self.bad_examples.append(f"{file}:{line}: {reason}")
 
 
-def read_file(path: str, fmt: str, bad_records: str, pos: Position, stats: ShardStats) -> Iterator:
-    """Records of one file, in order; `pos` always names the record last yielded."""
+@dataclass(frozen=True)
+class LineSpan:
+    """A piece of an uncompressed line file: bytes [start, stop), both at line starts, after `lines_before` lines."""
+
+    start: int
+    stop: int
+    lines_before: int
+
+
+def read_file(
+    path: str, fmt: str, bad_records: str, pos: Position, stats: ShardStats, span: LineSpan | None = None
+) -> Iterator:
+    """Records of one file (or of one `span` of it, see `line_spans`), in order; `pos` always names the
+    record last yielded, by its line in the whole file."""
     pos.file, pos.line = path, 0
+    if span is not None and fmt not in ("jsonl", "text"):
+        raise PlanError(f"{path}: only JSONL and text files can be read in spans, not {fmt}")
     if fmt == "jsonl":
-        return _read_jsonl(path, bad_records, pos, stats)
+        return _read_jsonl(path, bad_records, pos, stats, span)
     if fmt == "text":
-        return _read_text(path, bad_records, pos, stats)
+        return _read_text(path, bad_records, pos, stats, span)
     if fmt == "parquet":
         return _read_parquet(path, pos)
     raise PlanError(f"unknown input format {fmt!r}; use 'jsonl', 'text' or 'parquet'")
 
 
-def _read_jsonl(path: str, bad_records: str, pos: Position, stats: ShardStats) -> Iterator:
-    return _read_lines(path, orjson.loads, orjson.JSONDecodeError, "invalid JSON", bad_records, pos, stats)
+def _read_jsonl(path: str, bad_records: str, pos: Position, stats: ShardStats, span=None) -> Iterator:
+    return _read_lines(
+        path, orjson.loads, orjson.JSONDecodeError, "invalid JSON", bad_records, pos, stats, span
+    )
 
 
 def _decode_text(line: bytes) -> str:
     return line.decode("utf-8").removesuffix("\r")
 
 
-def _read_text(path: str, bad_records: str, pos: Position, stats: ShardStats) -> Iterator[str]:
-    return _read_lines(path, _decode_text, UnicodeDecodeError, "not UTF-8", bad_records, pos, stats)
+def _read_text(path: str, bad_records: str, pos: Position, stats: ShardStats, span=None) -> Iterator[str]:
+    return _read_lines(path, _decode_text, UnicodeDecodeError, "not UTF-8", bad_records, pos, stats, span)
 
 
 def _read_lines(
@@ -125,17 +142,20 @@ def _read_lines(
     bad_records: str,
     pos: Position,
     stats: ShardStats,
+    span: LineSpan | None = None,
 ) -> Iterator:
     """Records decoded from the file's lines; bad lines are skipped and counted or raise BadRecordError."""
-    return chain.from_iterable(_decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats))
+    return chain.from_iterable(
+        _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats, span)
+    )
 
 
-def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats) -> Iterator[Iterator]:
+def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats, span) -> Iterator[Iterator]:
     # A batch of lines is decoded in one C-level map; only a batch that holds a bad or blank line
     # is decoded again line by line. Records then flow through chain() in C. Batches stay small
     # so that decoded records die young (large batches of live dicts make the GC work hard).
-    line_before = 0
-    with open_read(path) as stream:
+    line_before = span.lines_before if span else 0
+    with _open_lines(path, span) as stream:
         for block in _line_blocks(stream):
             for start in range(0, len(block), _DECODE_BATCH):
                 batch = block[start : start + _DECODE_BATCH]
@@ -165,6 +185,61 @@ def _decode_carefully(path, block, line_before, decode, decode_error, what, bad_
             raise BadRecordError(path, line_no, f"{what} ({e}): {line[:80]!r}") from None
         lines.append(line_no)
     return records, lines
+
+
+@contextmanager
+def _open_lines(path: str, span: LineSpan | None) -> Iterator:
+    if span is None:
+        with open_read(path) as stream:
+            yield stream
+        return
+    with open_file(path, "rb") as raw:
+        raw.seek(span.start)
+        yield _Limited(raw, span.stop - span.start)
+
+
+class _Limited:
+    """The next `left` bytes of a stream."""
+
+    def __init__(self, raw, left: int):
+        self._raw, self._left = raw, left
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._raw.read(size) if size else b""
+        self._left -= len(data)
+        return data
+
+
+def line_spans(path: str, span_bytes: int) -> list[LineSpan]:
+    """An uncompressed line file cut into spans of about `span_bytes`, each ending after a newline.
+
+    One pass over the file, counting newlines, so each span knows the line number it starts at and
+    errors name the line in the whole file. The cuts depend only on the file and `span_bytes`.
+    A compressed file cannot be entered in the middle, so it is an error here.
+    """
+    if span_bytes < 1:
+        raise PlanError(f"span_bytes must be at least 1, got {span_bytes}")
+    if compression_of(path) is not None:
+        raise PlanError(f"{path}: a compressed file cannot be read in spans; read it whole")
+    spans: list[LineSpan] = []
+    start = lines = lines_at_start = offset = 0
+    target = span_bytes
+    with open_file(path, "rb") as f:
+        for chunk in read_chunks(f):
+            base, offset, done = offset, offset + len(chunk), 0
+            while target < offset:
+                i = chunk.find(b"\n", max(target - base, done))
+                if i < 0:
+                    break
+                lines += chunk.count(b"\n", done, i + 1)
+                spans.append(LineSpan(start, base + i + 1, lines_at_start))
+                start, lines_at_start, done = base + i + 1, lines, i + 1
+                target = start + span_bytes
+            lines += chunk.count(b"\n", done)
+    if start < offset or not spans:
+        spans.append(LineSpan(start, offset, lines_at_start))
+    return spans
 
 
 def _line_blocks(stream) -> Iterator[list[bytes]]:

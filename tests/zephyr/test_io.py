@@ -195,3 +195,38 @@ def test_parquet_timestamps_and_decimals_deduplicate_and_group_keeping_their_typ
     assert {str(t.schema.field("score").type) for t in tables if t.num_rows} == {"double"}
     counts_by_score = sorted((r["score"], r["n"]) for t in tables for r in t.to_pylist())
     assert counts_by_score == [(-0.0, 6), (2.0, 6), (2.5, 6), (1e20, 6)]
+
+
+@pytest.mark.parametrize("span_bytes", [1, 7, 50, 333, 10_000])
+def test_line_spans_read_every_record_once_numbered_by_their_line_in_the_whole_file(tmp_path, span_bytes):
+    from zephyr.io import Position, ShardStats, line_spans, read_file
+
+    path = tmp_path / "docs.jsonl"
+    lines = [orjson.dumps({"id": i, "text": "x" * (i % 13)}).decode() for i in range(60)]
+    lines[17] = ""  # a blank line still counts as a line
+    lines[41] = "{not json"
+    path.write_text("\n".join(lines) + "\n")
+    spans = line_spans(str(path), span_bytes)
+    assert spans[0].start == 0 and spans[-1].stop == path.stat().st_size
+    assert all(a.stop == b.start for a, b in zip(spans, spans[1:], strict=False))
+    assert (len(spans) == 1) == (span_bytes == 10_000)  # the file is about 1,300 bytes
+    got, stats = [], ShardStats()
+    for span in spans:
+        pos = Position()
+        for record in read_file(str(path), "jsonl", "skip", pos, stats, span):
+            got.append((pos.line, record["id"]))
+    assert got == [(i + 1, i) for i in range(60) if i not in (17, 41)]
+    assert stats.bad_records == 1 and stats.bad_examples[0].startswith(f"{path}:42: ")
+    with pytest.raises(BadRecordError, match=r"docs.jsonl:42"):
+        for span in spans:
+            list(read_file(str(path), "jsonl", "fail", Position(), ShardStats(), span))
+
+
+def test_line_spans_refuse_a_compressed_file(tmp_path):
+    from zephyr.errors import PlanError
+    from zephyr.io import line_spans
+
+    path = tmp_path / "docs.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(b'{"a": 1}\n'))
+    with pytest.raises(PlanError, match="compressed file cannot be read in spans"):
+        line_spans(str(path), 4)

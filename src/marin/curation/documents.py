@@ -1,27 +1,45 @@
 """Curation inputs and outputs: which shards a step reads, how records are read, written and counted.
 
 An input is a path or glob (.jsonl/.json/.parquet, .gz/.zst; .warc/.warc.gz for extraction), the
-embedded corpus `marin://web-synth` (optionally `?pages=N&seed=S`), or `step:NAME`, a dependency
+embedded corpus `marin://web-synth` (optionally `?pages=N&seed=S`), the embedded story corpus
+`marin://tinystories-synth` (optionally `?start=A&stop=B`; records {"id", "text"}, e.g. to
+decontaminate against what the evaluation reads), or `step:NAME`, a dependency
 whose output files are read. Every document has a position `(shard, record)` in the canonical order
 (inputs in the order given, files sorted, records in file order); dedup keeps the earliest.
-Each input shard becomes one output shard `part-NNNNN-of-NNNNN.jsonl.zst`, so a step's output
-order is its input order.
+An uncompressed JSONL file larger than `PIECE_BYTES` is read as several pieces (byte ranges cut
+at line ends, `zephyr.io.line_spans`), so one large file still keeps several workers busy; a
+compressed file or a Parquet file is one piece. Each piece becomes one output shard
+`part-NNNNN-of-NNNNN.jsonl.zst`, so a step's output order is its input order, and the cuts depend
+only on the files, never on the workers.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
 from marin.data.file_documents import report_bad
 from marin.data.step_inputs import STEP_INPUT_PREFIX as STEP_PREFIX
 from marin.execution.errors import MarinError
-from zephyr.io import Position, ShardStats, WriteSpec, infer_format, read_file, write_shard
+from zephyr.io import (
+    LineSpan,
+    Position,
+    ShardStats,
+    WriteSpec,
+    infer_format,
+    line_spans,
+    read_file,
+    write_shard,
+)
 
 WEB_SYNTH = "marin://web-synth"
 WEB_SYNTH_SHARD = 1_000
+STORIES = "marin://tinystories-synth"
+STORIES_SHARD = 5_000
+PIECE_BYTES = 32 << 20
 MAX_EXAMPLES = 3
 EXAMPLE_CHARS = 300
 
@@ -32,16 +50,22 @@ class CurationError(MarinError):
 
 @dataclass(frozen=True)
 class InputShard:
-    """One unit of reading: a file (`kind` "file" or "warc") or a range of web-synth pages."""
+    """One unit of reading: a file (`kind` "file" or "warc"), the bytes [start, stop) of a JSONL file
+    after its first `lines_before` lines (`kind` "piece"), or the web-synth pages [start, stop)."""
 
     kind: str
     path: str
     start: int = 0
     stop: int = 0
     seed: int = 0
+    lines_before: int = 0
 
     def describe(self) -> str:
-        return f"{self.path}[{self.start}:{self.stop}]" if self.kind == "web-synth" else self.path
+        if self.kind in ("web-synth", "stories"):
+            return f"{self.path}[{self.start}:{self.stop}]"
+        if self.kind == "piece":
+            return f"{self.path} (bytes {self.start}-{self.stop})"
+        return self.path
 
 
 def parse_web_synth(spec: str) -> tuple[int, int]:
@@ -57,17 +81,47 @@ def parse_web_synth(spec: str) -> tuple[int, int]:
         ) from None
 
 
+def parse_stories(spec: str) -> tuple[int, int]:
+    """(start, stop) of a `marin://tinystories-synth?start=A&stop=B` name (default: the whole corpus)."""
+    from marin.data.corpus import CORPUS_SIZE
+
+    query = parse_qs(urlparse(spec).query)
+    try:
+        start, stop = int(query.get("start", [0])[0]), int(query.get("stop", [CORPUS_SIZE])[0])
+    except ValueError:
+        start = stop = -1
+    if not 0 <= start <= stop:
+        raise CurationError(
+            f"{spec!r}: start and stop must be integers with 0 <= start <= stop, "
+            f"e.g. {STORIES}?start=49950&stop=50000"
+        )
+    return start, stop
+
+
 def check_input(spec: str, where: str) -> None:
     """Validate an input name at declaration (touches no file)."""
     if spec.startswith("marin://"):
-        if not spec.startswith(WEB_SYNTH):
-            raise CurationError(f"{where}: unknown embedded corpus {spec!r}; the web corpus is {WEB_SYNTH!r}")
+        if spec.split("?")[0] == STORIES:
+            parse_stories(spec)
+            return
+        if spec.split("?")[0] != WEB_SYNTH:
+            raise CurationError(
+                f"{where}: unknown embedded corpus {spec!r}; the embedded corpora are {WEB_SYNTH!r} "
+                f"and {STORIES!r}"
+            )
         parse_web_synth(spec)
 
 
-def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
-    """The ordered shards of the inputs (run time only: lists files, reads the step context)."""
-    from storage import list_files
+def declared_files(names: Sequence[str]) -> tuple[str, ...]:
+    """The files and globs among input names, as a step declares them (`StepSpec.inputs`): not the
+    embedded corpora, not `step:NAME` dependencies (those enter the key through their own key)."""
+    return tuple(dict.fromkeys(n for n in names if not n.startswith(("marin://", STEP_PREFIX))))
+
+
+def resolve_inputs(specs: Sequence[str], piece_bytes: int = PIECE_BYTES) -> list[InputShard]:
+    """The ordered shards of the inputs (run time only: lists files, reads the step context); an
+    uncompressed JSONL file over `piece_bytes` is cut into pieces of about that size."""
+    from storage import compression_of, list_files, size
 
     shards: list[InputShard] = []
     for spec in specs:
@@ -78,6 +132,13 @@ def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
                 for a in range(0, pages, WEB_SYNTH_SHARD)
             ]
             continue
+        if spec.split("?")[0] == STORIES:
+            start, stop = parse_stories(spec)
+            shards += [
+                InputShard("stories", spec, a, min(a + STORIES_SHARD, stop))
+                for a in range(start, stop, STORIES_SHARD)
+            ]
+            continue
         if spec.startswith(STEP_PREFIX):
             from marin.data.step_inputs import step_output_files
 
@@ -86,8 +147,17 @@ def resolve_inputs(specs: Sequence[str]) -> list[InputShard]:
             files = list_files([spec])
         for f in files:
             kind = "warc" if ".warc" in f.rsplit("/", 1)[-1] else "file"
-            if kind == "file":
-                infer_format(f)
+            if (
+                kind == "file"
+                and infer_format(f) == "jsonl"
+                and compression_of(f) is None
+                and size(f) > piece_bytes
+            ):
+                shards += [
+                    InputShard("piece", f, s.start, s.stop, 0, s.lines_before)
+                    for s in line_spans(f, piece_bytes)
+                ]
+                continue
             shards.append(InputShard(kind, f))
     return shards
 
@@ -100,13 +170,20 @@ def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iter
         for i, page in enumerate(pages(shard.start, shard.stop, shard.seed)):
             yield shard.path, shard.start + i + 1, page
         return
+    if shard.kind == "stories":
+        from marin.data.corpus import stories
+
+        for i, text in enumerate(stories(shard.start, shard.stop)):
+            yield shard.path, shard.start + i + 1, {"id": shard.start + i, "text": str(text)}
+        return
     if shard.kind == "warc":
         from marin.curation.extract import read_warc
 
         yield from read_warc(shard.path, bad_records, stats)
         return
     pos = Position()
-    for record in read_file(shard.path, infer_format(shard.path), bad_records, pos, stats):
+    span = LineSpan(shard.start, shard.stop, shard.lines_before) if shard.kind == "piece" else None
+    for record in read_file(shard.path, infer_format(shard.path), bad_records, pos, stats, span):
         if not isinstance(record, dict):
             report_bad(
                 bad_records,
@@ -172,6 +249,35 @@ class CurationStats:
             "bad_records": self.bad.bad_records,
             "bad_record_examples": list(self.bad.bad_examples),
         }
+
+
+REJECTED_DIR = "_rejected"
+
+
+@contextmanager
+def rejected_writer(output_dir: str, index: int, count: int, enabled: bool) -> Iterator:
+    """`reject(record, reason, where, line, **extra)`: with `enabled`, writes the dropped record, with
+    `rejected_by` (the rule and check) and `rejected_at` (its input `file:record`) added, to
+    `_rejected/part-NNNNN-of-NNNNN.jsonl.zst` (the folder downstream steps do not read)."""
+    if not enabled:
+        yield _no_reject
+        return
+    import orjson
+
+    from storage import atomic_write, join
+
+    name = output_spec(output_dir).path_for(index, count).rsplit("/", 1)[-1]
+    with atomic_write(join(output_dir, REJECTED_DIR, name)) as out:
+
+        def reject(record: dict, reason: str, where: str, line: int, **extra) -> None:
+            row = record | {"rejected_by": reason, "rejected_at": f"{where}:{line}"} | extra
+            out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+
+        yield reject
+
+
+def _no_reject(record: dict, reason: str, where: str, line: int, **extra) -> None:
+    pass
 
 
 def output_spec(output_dir: str) -> WriteSpec:

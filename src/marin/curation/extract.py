@@ -20,8 +20,10 @@ def html_to_text(html: str) -> str:
 def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[str, int, dict]]:
     """(path, record number, {"id", "url", "html"}) for each HTTP response of a WARC file.
 
-    A payload that is not valid text in its declared charset (or UTF-8) is a bad record at path:record;
-    so is a malformed record header, after which the rest of the file cannot be read.
+    Records are numbered by their place in the file, every record counted (warcinfo, request,
+    metadata, ...), so `path:N` is the file's Nth record whatever its type. A payload that is not
+    valid text in its declared charset (or UTF-8) is a bad record at path:record; so is a malformed
+    record header, after which the rest of the file cannot be read.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -29,12 +31,14 @@ def read_warc(path: str, bad_records: str, stats: ShardStats) -> Iterator[tuple[
     from storage import open_read
 
     with open_read(path) as stream:
-        records = ArchiveIterator(stream, record_types=WarcRecordType.response, parse_http=True)
+        records = ArchiveIterator(stream, parse_http=True)
         n = 0
         while True:
             n += 1
             try:
                 record = next(records)
+                if record.record_type != WarcRecordType.response:
+                    continue
                 body = record.reader.read()
             except StopIteration:
                 return

@@ -98,14 +98,23 @@ class DecontaminateSpec:
     text_key: str = "text"
     bad_records: str = "fail"
     name: str = "decontaminate"
+    # the text field of each `against` input, where one differs from `against_key` (a TextDataset's
+    # text_field); empty when every input uses against_key
+    against_fields: tuple[str, ...] = ()
 
     def describe(self) -> dict:
-        return {
+        out = {
             "ngram": self.ngram,
             "against": list(self.against),
             "against_key": self.against_key,
             "text_key": self.text_key,
         }
+        if self.against_fields:
+            out["against_fields"] = list(self.against_fields)
+        return out
+
+    def field_of(self, index: int) -> str:
+        return self.against_fields[index] if self.against_fields else self.against_key
 
     def prepare(self) -> Decontaminate:
         from marin.curation.documents import read_records, resolve_inputs
@@ -113,11 +122,13 @@ class DecontaminateSpec:
 
         banned: set[int] = set()
         stats = ShardStats()
-        for shard in resolve_inputs(self.against):
-            for _where, _line, record in read_records(shard, self.bad_records, stats):
-                text = record.get(self.against_key)
-                if isinstance(text, str):
-                    banned.update(hash_ngram(g) for g in word_ngrams(text, self.ngram))
+        for index, spec in enumerate(self.against):
+            key = self.field_of(index)
+            for shard in resolve_inputs((spec,)):
+                for _where, _line, record in read_records(shard, self.bad_records, stats):
+                    text = record.get(key)
+                    if isinstance(text, str):
+                        banned.update(hash_ngram(g) for g in word_ngrams(text, self.ngram))
         return Decontaminate(self.ngram, frozenset(banned), self.text_key)
 
 

@@ -3,7 +3,9 @@
 `exact_pairs` finds every pair of documents whose word n-gram Jaccard is >= t, exactly: a
 prefix-filtered all-pairs join (two sets with Jaccard >= t share an element among the first
 |x| - ceil(t|x|) + 1 elements of each, in one global order), then the true Jaccard of each candidate.
-`minhash_merges` runs the same LSH banding, verification and union-find as `dedup_fuzzy`, in memory.
+`minhash_merges` runs the same LSH banding, verification and union-find as `dedup_fuzzy`, in memory;
+`step_drops` runs the real step (`run_dedup_step`, on zephyr) on the same texts, so the two can be
+compared and the step's own recall measured.
 """
 
 from __future__ import annotations
@@ -64,6 +66,40 @@ def minhash_merges(
     return merged, components(merged)
 
 
+def step_drops(
+    texts: list[str], work: str, threshold: float = 0.8, num_perm: int = 128, ngram: int = 5, zephyr=None
+) -> tuple[dict[int, int], dict]:
+    """({dropped document: the document kept for it}, stats.json) of the real `dedup_fuzzy` step body
+    on `texts`, written as one JSONL file in the local folder `work` (each drop is read back from
+    `_rejected/`)."""
+    import json
+    from pathlib import Path
+
+    from marin.curation.dedup import DedupConfig, run_dedup_step
+    from zephyr import ZephyrConfig
+    from zephyr.io import Position, ShardStats, read_file
+
+    source = str(Path(work, "texts.jsonl"))
+    with open(source, "w") as f:
+        f.writelines(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts))
+    out = Path(work, "deduped")
+    config = DedupConfig(
+        "fuzzy",
+        (source,),
+        threshold=threshold,
+        num_perm=num_perm,
+        ngram=ngram,
+        rejected=True,
+        zephyr=zephyr or ZephyrConfig.from_env().with_overrides(quiet=True),
+    )
+    run_dedup_step(config, str(out))
+    drops: dict[int, int] = {}
+    for part in sorted(out.glob("_rejected/part-*.jsonl.zst")):
+        for record in read_file(str(part), "jsonl", "fail", Position(), ShardStats()):
+            drops[record["id"]] = int(record["duplicate_of"].rsplit(":", 1)[1]) - 1  # record N is text N-1
+    return drops, json.loads((out / "stats.json").read_text())
+
+
 def lsh_quality(
     texts: list[str],
     threshold: float = 0.8,
@@ -71,24 +107,34 @@ def lsh_quality(
     ngram: int = 5,
     recall_at: float = 0.9,
     bands: int | None = None,
+    step_work: str | None = None,
 ) -> dict:
     """Recall on pairs with true Jaccard >= `recall_at` (both ends in one component) and precision of the
-    merged pairs (true Jaccard >= threshold)."""
+    merged pairs (true Jaccard >= threshold). With `step_work`, the real step runs there too, adding its
+    recall and whether it dropped exactly what the in-memory copy drops."""
     sets = [shingles(t, ngram) for t in texts]
     truth = exact_pairs(sets, recall_at)
     merged, drops = minhash_merges(texts, threshold, num_perm, ngram, bands)
 
-    def root(i: int) -> int:
-        return drops.get(i, i)
+    def recall(roots: dict[int, int]) -> float:
+        found = sum(roots.get(i, i) == roots.get(j, j) for i, j in truth)
+        return found / len(truth) if truth else 1.0
 
-    found = sum(root(i) == root(j) for i, j in truth)
     correct = sum(jaccard(sets[a], sets[b]) >= threshold for a, b in merged)
-    return {
+    out = {
         "documents": len(texts),
         "true_pairs_at_recall_threshold": len(truth),
-        "recall": found / len(truth) if truth else 1.0,
+        "recall": recall(drops),
         "merged_pairs": len(merged),
         "precision": correct / len(merged) if merged else 1.0,
         "threshold": threshold,
         "recall_at": recall_at,
     }
+    if step_work is not None and bands is None:
+        real, stats = step_drops(texts, step_work, threshold, num_perm, ngram)
+        out |= {
+            "step_recall": recall(real),
+            "step_merged_pairs": stats["merged_pairs"],
+            "step_drops_equal_in_memory": real == drops,
+        }
+    return out

@@ -22,9 +22,6 @@ from marin.execution.keyed import NOT_KEY, key_fields
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
 
-if TYPE_CHECKING:
-    from zephyr import ZephyrConfig
-
 
 @dataclass(frozen=True)
 class MixConfig:
@@ -41,6 +38,9 @@ class MixConfig:
     def describe(self) -> dict:
         """The step's key fields, as its key and stats.json record them."""
         return key_fields(self)
+
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.inputs)
 
     def shares(self) -> list[int]:
         weight = sum(w for _, w in self.inputs)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marin.curation.documents import (
+    PIECE_BYTES,
     CurationStats,
     InputShard,
     read_records,
+    rejected_writer,
     report_bad,
     resolve_inputs,
     write_output,
@@ -22,6 +24,9 @@ from marin.curation.documents import (
 )
 from marin.execution.keyed import NOT_KEY, key_fields
 from zephyr import Dataset, ShardInfo, ZephyrConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 logger = logging.getLogger("marin.curation")
 
@@ -35,22 +40,43 @@ class DocumentStepConfig:
     transform: Any  # keyed by its describe()
     bad_records: str = "fail"
     zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
+    # how large an uncompressed JSONL input may be before it is read as several pieces (parallel
+    # tasks, one output shard each): the documents and their order never depend on it
+    piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)
+    rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
+
+    def input_names(self) -> tuple[str, ...]:
+        """Everything the step reads: its inputs and, for decontamination, the evaluation data."""
+        return self.inputs + tuple(getattr(self.transform, "against", ()))
 
     def describe(self) -> dict:
-        """The step's key fields, as its key and stats.json record them."""
-        return key_fields(self)
+        """The step's key fields, as its key and stats.json record them (`rejected` only when set,
+        so the keys of steps declared before it existed stay as they were)."""
+        out = key_fields(self)
+        if not self.rejected:
+            del out["rejected"]
+        return out
 
 
-def zephyr_config(config: Any, tasks: int) -> ZephyrConfig:
+def zephyr_config(config: ZephyrConfig | None, tasks: int) -> ZephyrConfig:
+    """The step's zephyr settings (the environment's when none), run in-process for a single task."""
     zconfig = config or ZephyrConfig.from_env()
     if tasks <= 1 and zconfig.backend == "processes":
         zconfig = zconfig.with_overrides(backend="sync")  # one shard: a worker process would only add startup
     return zconfig
 
 
-def run_shards(shard_fn, shards: list, zconfig: Any) -> list:
-    """`shard_fn(index, count, shard)` for every shard, on zephyr; results in shard order."""
+def run_shards(
+    shard_fn, shards: list, zconfig: ZephyrConfig | None, per_shard: Sequence | None = None
+) -> list:
+    """`shard_fn(index, count, shard)` for every shard, on zephyr; results in shard order.
+
+    With `per_shard`, shard i's task also gets `per_shard[i]` as a fourth argument (and only that
+    one: what shard i needs travels to shard i's worker alone).
+    """
     tasks = [(i, len(shards), s) for i, s in enumerate(shards)]
+    if per_shard is not None:
+        tasks = [(*task, extra) for task, extra in zip(tasks, per_shard, strict=True)]
     return (
         Dataset.from_list(tasks, num_shards=max(1, len(tasks)))
         .map_shard(partial(_run_tasks, shard_fn))
@@ -59,39 +85,48 @@ def run_shards(shard_fn, shards: list, zconfig: Any) -> list:
 
 
 def _run_tasks(shard_fn, tasks, info: ShardInfo):
-    for index, count, shard in tasks:
-        yield shard_fn(index, count, shard)
+    for index, count, shard, *extra in tasks:
+        yield shard_fn(index, count, shard, *extra)
 
 
 def process_shard(
-    transform, bad_records: str, output_path: str, index: int, count: int, shard: InputShard
+    transform,
+    bad_records: str,
+    rejected: bool,
+    output_path: str,
+    index: int,
+    count: int,
+    shard: InputShard,
 ) -> CurationStats:
-    """Apply `transform` to each document of one shard and write the survivors as output shard `index`."""
+    """Apply `transform` to each document of one shard and write the survivors as output shard `index`
+    (and, with `rejected`, the dropped ones with their reasons, see `rejected_writer`)."""
     stats = CurationStats()
-
-    def kept():
-        for where, line, record in read_records(shard, bad_records, stats.bad):
-            text = transform.input_text(record)
-            if not isinstance(text, str):
-                report_bad(
-                    bad_records,
-                    stats.bad,
-                    where,
-                    line,
-                    f"the record has no string field for {transform.name}",
-                )
-                continue
-            stats.read(text)
-            out, reason = transform(record, text)
-            if out is None:
-                stats.dropped(reason, where, line, record, text)
-                continue
-            written = out.get(getattr(transform, "text_key", "text"))
-            stats.wrote(written if isinstance(written, str) else "")
-            yield out
-
-    write_output(output_path, index, count, kept())
+    with rejected_writer(output_path, index, count, rejected) as reject:
+        write_output(output_path, index, count, _kept(transform, bad_records, shard, stats, reject))
     return stats
+
+
+def _kept(transform, bad_records: str, shard: InputShard, stats: CurationStats, reject) -> Iterator[dict]:
+    for where, line, record in read_records(shard, bad_records, stats.bad):
+        text = transform.input_text(record)
+        if not isinstance(text, str):
+            report_bad(
+                bad_records,
+                stats.bad,
+                where,
+                line,
+                f"the record has no string field for {transform.name}",
+            )
+            continue
+        stats.read(text)
+        out, reason = transform(record, text)
+        if out is None:
+            stats.dropped(reason, where, line, record, text)
+            reject(record, reason, where, line)
+            continue
+        written = out.get(getattr(transform, "text_key", "text"))
+        stats.wrote(written if isinstance(written, str) else "")
+        yield out
 
 
 def finish(
@@ -111,11 +146,13 @@ def finish(
 
 def run_document_step(config: DocumentStepConfig, output_path: str) -> dict:
     """Run a per-document step (extract, language, quality, decontaminate) over every input shard."""
-    shards = resolve_inputs(config.inputs)
+    shards = resolve_inputs(config.inputs, config.piece_bytes)
     transform = config.transform
     if hasattr(transform, "prepare"):
         transform = transform.prepare()  # e.g. decontamination reads its evaluation sets here, once
     results = run_shards(
-        partial(process_shard, transform, config.bad_records, output_path), shards, config.zephyr
+        partial(process_shard, transform, config.bad_records, config.rejected, output_path),
+        shards,
+        config.zephyr,
     )
     return finish(config.kind, config.describe(), results, output_path)

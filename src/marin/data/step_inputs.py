@@ -51,7 +51,9 @@ def split_step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
             raise StepDefinitionError(f"step {name!r}: give exactly one of source= or paths=")
         return None, (placeholder(source, "source"),), tuple(steps)
     if source is not None and not isinstance(source, str):
-        placeholder(source, "source")
+        source = placeholder(source, "source")  # a path-like becomes its string; anything else fails
+    if isinstance(paths, os.PathLike):
+        paths = [paths]  # one path (unlike a str, a Path is never mistaken for a list of characters)
     if paths is not None and not isinstance(paths, str):
         if is_step(paths):
             paths = [paths]
@@ -60,14 +62,22 @@ def split_step_inputs(name: str, source, paths) -> tuple[Any, Any, tuple]:
 
 
 def step_output_files(step_name: str) -> list[str]:
-    """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote."""
+    """The data files (.jsonl(.gz|.zst), .parquet, any depth) a dependency of the running step wrote.
+
+    Files under a folder whose name starts with "_" are the step's side outputs, not its data (a
+    curation step's `_rejected/` documents), and are left out.
+    """
     import storage
     from marin.execution.context import current
 
     root = current().path_of(step_name)
     files: set[str] = set()
     for pattern in STEP_DATA_PATTERNS:
-        files.update(storage.glob(f"{root}/{pattern}"))
+        files.update(
+            f
+            for f in storage.glob(f"{root}/{pattern}")
+            if not any(part.startswith("_") for part in f[len(root) :].strip("/").split("/")[:-1])
+        )
     if not files:
         raise MarinError(f"input step {step_name!r} wrote no .jsonl(.gz|.zst) or .parquet files under {root}")
     return sorted(files)

@@ -3,9 +3,12 @@ dedup_fuzzy, decontaminate and mix.
 
 Like `tokenized()`, each call reads nothing and returns a hashable frozen handle; `to_step_spec()`
 builds the StepSpec. An `input` is a path or glob, `marin://web-synth`, a StepSpec or a handle (a
-dependency whose output files are read), or a list of those. Every parameter that changes the
-output (rules and thresholds, languages, MinHash settings) is in the step's key; the zephyr backend
-and worker count are not. Each step writes `part-*.jsonl.zst` shards and `stats.json`.
+dependency whose output files are read), or a list of those; the files and globs are the step's
+declared inputs (their digests are in its key). Every parameter that changes the output (rules and
+thresholds, languages, MinHash settings) is in the key; the zephyr backend and worker count are
+not. Each step writes `part-*.jsonl.zst` shards and `stats.json`; with `rejected=True` (all but
+`mix`) also each dropped document with the rule that dropped it, under `_rejected/`. `adopt=True`
+takes an existing folder at the output path as the output (see StepSpec.adopt).
 """
 
 from __future__ import annotations
@@ -17,20 +20,18 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from marin.curation.dedup import DedupConfig, run_dedup_step
-from marin.curation.documents import STEP_PREFIX, CurationError, check_input
+from marin.curation.documents import STEP_PREFIX, CurationError, check_input, declared_files
 from marin.curation.extract import ExtractText
 from marin.curation.filters import DecontaminateSpec, FilterLanguage, FilterQuality
 from marin.curation.mix import MixConfig, run_mix_step
 from marin.curation.rules import make_rules
 from marin.curation.steps import DocumentStepConfig, run_document_step
+from marin.evaluation.documents import TextDataset
 from marin.execution.errors import StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
 from zephyr.io import BAD_RECORD_POLICIES
-
-if TYPE_CHECKING:
-    from zephyr import ZephyrConfig
 
 if TYPE_CHECKING:
     from zephyr import ZephyrConfig
@@ -51,13 +52,19 @@ DEFAULT_QUALITY_RULES = ("gopher_quality", "gopher_repetition", "c4", "fineweb")
 
 @dataclass(frozen=True)
 class CurationStep:
-    """A lazy curation step: `fn(config, output_path)` with `config` a frozen dataclass; `steps` are its inputs."""
+    """A lazy curation step: `fn(config, output_path)` with `config` a frozen dataclass; `steps` are its inputs.
+
+    The files and globs it reads are its declared `inputs` (each file's name, size and digest in the
+    key, so appending to a raw input reruns it, naming the file in the plan); `adopt` takes an
+    existing folder at the output path instead of running (see StepSpec.adopt).
+    """
 
     name: str
     fn: Callable[[Any, str], dict]
     config: DocumentStepConfig | DedupConfig | MixConfig  # keyed by marin.execution.keyed.hash_attrs_of
     steps: tuple = ()
     version: str | None = None
+    adopt: bool = False
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
@@ -66,6 +73,8 @@ class CurationStep:
             deps=tuple(lower(s) for s in self.steps),
             hash_attrs=hash_attrs_of(self.config),
             version=self.version,
+            inputs=declared_files(self.config.input_names()),
+            adopt=self.adopt,
         )
 
 
@@ -120,15 +129,18 @@ def _document_step(
     bad_records: str,
     version: str | None,
     zephyr: ZephyrConfig | None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     _check_common(name, bad_records)
     inputs, steps = _inputs(name, input, "input")
     return CurationStep(
         name,
         run_document_step,
-        DocumentStepConfig(kind, inputs, transform, bad_records, zephyr),
+        DocumentStepConfig(kind, inputs, transform, bad_records, zephyr, rejected=bool(rejected)),
         steps,
         version,
+        adopt,
     )
 
 
@@ -141,6 +153,8 @@ def extract_text(
     bad_records: str = "fail",
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     """Extract the main text of web pages with resiliparse (menus, footers, banners removed).
 
@@ -150,7 +164,15 @@ def extract_text(
     if format not in ("html", "warc"):
         raise StepDefinitionError(f"step {name!r}: format must be 'html' or 'warc', got {format!r}")
     return _document_step(
-        name, input, "extract_text", ExtractText(html_key, format=format), bad_records, version, zephyr
+        name,
+        input,
+        "extract_text",
+        ExtractText(html_key, format=format),
+        bad_records,
+        version,
+        zephyr,
+        rejected,
+        adopt,
     )
 
 
@@ -164,6 +186,8 @@ def filter_language(
     bad_records: str = "fail",
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     """Keep documents whose language (py3langid, bundled model) is in `languages` with probability >= min_score."""
     if isinstance(languages, str) or not languages or not all(isinstance(x, str) for x in languages):
@@ -173,7 +197,9 @@ def filter_language(
     if not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
         raise StepDefinitionError(f"step {name!r}: min_score must be in [0, 1], got {min_score!r}")
     transform = FilterLanguage(tuple(languages), float(min_score), text_key)
-    return _document_step(name, input, "filter_language", transform, bad_records, version, zephyr)
+    return _document_step(
+        name, input, "filter_language", transform, bad_records, version, zephyr, rejected, adopt
+    )
 
 
 def filter_quality(
@@ -185,6 +211,8 @@ def filter_quality(
     bad_records: str = "fail",
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     """Apply quality rules in order (names take the published thresholds, or pass e.g.
     `GopherQuality(min_doc_words=100)`).
@@ -194,7 +222,15 @@ def filter_quality(
     except ValueError as e:
         raise StepDefinitionError(f"step {name!r}: {e}") from None
     return _document_step(
-        name, input, "filter_quality", FilterQuality(made, text_key), bad_records, version, zephyr
+        name,
+        input,
+        "filter_quality",
+        FilterQuality(made, text_key),
+        bad_records,
+        version,
+        zephyr,
+        rejected,
+        adopt,
     )
 
 
@@ -209,21 +245,50 @@ def decontaminate(
     bad_records: str = "fail",
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
-    """Drop documents sharing any word `ngram`-gram with the evaluation data in `against` (paths or steps)."""
+    """Drop documents sharing any word `ngram`-gram with the evaluation data in `against`: paths or
+    globs, steps or handles, `TextDataset`s (their paths, read at their `text_field`) or
+    `marin://tinystories-synth` (optionally `?start=A&stop=B`, e.g. the stories an evaluation reads)."""
     if not isinstance(ngram, int) or ngram < 1:
         raise StepDefinitionError(f"step {name!r}: ngram must be a positive int, got {ngram!r}")
-    against_names, against_steps = _inputs(name, list(against), "against")
+    if isinstance(against, (str, os.PathLike, TextDataset)) or not isinstance(against, Sequence):
+        against = [against]
+    against_names: list[str] = []
+    fields: list[str] = []
+    against_steps: tuple = ()
+    for k, item in enumerate(against):
+        if isinstance(item, TextDataset):
+            names, found = _inputs(name, list(item.paths), f"against[{k}].paths")
+            key = item.text_field
+        else:
+            names, found = _inputs(name, item, f"against[{k}]")
+            key = against_key
+        against_names += names
+        fields += [key] * len(names)
+        against_steps += found
+    if not against_names:
+        raise StepDefinitionError(f"step {name!r}: against is empty; give the evaluation data to remove")
     step = _document_step(
         name,
         input,
         "decontaminate",
-        DecontaminateSpec(ngram, against_names, against_key, text_key, bad_records),
+        DecontaminateSpec(
+            ngram,
+            tuple(against_names),
+            against_key,
+            text_key,
+            bad_records,
+            against_fields=tuple(fields) if any(f != against_key for f in fields) else (),
+        ),
         bad_records,
         version,
         zephyr,
+        rejected,
+        adopt,
     )
-    return CurationStep(step.name, step.fn, step.config, step.steps + against_steps, version)
+    return CurationStep(step.name, step.fn, step.config, step.steps + against_steps, version, adopt)
 
 
 def dedup_exact(
@@ -235,14 +300,22 @@ def dedup_exact(
     num_shards: int | None = None,
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     """Keep the first document (in input order) of each normalized `key` value."""
     _check_common(name, bad_records)
     inputs, steps = _inputs(name, input, "input")
     config = DedupConfig(
-        "exact", inputs, key=key, bad_records=bad_records, num_shards=num_shards, zephyr=zephyr
+        "exact",
+        inputs,
+        key=key,
+        bad_records=bad_records,
+        num_shards=num_shards,
+        zephyr=zephyr,
+        rejected=bool(rejected),
     )
-    return CurationStep(name, run_dedup_step, config, steps, version)
+    return CurationStep(name, run_dedup_step, config, steps, version, adopt)
 
 
 def dedup_fuzzy(
@@ -259,6 +332,8 @@ def dedup_fuzzy(
     num_shards: int | None = None,
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    rejected: bool = False,
+    adopt: bool = False,
 ) -> CurationStep:
     """MinHash-LSH near-duplicate removal: one document (the earliest) per connected component of pairs
     whose estimated word-`ngram` Jaccard is >= threshold. `bands=None` picks bands for recall."""
@@ -282,8 +357,9 @@ def dedup_fuzzy(
         bad_records=bad_records,
         num_shards=num_shards,
         zephyr=zephyr,
+        rejected=bool(rejected),
     )
-    return CurationStep(name, run_dedup_step, config, steps, version)
+    return CurationStep(name, run_dedup_step, config, steps, version, adopt)
 
 
 def mix(
@@ -296,6 +372,7 @@ def mix(
     bad_records: str = "fail",
     version: str | None = None,
     zephyr: ZephyrConfig | None = None,
+    adopt: bool = False,
 ) -> CurationStep:
     """A deterministic weighted sample of `total_documents` documents from the inputs (keys of `weights`)."""
     _check_common(name, bad_records)
@@ -317,4 +394,4 @@ def mix(
         pairs.append((names[0], float(weight)))
         steps += found
     config = MixConfig(tuple(pairs), total_documents, seed, text_key, bad_records, zephyr)
-    return CurationStep(name, run_mix_step, config, tuple(steps), version)
+    return CurationStep(name, run_mix_step, config, tuple(steps), version, adopt)

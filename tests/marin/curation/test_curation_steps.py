@@ -205,3 +205,77 @@ def test_a_malformed_warc_record_is_a_bad_record_at_its_place(tmp_path):
     )
     with pytest.raises(StepFailedError, match=r"broken.warc:2"):
         run(tmp_path / "strict", extract_text("c/broken", str(warc), format="warc", zephyr=SYNC))
+
+
+def read_rejected(folder: str) -> list[dict]:
+    return read_dir(str(Path(folder) / "_rejected"))
+
+
+def test_rejected_writes_each_dropped_document_with_its_rule_and_place(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    texts = [ARTICLE + " " + ARTICLE, "short text", ARTICLE + " " + ARTICLE, "# # # # " * 20]
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    quality = filter_quality("c/q", str(src), rules=["gopher_quality"], rejected=True, zephyr=SYNC)
+    deduped = dedup_exact("c/d", quality, rejected=True, zephyr=SYNC)
+    assert (
+        lower(quality).hash_attrs
+        != lower(filter_quality("c/q", str(src), rules=["gopher_quality"])).hash_attrs
+    )
+    path, stats = run(tmp_path, deduped)
+    assert [r["id"] for r in read_dir(path)] == [0]  # the dedup step read its input's data, not _rejected/
+    duplicate = read_rejected(path)
+    assert [(r["id"], r["rejected_by"]) for r in duplicate] == [(2, "dedup_exact.duplicate")]
+    assert duplicate[0]["rejected_at"].endswith(":2") and duplicate[0]["duplicate_of"].endswith(":1")
+    runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
+    quality_path = runner.plan([lower(quality)]).of(lower(quality)).output_path
+    dropped = read_rejected(quality_path)
+    assert [(r["id"], r["rejected_by"], r["text"]) for r in dropped] == [
+        (1, "gopher_quality.min_doc_words", "short text"),
+        (3, "gopher_quality.min_doc_words", texts[3]),
+    ]
+    assert dropped[0]["rejected_at"] == f"{src}:2"
+    assert not (
+        Path(run(tmp_path / "plain", dedup_exact("c/d", str(src), zephyr=SYNC))[0]) / "_rejected"
+    ).exists()
+
+
+def test_decontaminate_against_a_text_dataset_and_the_story_corpus(tmp_path):
+    from marin.data.corpus import story
+    from marin.evaluation.documents import TextDataset
+
+    notes = tmp_path / "notes.jsonl"
+    leaked = "the quick brown fox jumps over the lazy dog while the cat sleeps on the warm mat today"
+    notes.write_text(json.dumps({"body": leaked}) + "\n")
+    told = str(story(49_990))
+    train = tmp_path / "train.jsonl"
+    train.write_text(
+        "".join(
+            json.dumps({"id": i, "text": t}) + "\n"
+            for i, t in enumerate(["intro " + leaked, ARTICLE, "once more: " + told, str(story(10))])
+        )
+    )
+    evals = TextDataset("notes", (str(notes),), text_field="body")
+    stories = "marin://tinystories-synth?start=49950&stop=50000"
+    step = decontaminate("c/decon", str(train), against=[evals, stories], zephyr=SYNC)
+    assert lower(step).hash_attrs["transform"]["against"] == [str(notes), stories]
+    assert lower(step).hash_attrs["transform"]["against_fields"] == ["body", "text"]
+    path, stats = run(tmp_path, step)
+    assert [r["id"] for r in read_dir(path)] == [1, 3]  # story 10 is not among the evaluated ones
+    assert stats["drops"] == {"decontaminate.ngram_overlap": 2}
+    with pytest.raises(StepDefinitionError, match="start and stop must be integers"):
+        decontaminate("c/x", str(train), against=["marin://tinystories-synth?start=9&stop=2"])
+
+
+def test_warc_records_are_numbered_by_their_place_among_all_records(tmp_path):
+    info = (
+        b"WARC/1.0\r\nWARC-Type: warcinfo\r\nContent-Type: application/warc-fields\r\n"
+        b"Content-Length: 9\r\n\r\nsoftware\n\r\n\r\n"
+    )
+    good = f"<html><body><main><p>{ARTICLE}</p></main></body></html>".encode()
+    warc = tmp_path / "crawl.warc"
+    warc.write_bytes(info + warc_record(1, good) + warc_record(2, b"<p>\xff\xfe broken</p>"))
+    _, stats = run(
+        tmp_path, extract_text("c/warc", str(warc), format="warc", bad_records="skip", zephyr=SYNC)
+    )
+    assert stats["documents_in"] == 1 and stats["bad_records"] == 1
+    assert "crawl.warc:3:" in stats["bad_record_examples"][0]  # the warcinfo record is record 1

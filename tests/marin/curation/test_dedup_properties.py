@@ -1,5 +1,6 @@
 """Dedup output depends only on the documents and their order: not on how they are split into files,
-the shuffle's shard count, spilling, or the backend (sync, processes, a real Ray cluster)."""
+how a large file is cut into pieces, the shuffle's shard count, spilling, or the backend (sync,
+processes, a real Ray cluster)."""
 
 from __future__ import annotations
 
@@ -68,14 +69,16 @@ def expected_exact(docs: list[str]) -> list[int]:
     cuts=st.lists(st.integers(1, 79), max_size=5),
     num_shards=st.integers(1, 6),
     method=st.sampled_from(["exact", "fuzzy"]),
+    piece_bytes=st.sampled_from([1 << 25, 6_000, 700]),
 )
 def test_dedup_is_independent_of_file_split_and_shard_count(
-    tmp_path_factory, picks, cuts, num_shards, method
+    tmp_path_factory, picks, cuts, num_shards, method, piece_bytes
 ):
     docs = [CORPUS[p] for p in picks]
     base = tmp_path_factory.mktemp("d")
     one_file = dedup(method, write_split(base / "one", docs, []), base / "out-one", 1, "sync")
-    split = dedup(method, write_split(base / "split", docs, cuts), base / "out-split", num_shards, "sync")
+    split_input = write_split(base / "split", docs, cuts)
+    split = dedup(method, split_input, base / "out-split", num_shards, "sync", piece_bytes=piece_bytes)
     assert split == one_file
     if method == "exact":
         assert one_file == expected_exact(docs)
@@ -92,7 +95,11 @@ def ray_backend(ray_nodes):
 def test_every_backend_keeps_the_same_documents(tmp_path, ray_backend, method):
     docs = CORPUS + CORPUS[:40]  # exact copies on top of web-synth's own duplicates
     pattern = write_split(tmp_path / "in", docs, [37, 90, 151])
-    results = {b: dedup(method, pattern, tmp_path / f"out-{b}", 3, b) for b in ("sync", "processes", "ray")}
+    results = {
+        b: dedup(method, pattern, tmp_path / f"out-{b}", 3, b, piece_bytes=50_000)  # files cut in pieces
+        for b in ("sync", "processes", "ray")
+    }
     assert results["sync"] == results["processes"] == results["ray"]
     assert len(results["sync"]) < len(CORPUS)
     assert not any(150 <= i for i in results["sync"])  # every appended copy is a duplicate of an earlier page
+    assert len(list((tmp_path / "out-sync").glob("part-*"))) > 4  # more pieces than the 4 files

@@ -61,15 +61,14 @@ def test_gopher_hash_ratio_edge():
     assert rule.apply(base + " #" * 12)[1] == "gopher_quality.hash_ratio"
 
 
-def test_gopher_ellipsis_lines_edge():
+@pytest.mark.parametrize("mark", ["...", "…"])
+def test_gopher_ellipsis_lines_edge(mark):
     rule = GopherQuality()
-    lines = [prose(20)[:-1] + (" ..." if i < 3 else ".") for i in range(10)]
-    assert rule.apply("\n".join(lines))[1] is None  # 3 of 10 lines: 0.3
-    lines[3] = lines[3][:-1] + " ..."
-    assert rule.apply("\n".join(lines))[1] in (
-        "gopher_quality.ellipsis_lines",
-        "gopher_quality.ellipsis_ratio",
-    )
+    # 10 lines of 21 tokens: 4 ellipses in ~210 tokens stay far below the 0.1 ellipsis-per-word ratio
+    lines = [prose(20)[:-1] + (f" {mark}" if i < 3 else ".") for i in range(10)]
+    assert rule.apply("\n".join(lines))[1] is None  # 3 of 10 lines end in an ellipsis: 0.3 exactly
+    lines[3] = lines[3][:-1] + f" {mark}"
+    assert rule.apply("\n".join(lines))[1] == "gopher_quality.ellipsis_lines"  # 0.4
 
 
 def test_gopher_bullet_lines_edge():
@@ -116,23 +115,66 @@ def test_gopher_duplicate_paragraph_fraction():
     assert rule.apply("\n\n".join(paragraphs))[1] == "gopher_repetition.dup_para_frac"
 
 
-def test_gopher_top_2_gram_edge():
-    rule = GopherRepetition(top_n_grams=((2, 0.2),), dup_n_grams=())
-    other = [f"u{i:03d}" for i in range(80)]  # 4-char words; the bigram "ab cd" is 4 chars
-    # 10 occurrences of "ab cd": 10*4 chars of 80*4 + 10*4 = 40/360 < 0.2; 25: 100/420 > 0.2
-    few = " ".join(other[:40] + ["ab", "cd"] * 10 + other[40:])
-    many = " ".join(other[:40] + ["ab", "cd"] * 25 + other[40:])
-    assert rule.apply(few)[1] is None
-    assert rule.apply(many)[1] == "gopher_repetition.top_2_gram"
+def test_gopher_duplicate_paragraph_characters_edge():
+    rule = GopherRepetition(dup_para_frac=1.0, dup_line_frac=1.0)  # the line checks come after
+    repeated = "abcdefghi."  # 10 characters, repeated once: 10 duplicate characters
+    # 10 / 50 characters is 0.2 exactly (kept); 10 / 49 is over
+    inside = "\n\n".join([repeated, "x" * 25 + ".", repeated])
+    outside = "\n\n".join([repeated, "x" * 24 + ".", repeated])
+    assert (len(inside), len(outside)) == (50, 49)
+    assert rule.apply(inside)[1] is None
+    assert rule.apply(outside)[1] == "gopher_repetition.dup_para_char_frac"
 
 
-def test_gopher_duplicate_5_gram_edge():
-    rule = GopherRepetition(top_n_grams=(), dup_n_grams=((5, 0.15),))
-    gram = ["aaaa", "bbbb", "cccc", "dddd", "eeee"]
-    body = [f"w{i:03d}" for i in range(100)]  # 4 chars each, like the gram's words
-    # the second copy covers 5 words = 20 chars; the total is 4 * (len(body) + 10)
-    assert rule.apply(" ".join(gram + body + gram))[1] is None  # 20/440
-    assert rule.apply(" ".join(gram + body[:10] + gram))[1] == "gopher_repetition.dup_5_gram"  # 20/80
+def test_gopher_duplicate_line_characters_edge():
+    rule = GopherRepetition(dup_line_frac=1.0)
+    repeated = "abcdefghi."
+    inside = "\n".join([repeated, "x" * 27 + ".", repeated])  # 10 / 50
+    outside = "\n".join([repeated, "x" * 26 + ".", repeated])  # 10 / 49
+    assert (len(inside), len(outside)) == (50, 49)
+    assert rule.apply(inside)[1] is None
+    assert rule.apply(outside)[1] == "gopher_repetition.dup_line_char_frac"
+
+
+def words_totalling(chars: int) -> list[str]:
+    """Distinct words ("v000", ... and one shorter "xyz"-prefix word) of exactly `chars` characters."""
+    full, rest = divmod(chars, 4)
+    return [f"v{i:03d}" for i in range(full)] + (["xyz"[:rest]] if rest else [])
+
+
+def gram_words(n: int, chars: int) -> list[str]:
+    """`n` distinct one-letter-repeated words of `chars` characters in all."""
+    base, extra = divmod(chars, n)
+    return [chr(ord("a") + k) * (base + (k < extra)) for k in range(n)]
+
+
+@pytest.mark.parametrize(
+    "n, frac, count",
+    [(2, 0.2, 4), (3, 0.18, 9), (4, 0.16, 4)],
+)
+def test_gopher_top_n_gram_edges(n, frac, count):
+    rule = GopherRepetition(top_n_grams=((n, frac),), dup_n_grams=())
+    gram = gram_words(n, 2 * n)  # two-letter words: the n-gram is 3n - 1 characters with its spaces
+    top = len(" ".join(gram)) * count  # the characters the most frequent n-gram covers
+    total = round(top / frac)  # all word characters, so that top / total == frac exactly
+    assert top / total == frac
+    repeats = gram * count
+    for total_chars, reason in ((total, None), (total - 1, f"gopher_repetition.top_{n}_gram")):
+        others = words_totalling(total_chars - 2 * n * count)
+        text = " ".join(others[:10] + repeats + others[10:]) + "."
+        assert rule.apply(text)[1] == reason, (n, total_chars)
+
+
+@pytest.mark.parametrize("n, frac", [(5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)])
+def test_gopher_duplicate_n_gram_edges(n, frac):
+    rule = GopherRepetition(top_n_grams=(), dup_n_grams=((n, frac),))
+    covered = round(200 * frac)  # the second copy of the n-gram covers its words' characters
+    gram = gram_words(n, covered)
+    for total, reason in ((200, None), (199, f"gopher_repetition.dup_{n}_gram")):
+        body = words_totalling(total - 2 * covered)
+        text = " ".join(gram + body + gram) + "."
+        assert covered / total == frac or reason is not None
+        assert rule.apply(text)[1] == reason, (n, total)
 
 
 # -- C4 -----------------------------------------------------------------------------------------------
@@ -166,6 +208,15 @@ def test_c4_min_words_per_line_edge():
     three = "Bake it now."
     assert C4(min_sentences=5).apply("\n".join([three] * 5))[1] is None
     assert C4(min_sentences=5).apply("\n".join(["Bake now."] * 5))[1] == "c4.min_sentences"
+
+
+def test_c4_max_word_length_edge():
+    # a line with a word over max_word_length is removed, leaving 4 sentences: too few
+    inside = "\n".join([SENTENCE] * 4 + ["The word " + "a" * 1000 + " ends here."])
+    outside = "\n".join([SENTENCE] * 4 + ["The word " + "a" * 1001 + " ends here."])
+    out, reason = C4().apply(inside)
+    assert reason is None and "a" * 1000 in out
+    assert C4().apply(outside)[1] == "c4.min_sentences"
 
 
 # -- FineWeb ------------------------------------------------------------------------------------------
@@ -206,11 +257,12 @@ def test_fineweb_duplicate_characters_edge():
 
 def test_fineweb_new_line_ratio_edge():
     rule = FineWeb(short_line_thr=1.1, char_duplicates_ratio=1.0)
-    # 10 words per line: 3 newlines per 10 words is 0.3 (kept); shorter lines exceed it
-    ten = [" ".join(f"word{i}x{j}" for j in range(10)) + "." for i in range(31)]
-    assert rule.apply("\n".join(ten))[1] is None
-    three = [" ".join(f"word{i}x{j}" for j in range(3)) + "." for i in range(31)]
-    assert rule.apply("\n".join(three))[1] == "fineweb.new_line_ratio"
+    # 10 lines of 3 words: 9 newlines per 30 words is 0.3 exactly (kept, the rule drops above it);
+    # one word fewer makes it 9 / 29
+    lines = [" ".join(f"word{i}x{j}" for j in range(3)) + "." for i in range(10)]
+    assert rule.apply("\n".join(lines))[1] is None
+    lines[0] = "word0x0 word0x1."
+    assert rule.apply("\n".join(lines))[1] == "fineweb.new_line_ratio"
 
 
 def test_rules_run_in_order_and_the_first_drop_names_the_rule():

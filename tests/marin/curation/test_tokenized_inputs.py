@@ -114,3 +114,18 @@ def test_anything_else_is_an_error_at_declaration_naming_the_argument(kwargs, me
         tokenized("tokenized/bad", tokenizer="gpt2", **kwargs)
     with pytest.raises(StepDefinitionError, match=message):
         train_tokenizer("tokenizers/bad", vocab_size=300, **kwargs)
+
+
+def test_a_path_object_as_source_or_paths_is_read_as_its_string(tmp_path):
+    path = write_docs(tmp_path / "raw", 6)
+    runner = StepRunner(prefix=str(tmp_path / "prefix"), progress=False)
+    by_str = lower(tokenized("tokenized/p", paths=[str(path)], tokenizer="gpt2", validation_fraction=0.0))
+    by_path = lower(tokenized("tokenized/p", paths=[path], tokenizer="gpt2", validation_fraction=0.0))
+    one_path = lower(tokenized("tokenized/p", paths=path, tokenizer="gpt2", validation_fraction=0.0))
+    folder = lower(tokenized("tokenized/p", source=path.parent, tokenizer="gpt2", validation_fraction=0.0))
+    folder_str = lower(
+        tokenized("tokenized/p", source=str(path.parent), tokenizer="gpt2", validation_fraction=0.0)
+    )
+    assert by_path.hash_attrs == by_str.hash_attrs == one_path.hash_attrs
+    assert folder.hash_attrs == folder_str.hash_attrs and folder.inputs == (f"{path.parent}/**",)
+    assert runner.plan([by_path]).of(by_path).output_path == runner.plan([by_str]).of(by_str).output_path
