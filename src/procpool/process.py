@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
+from typing import Any
 
 from procpool.serve import serve
 
@@ -35,6 +36,7 @@ class WorkerProcess:
         setup: str | None = None,
         env: dict[str, str] | None = None,
     ):
+        self.notes: dict[str, Any] = {}  # the caller's own: what it knows of this worker (what it last sent)
         self._popen: subprocess.Popen | None = None
         self._process = None
         self._pidfd: int | None = None

@@ -241,7 +241,7 @@ def _run_holding(
             slot.acquire()
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
-            future = settings.cluster.submit(
+            future = settings.cluster.submit_inline(
                 StepTask(step.spec.fn, context),
                 name=step.name,
                 resources=step.spec.resources,
