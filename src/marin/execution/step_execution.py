@@ -242,7 +242,7 @@ def _run_holding(
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
             future = settings.cluster.submit_inline(
-                StepTask(step.spec.fn, context),
+                StepTask(step.spec.fn, context, settings.memo),
                 name=step.name,
                 resources=step.spec.resources,
                 log_path=log_path,

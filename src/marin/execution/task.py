@@ -32,10 +32,12 @@ def accepts_output_path(fn: Callable[..., Any]) -> bool:
 class StepTask:
     """Run one step's function inside its StepContext and return its JSON result."""
 
-    def __init__(self, fn: Callable[..., Any], context: StepContext):
+    def __init__(self, fn: Callable[..., Any], context: StepContext, memo: dict[Any, Any] | None = None):
+        """`memo`: shared by a run's tasks, so closures of one factory pickle their shared part once."""
         self.fn = fn
         self.context = context
         self.pass_path = accepts_output_path(fn)
+        self._memo = memo
 
     def __call__(self) -> Any:
         with running(self.context):
@@ -43,16 +45,18 @@ class StepTask:
         return to_jsonable(result, self.context.step_name)
 
     def __getstate__(self) -> dict[str, Any]:
-        import cloudpickle  # lazy: only a cluster that ships tasks to another process pays for it
+        # Lazy: only a cluster that ships tasks to another process pays for cloudpickle.
+        from marin.execution.fn_pickle import dumps_fn
 
-        return {"fn": cloudpickle.dumps(self.fn), "context": self.context, "pass_path": self.pass_path}
+        return {"fn": dumps_fn(self.fn, self._memo), "context": self.context, "pass_path": self.pass_path}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        import pickle
+        from marin.execution.fn_pickle import loads_fn
 
-        self.fn = pickle.loads(state["fn"])
+        self.fn = loads_fn(state["fn"])
         self.context = state["context"]
         self.pass_path = state["pass_path"]
+        self._memo = None
 
     def __repr__(self) -> str:
         return f"StepTask({self.context.step_name!r} -> {self.context.output_path})"
