@@ -84,3 +84,22 @@ def test_each_step_of_a_factory_runs_with_its_own_captured_value_on_the_default_
     assert [Path(result.output_path(s), "out.txt").read_text() for s in steps] == [
         f"value {i}" for i in range(4)
     ]
+
+
+def _helper() -> str:
+    return "helper"
+
+
+def test_a_captured_function_travels_by_value_so_a_process_without_its_module_can_run_it():
+    def factory(callee):
+        def fn():
+            return callee()
+
+        return fn
+
+    local = {}
+    exec("def from_main():\n    return 'main'\n", {"__name__": "__main__"}, local)  # as a script defines it
+    memo: dict = {}
+    assert _travel(factory(_helper), memo)() == "helper"
+    template, part = dumps_fn(factory(local["from_main"]), memo)
+    assert b"from_main" in part and pickle.loads(part)[0][0]() == "main"  # by value, not by name
