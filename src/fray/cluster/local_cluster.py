@@ -333,7 +333,10 @@ class LocalCluster(Cluster):
         header = attempt_header(pending.name, pid=worker.pid)
         echo = None
         if self.echo and pending.log_path:
-            start = os.path.getsize(log_file) if os.path.exists(log_file) else 0
+            try:
+                start = os.stat(log_file).st_size
+            except FileNotFoundError:
+                start = 0
             echo = LogEcho(log_file, pending.name, start=start + len(header))
         sent = worker.notes
         path = tuple(sys.path)
