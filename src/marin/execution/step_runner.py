@@ -282,7 +282,7 @@ class _Run:
                 )
                 with self._lock:
                     self._in_flight -= 1
-                    self._finish(i, outcome)
+                    line = self._finish(i, outcome)
                     if outcome.kind == RunOutcome.FAILED:
                         self._block_dependents(i, self._children, self._waiting_on)
                     else:
@@ -294,6 +294,8 @@ class _Run:
                     i = None if self._interrupt.is_set else self._start_ready(True)
                     over = not self._in_flight
                     self._settled.notify_all()
+                if line is not None:
+                    self.progress.step_done(*line)
                 if over:
                     self._done_events.put((_ALL_DONE, None))
         except BaseException as e:  # the scheduling itself failed: the main thread raises it
@@ -325,7 +327,10 @@ class _Run:
     def _on_wait(self, name: str, holder: LeaseInfo) -> None:
         self.progress.note(f"waiting   {name}: lease held by {holder.describe()}")
 
-    def _finish(self, i: int, outcome: Outcome) -> None:
+    def _finish(self, i: int, outcome: Outcome) -> tuple | None:
+        """Record how step `i` ended (under self._lock); a success's progress line is returned for
+        the caller to print once it let go of the lock (a failure's is printed here, before the
+        lines of the dependents it blocks)."""
         step = self.steps[i]
         self.result.outcomes[step.output_path] = outcome.kind
         if outcome.kind == RunOutcome.INTERRUPTED:
@@ -338,7 +343,8 @@ class _Run:
         else:
             if outcome.result is not None:
                 self.result.results[step.output_path] = outcome.result
-            self.progress.step_done(outcome.kind, step.name, outcome.seconds)
+            return outcome.kind, step.name, outcome.seconds
+        return None
 
     def _block(self, i: int, reason: str, children, waiting_on) -> None:
         """A step the plan found blocked: its earlier failure counts as a failure of this run."""
