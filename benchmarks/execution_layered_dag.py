@@ -12,7 +12,8 @@ Figures (best of `--repeats`):
   `python -c "import marin.execution.step_runner"`.
 
 Prints one JSON object with both figures, the baseline, their ratios to it, the load average and
-whether the goals (cached <= 0.3 s, cold <= 10 s) are met.
+whether the goals (cached <= 0.3 s, cold <= 10 s, both for 10,000 steps) are met. The goals are set
+for the 10,000-step DAG only: at another size they, and whether they are met, are null.
 Usage: `python benchmarks/execution_layered_dag.py [--layers 100] [--width 100] [--repeats 3]`.
 """
 
@@ -61,8 +62,9 @@ for d in range(LAYERS):
 StepRunner().run(previous)
 """
 
-CACHED_GOAL_S = 0.3
+CACHED_GOAL_S = 0.3  # both for GOAL_STEPS steps
 COLD_GOAL_S = 10.0
+GOAL_STEPS = 10_000
 
 
 def _timed(cmd: list[str], env: dict[str, str], cwd: str) -> float:
@@ -100,16 +102,20 @@ def main() -> None:
             cacheds.append(_timed(cmd, env, root))
             with open(log) as f:
                 assert sum(1 for _ in f) == ran, "the cached run ran steps again"
-            shutil.rmtree(prefix, ignore_errors=True)
+            # Each repeat's prefix is deleted only at the end: deleting 10,000 outputs (80,000 files)
+            # just before the next cold run would make it pay for them, on ext4 without a journal
+            # (whose allocator steps over each inode freed in the last seconds to minutes).
     finally:
         shutil.rmtree(root, ignore_errors=True)
     cold, cached_raw = min(colds), min(cacheds)
     cached = cached_raw - baseline
+    steps = args.layers * args.width
+    at_goal_size = steps == GOAL_STEPS  # the goals are for the reference workload: none at another size
     print(
         json.dumps(
             {
                 "benchmark": "execution_layered_dag",
-                "steps": args.layers * args.width,
+                "steps": steps,
                 "cluster": "default (LocalCluster)",
                 "repeats": args.repeats,
                 "import_baseline_s": round(baseline, 3),
@@ -118,10 +124,10 @@ def main() -> None:
                 "cached_raw_s": round(cached_raw, 3),
                 "cold_ratio_vs_import": round(cold / baseline, 1),
                 "cached_raw_ratio_vs_import": round(cached_raw / baseline, 2),
-                "goal_cached_s": CACHED_GOAL_S,
-                "goal_cold_s": COLD_GOAL_S,
-                "cached_goal_met": cached <= CACHED_GOAL_S,
-                "cold_goal_met": cold <= COLD_GOAL_S,
+                "goal_cached_s": CACHED_GOAL_S if at_goal_size else None,
+                "goal_cold_s": COLD_GOAL_S if at_goal_size else None,
+                "cached_goal_met": cached <= CACHED_GOAL_S if at_goal_size else None,
+                "cold_goal_met": cold <= COLD_GOAL_S if at_goal_size else None,
                 "loadavg": open("/proc/loadavg").read().split()[:3],
             }
         )

@@ -4,9 +4,11 @@ A LocalCluster worker is a procpool worker (`python -m procpool.serve`, a fresh 
 handler is `handle` here. This module lives outside the fray.cluster package so that starting a
 worker imports nothing but cloudpickle.
 
-Each request is a pickled (log_file, environ, sys_path, payload); the worker runs the cloudpickled
-task in `payload` with file descriptors 1 and 2 appended to `log_file`, `os.environ` set to
-`environ`, and then restores its cwd, environment, sys.path and sys.stdout/stderr, so one task's
+Each request is a pickled (log_file, header, environ, sys_path, payload); the worker appends
+`header` (the attempt's first line) to `log_file`, runs the cloudpickled task in `payload` with file
+descriptors 1 and 2 appended to it, `os.environ` set to `environ` (None: the environ of the latest
+request that carried one; the parent sends it only when it changed) and the entries of `sys_path`
+(None likewise) added, and then restores its cwd, environment, sys.path and sys.stdout/stderr, so one task's
 changes to those never reach the next. The reply is the pickled outcome: ("ok", value) or
 ("error", exception-or-None, formatted traceback). Modules a task imported stay imported, and
 threads it left running keep running, as in a reused Ray worker.
@@ -50,13 +52,15 @@ def _flush_std_streams() -> None:
 
 
 @contextlib.contextmanager
-def capture_fds(path: str) -> Iterator[None]:
-    """Append this process's file descriptors 1 and 2 (so C code and child processes too) to the local
-    file `path` for the duration of the block, then restore them."""
+def capture_fds(path: str, header: bytes = b"") -> Iterator[None]:
+    """Append `header`, then this process's file descriptors 1 and 2 (so C code and child processes
+    too), to the local file `path` for the duration of the block, then restore them."""
     _flush_std_streams()
     saved = os.dup(1), os.dup(2)
     log = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # one syscall, where open() makes four
     try:
+        if header:
+            os.write(log, header)
         os.dup2(log, 1)
         os.dup2(log, 2)
     finally:
@@ -122,10 +126,21 @@ def _replace_environ(wanted: dict[str, str]) -> None:
             os.environ[name] = value
 
 
+_last_sent: dict[str, Any] = {}  # the environ and sys_path of the latest requests that carried them
+
+
 def handle(request: bytes) -> bytes:
     """A LocalCluster worker's answer to one request: run the task with its log and environment."""
-    log_file, environ, sys_path, payload = pickle.loads(request)
-    with capture_fds(log_file), task_state(environ, sys_path):
+    log_file, header, environ, sys_path, payload = pickle.loads(request)
+    if environ is None:
+        environ = _last_sent["environ"]
+    else:
+        _last_sent["environ"] = environ
+    if sys_path is None:
+        sys_path = _last_sent["sys_path"]
+    else:
+        _last_sent["sys_path"] = sys_path
+    with capture_fds(log_file, header), task_state(environ, sys_path):
         return run_task(payload)
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import select
 import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
+from typing import Any
 
 from procpool.serve import serve
 
@@ -35,6 +37,10 @@ class WorkerProcess:
         setup: str | None = None,
         env: dict[str, str] | None = None,
     ):
+        self.notes: dict[str, Any] = {}
+        self._poller: select.poll | None = (
+            None  # the caller's own: what it knows of this worker (what it last sent)
+        )
         self._popen: subprocess.Popen | None = None
         self._process = None
         self._pidfd: int | None = None
@@ -96,8 +102,17 @@ class WorkerProcess:
         Raises WorkerLostError when the process dies first.
         """
         self.send(request)
+        if self._poller is None and hasattr(select, "poll"):
+            # One poll object for the worker's life: Connection.poll builds and tears down a
+            # selector on every call, a tenth of a trivial task's dispatch in the caller.
+            self._poller = select.poll()
+            self._poller.register(self._conn.fileno(), select.POLLIN)
+        if self._poller is not None:
+            ready, wait = self._poller.poll, max(1, int(poll_s * 1000))
+        else:
+            ready, wait = self._conn.poll, poll_s
         try:
-            while not self._conn.poll(poll_s):
+            while not ready(wait):
                 # A task's forked children may hold the socket open after the worker died: look at it too.
                 if not self.alive() and not self._conn.poll(0):
                     raise WorkerLostError

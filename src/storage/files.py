@@ -92,7 +92,14 @@ def read_tail(path: str, max_bytes: int) -> bytes:
 def makedirs(path: str) -> None:
     """Create the directory `path` and its parents if missing (a no-op on object stores' flat keys)."""
     if is_local(path):
-        os.makedirs(local_path(path), exist_ok=True)
+        local = local_path(path)
+        try:
+            os.mkdir(local)  # the usual case, one folder in an existing one: one system call
+        except FileNotFoundError:  # a parent is missing
+            os.makedirs(local, exist_ok=True)
+        except FileExistsError:
+            if not os.path.isdir(local):
+                raise
         return
     fs, p = fs_and_path(path)
     fs.makedirs(p, exist_ok=True)

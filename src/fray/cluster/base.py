@@ -34,6 +34,20 @@ class Cluster(abc.ABC):
         cluster that must fetch a remote log to append to it can skip that round trip.
         """
 
+    def submit_inline(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+        new_log: bool = False,
+    ) -> concurrent.futures.Future:
+        """As `submit`, for a caller that next waits for the future's `result()` in this same thread:
+        a cluster may then dispatch the task inside that call (LocalCluster does, sparing a hand-off
+        to a dispatch thread and back). This default is `submit`."""
+        return self.submit(task, name=name, resources=resources, log_path=log_path, new_log=new_log)
+
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Stop the task behind `future` (one this cluster returned); `reason` goes into its error.
 

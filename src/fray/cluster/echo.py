@@ -46,7 +46,11 @@ class LogEcho:
     def pump(self, *, final: bool = False) -> None:
         """Write the lines appended since the last call; with `final`, also the unfinished last line."""
         if self._file is None:
-            if os.stat(self.path).st_size <= self._start:
+            try:
+                size = os.stat(self.path).st_size
+            except FileNotFoundError:
+                return  # not created yet: the task's process opens it as it starts the task
+            if size <= self._start:
                 return  # nothing appended: not even an unfinished line to show
             self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
             self._file.seek(self._start)

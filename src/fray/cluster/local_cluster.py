@@ -35,6 +35,13 @@ from fray.cluster.errors import (
     TaskLostError,
 )
 from fray.cluster.gang import local_gang
+from fray.cluster.local_task import (
+    InlineFuture,
+    default_resources,
+    missing_packages,
+    read_outcome,
+    start_worker,
+)
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
 from fray.task_process import current_environ
@@ -56,6 +63,8 @@ class _Pending:
     )
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
+    # Started for a `submit_inline` caller, and not yet dispatched: its future's result() runs it.
+    inline: bool = False
 
 
 class LocalCluster(Cluster):
@@ -113,7 +122,34 @@ class LocalCluster(Cluster):
         new_log: bool = False,
     ) -> concurrent.futures.Future:
         """Queue `task`; it starts in its own process once its resources are free."""
-        resources = resources or _default_resources()
+        return self._submit(task, name, resources, log_path, new_log, inline=False)
+
+    def submit_inline(
+        self,
+        task: Callable[[], Any],
+        *,
+        name: str,
+        resources: ResourceConfig | None = None,
+        log_path: str | None = None,
+        new_log: bool = False,
+    ) -> concurrent.futures.Future:
+        """As `submit`, but a task whose resources are free at once is dispatched by the caller's own
+        `future.result()` (the caller waits for it next, in this thread): the dispatch thread's
+        wake-up and the future's hand-back cost more than a trivial task itself. A task that must
+        queue is dispatched by a dispatch thread as `submit`'s are."""
+        return self._submit(task, name, resources, log_path, new_log, inline=True)
+
+    def _submit(
+        self,
+        task: Callable[[], Any],
+        name: str,
+        resources: ResourceConfig | None,
+        log_path: str | None,
+        new_log: bool,
+        *,
+        inline: bool,
+    ) -> concurrent.futures.Future:
+        resources = resources or default_resources()
         if resources.replicas > 1:  # a gang: one launcher of R local processes, holding R times the request
             task, resources = local_gang(task, resources)
         if resources.regions and not self._warned_regions:
@@ -124,8 +160,8 @@ class LocalCluster(Cluster):
                 PlacementIgnoredWarning,
                 stacklevel=2,
             )
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        problem = self.capacity.why_never_fits(resources) or _missing_packages(resources)
+        future = InlineFuture() if inline else concurrent.futures.Future()
+        problem = self.capacity.why_never_fits(resources) or missing_packages(resources)
         if problem:
             future.set_exception(
                 ResourcesUnavailableError(f"task {name!r} cannot run on this LocalCluster: {problem}")
@@ -142,9 +178,11 @@ class LocalCluster(Cluster):
             if self._closed:
                 raise RuntimeError("LocalCluster.submit after shutdown()")
             pending = _Pending(name, payload, resources, log_path, future, new_log=new_log)
+            if inline:
+                future.dispatch = functools.partial(self._dispatch_here, pending)
             self._queue.append(pending)
             self._tasks[future] = pending
-            self._start_what_fits()
+            self._start_what_fits(pending if inline else None)
         return future
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
@@ -176,6 +214,15 @@ class LocalCluster(Cluster):
                 self._tasks.pop(pending.future, None)
         for pending in queued:
             pending.future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
+        # Started for a `submit_inline` caller that has not called result(): resolved here instead.
+        with self._lock:
+            undispatched = [p for p in self._tasks.values() if p.inline]
+            for pending in undispatched:
+                pending.inline = False
+                if kill_running:
+                    pending.cancelled = "the cluster shut down"
+        for pending in undispatched:
+            self._run(pending, dispatch_thread=False)
         if kill_running:
             self._workers.kill_busy()
         with self._lock:
@@ -190,7 +237,9 @@ class LocalCluster(Cluster):
 
     # Everything below runs with self._lock held, or in a task's own thread.
 
-    def _start_what_fits(self) -> None:
+    def _start_what_fits(self, inline: _Pending | None = None) -> None:
+        """Start the queued tasks that fit; `inline` (a `submit_inline` task, being submitted by this
+        thread) is left for its future's result() to dispatch."""
         for pending in list(self._queue):
             res = pending.resources
             ram = res.ram or 0
@@ -208,6 +257,9 @@ class LocalCluster(Cluster):
             self._free_ram -= ram
             pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(res.gpu_count)]
             self._running += 1
+            if pending is inline:
+                pending.inline = True
+                continue
             self._runnable.put(pending)
             if self._idle_threads:
                 self._idle_threads -= 1  # that idle thread takes it
@@ -221,6 +273,14 @@ class LocalCluster(Cluster):
         while (pending := self._runnable.get()) is not None:
             self._run(pending)
 
+    def _dispatch_here(self, pending: _Pending) -> None:
+        """Run a `submit_inline` task in this thread, unless it never started here or already ran."""
+        with self._lock:
+            if not pending.inline:
+                return
+            pending.inline = False
+        self._run(pending, dispatch_thread=False)
+
     def _release(self, pending: _Pending) -> None:
         with self._lock:
             self._free_cpu += pending.resources.cpu
@@ -229,14 +289,14 @@ class LocalCluster(Cluster):
             if not self._closed:
                 self._start_what_fits()
 
-    def _run(self, pending: _Pending) -> None:
+    def _run(self, pending: _Pending, dispatch_thread: bool = True) -> None:
         # A GPU task sets CUDA_VISIBLE_DEVICES, and env_vars may be read at import time (threads, caches):
         # such a task needs an interpreter that starts with its environment.
         dedicated = bool(pending.gpu_ids or pending.resources.env_vars)
         env = self._task_env(pending)
         try:
             with local_log_file(pending.log_path, new=pending.new_log) as log_file:
-                worker = self._workers.take(functools.partial(_start_worker, env), reuse=not dedicated)
+                worker = self._workers.take(functools.partial(start_worker, env), reuse=not dedicated)
                 with self._lock:
                     pending.worker = worker
                 try:
@@ -260,19 +320,31 @@ class LocalCluster(Cluster):
         with self._lock:
             self._tasks.pop(pending.future, None)
             self._running -= 1
-            self._idle_threads += 1  # this thread goes back to waiting for the next task
+            if dispatch_thread:
+                self._idle_threads += 1  # this thread goes back to waiting for the next task
             if not self._running:
                 self._all_done.notify_all()
 
     def _run_on(
         self, worker: WorkerProcess, pending: _Pending, log_file: str, env: dict[str, str]
     ) -> tuple[Any] | BaseException:
-        with open(log_file, "ab") as log:
-            log.write(attempt_header(pending.name, pid=worker.pid))
-            end = log.tell()
-        echo = LogEcho(log_file, pending.name, start=end) if self.echo and pending.log_path else None
+        # The worker writes the attempt's header into the log it opens anyway; the environment and
+        # sys.path travel only when they differ from what this worker was last sent.
+        header = attempt_header(pending.name, pid=worker.pid)
+        echo = None
+        if self.echo and pending.log_path:
+            try:
+                start = os.stat(log_file).st_size
+            except FileNotFoundError:
+                start = 0
+            echo = LogEcho(log_file, pending.name, start=start + len(header))
+        sent = worker.notes
+        path = tuple(sys.path)
+        send_env = None if sent.get("env") is env else env
+        send_path = None if sent.get("sys_path") == path else list(path)
         try:
-            request = pickle.dumps((log_file, env, list(sys.path), pending.payload))
+            request = pickle.dumps((log_file, header, send_env, send_path, pending.payload))
+            sent["env"], sent["sys_path"] = env, path
             reply = worker.call(request, while_waiting=echo.pump if echo else None)
         except WorkerLostError:
             if pending.cancelled is not None:
@@ -285,7 +357,7 @@ class LocalCluster(Cluster):
         finally:
             if echo:
                 echo.close()
-        return _read_outcome(reply, pending)
+        return read_outcome(reply, pending)
 
     @staticmethod
     def _cancelled(pending: _Pending, *, killed: bool) -> TaskCancelledError:
@@ -318,54 +390,3 @@ class LocalCluster(Cluster):
         env["PYTHONUNBUFFERED"] = "1"
         self._env_cache = (key, env)
         return env
-
-
-@functools.cache
-def _default_resources() -> ResourceConfig:
-    """One core: what a task that asks for nothing gets (built once: a ResourceConfig validates itself)."""
-    return ResourceConfig.with_cpu()
-
-
-def _start_worker(env: dict[str, str]) -> WorkerProcess:
-    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that exits when
-    this process dies."""
-    return WorkerProcess(
-        "fray.task_process:handle", start="exec", setup="fray.task_process:exit_when_parent_dies", env=env
-    )
-
-
-def _read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:
-    """(value,) for a task that returned, or the exception to raise in its place."""
-    try:
-        outcome = cloudpickle.loads(reply)
-    except Exception as exc:  # noqa: BLE001 - e.g. an exception class the parent cannot import
-        return RemoteTaskError(f"task {pending.name!r}: its result could not be read back: {exc}")
-    if outcome[0] == "ok":
-        return (outcome[1],)
-    _, exc, formatted = outcome
-    if exc is None:
-        return RemoteTaskError(f"task {pending.name!r} failed:\n{formatted}")
-    exc.add_note(f"raised in the task's process (task {pending.name!r}):\n{formatted}")
-    return exc
-
-
-def _missing_packages(resources: ResourceConfig) -> str | None:
-    """Why the current environment lacks a package the task asks for, or None when it has them all."""
-    if not resources.pip_packages:
-        return None
-    import importlib.metadata  # lazy, with packaging: most tasks ask for no package, and both are slow to import
-
-    from packaging.requirements import Requirement
-
-    for spec in resources.pip_packages:
-        req = Requirement(spec)
-        try:
-            version = importlib.metadata.version(req.name)
-        except importlib.metadata.PackageNotFoundError:
-            return (
-                f"it needs {spec!r}, which is not installed here; "
-                f"LocalCluster uses this environment: pip install '{spec}'"
-            )
-        if req.specifier and not req.specifier.contains(version, prereleases=True):
-            return f"it needs {spec!r} and this environment has {req.name} {version}: pip install '{spec}'"
-    return None

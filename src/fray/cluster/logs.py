@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import tempfile
@@ -47,8 +48,12 @@ def attempt_header(name: str, *, pid: int | None = None) -> bytes:
     """The line that opens one attempt of a task in its log: which task, where (host, the pid of the
     process running it, this one by default) and when."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    host = socket.gethostname()
-    return f"=== fray: task {name!r} starting on {host} pid {pid or os.getpid()} at {stamp} ===\n".encode()
+    return f"=== fray: task {name!r} starting on {_host()} pid {pid or os.getpid()} at {stamp} ===\n".encode()
+
+
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()  # a system call per task otherwise; a host's name stays put while it runs
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -127,15 +127,19 @@ def resources_json(resources: ResourceConfig | None) -> dict[str, Any] | str | N
     return repr(resources)
 
 
-def manifest(output_path: str) -> list[dict[str, Any]]:
-    """Every output file (not the engine's records) with its size and xxh3-128 digest, sorted by path."""
-    return build_manifest(output_path, is_output_file)
+def manifest(output_path: str, entries: Iterable[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+    """Every output file (not the engine's records) with its size and xxh3-128 digest, sorted by path;
+    `entries` is the folder's listing when the caller has just taken it (see `build_manifest`)."""
+    return build_manifest(output_path, is_output_file, entries)
 
 
-def write_records(output_path: str, info: ExecutorInfo, result: Any) -> None:
-    """Write `.executor_info` and `.artifact.json` (with the manifest); the status, written after,
-    makes them valid. Off local disk the two writes go out at once (two round trips overlapped)."""
-    files = manifest(output_path)
+def write_records(
+    output_path: str, info: ExecutorInfo, result: Any, entries: Iterable[tuple[str, int]] | None = None
+) -> None:
+    """Write `.executor_info` and `.artifact.json` (with the manifest of `entries`, else of a fresh
+    listing); the status, written after, makes them valid. Off local disk the two writes go out at
+    once (two round trips overlapped)."""
+    files = manifest(output_path, entries)
     artifact = ArtifactRecord(result=result, files=files, total_bytes=sum(f["size"] for f in files))
     storage.write_many(
         [

@@ -12,7 +12,7 @@ from marin.execution.interrupt import Interrupt
 
 
 class Drivers:
-    """Up to `size` threads that each drive one step at a time, fed by a queue.
+    """Up to `size` threads that each drive one step at a time, fed by a queue (`drive(*item)`).
 
     A step is handed over with one `SimpleQueue.put` (a thread pool's `submit` allocates a Future
     and its Condition per step: a quarter of a millisecond of a 10,000-step run's critical path).

@@ -28,8 +28,7 @@ import os
 import re
 import threading
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -189,15 +188,26 @@ class Lease:
             }
         )
 
-    def still_held(self) -> bool:
-        """Whether this process still holds the lease; once False, always False."""
+    def still_held(self, names: Iterable[str] | None = None) -> bool:
+        """Whether this process still holds the lease; once False, always False.
+
+        It holds it while its file carries its token and no higher generation exists (a takeover
+        creates generation n+1 before it deletes n). `names`: the folder's file names as the caller
+        listed them just before; a listing that shows no higher generation stands in for the
+        `exists(n+1)` call (one round trip fewer), and one that lacks our own file means it is gone.
+        """
         if self.lost:
             return False
+        if names is not None:
+            gens = {int(m.group(1)) for n in names if (m := _LEASE_RE.match(n))}
+            if self.generation not in gens or max(gens) > self.generation:
+                self._mark_lost()
+                return False
         info = _read_lease(self.output_path, self.generation)
         if (
             info is None
             or info.token != self.token
-            or storage.exists(_lease_path(self.output_path, self.generation + 1))
+            or (names is None and storage.exists(_lease_path(self.output_path, self.generation + 1)))
         ):
             self._mark_lost()
         return not self.lost
@@ -286,7 +296,7 @@ def try_acquire(
             return holder
         new_gen = gens[-1] + 1
     now = time.time()
-    lease = Lease(output_path, new_gen, uuid.uuid4().hex, step, now)
+    lease = Lease(output_path, new_gen, os.urandom(16).hex(), step, now)  # as random as a uuid4, cheaper
     try:
         created = storage.create_exclusive(lease.path, lease._content(now))
     except FileNotFoundError:  # a store with real folders, and none yet: made only when needed

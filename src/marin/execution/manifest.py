@@ -37,11 +37,18 @@ def file_digest(path: str) -> str:
     return h.hexdigest()
 
 
-def build_manifest(directory: str, keep: Callable[[str], bool] = lambda rel: True) -> list[dict[str, Any]]:
-    """Every file under `directory` that `keep(relative path)` accepts: path, size and digest, sorted."""
+def build_manifest(
+    directory: str,
+    keep: Callable[[str], bool] = lambda rel: True,
+    entries: Iterable[tuple[str, int]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every file under `directory` that `keep(relative path)` accepts: path, size and digest, sorted.
+
+    `entries`: the directory's (relative path, size) pairs as `storage.walk_files` just listed them
+    (the caller needed the listing too), else it is listed here."""
     files = [
         {"path": rel, "size": size, DIGEST: file_digest(storage.join(directory, rel))}
-        for rel, size in storage.walk_files(directory)
+        for rel, size in (storage.walk_files(directory) if entries is None else entries)
         if keep(rel)
     ]
     files.sort(key=lambda f: f["path"])

@@ -30,7 +30,6 @@ from typing import Any
 import msgspec
 
 import storage
-from marin.execution.artifact import read_info
 from marin.execution.aside import AsideKind, free_aside_path
 from marin.execution.cache_key import FieldChange, code_fingerprint, diff_key_records, key_of, key_record
 from marin.execution.dag import collect_dag, count_downstream_runs, reject_nested_outputs
@@ -38,8 +37,9 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.output_names import default_output_key, output_path_of
+from marin.execution.output_names import output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
+from marin.execution.plan_lookup import folder_absent, latest_record
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 from marin.execution.step_spec import StepSpec
@@ -160,6 +160,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     index: dict[int, int] = {}
     by_path: dict[str, int] = {}
     sibling_cache: dict[str, list[str]] = {}
+    present: dict[str, frozenset[str]] = {}  # a folder -> the names in it (listed once, for new steps)
     remote = None if storage.is_local(prefix) else prefix
     for spec in specs:
         dep_idx = tuple(index[id(d)] for d in spec.deps)
@@ -217,8 +218,13 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         if notes:
             planned.notes = tuple(notes)
         if state in RUN_STATES:
-            check_no_symlinks(spec.name, prefix, out)
-            check_not_nested_in_records(spec.name, prefix, out)
+            if status is None and unreadable is None:
+                # No status: one listing of the folder above (shared by every new step in it) says
+                # whether the output folder is there; when it is not, there is nothing in it to check.
+                planned.folder_absent = folder_absent(out, present)
+            if not (planned.folder_absent and storage.parent(out) == prefix):
+                check_no_symlinks(spec.name, prefix, out)
+                check_not_nested_in_records(spec.name, prefix, out)
             _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
         index[id(spec)] = len(steps)
         by_path[out] = len(steps)
@@ -353,7 +359,7 @@ def _explain_run(
         else:
             if step.status is None:
                 step.folder_absent = True  # no status and no folder: no lease to look for either
-            previous, old_record = _latest_record(step, prefix, sibling_cache)
+            previous, old_record = latest_record(step.spec, step.output_path, prefix, sibling_cache)
             if old_record is not None:
                 state, changes = PlanState.RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"
@@ -371,27 +377,3 @@ def _explain_run(
         previous,
         holder,
     )
-
-
-def _latest_record(step: PlannedStep, prefix: str, sibling_cache: dict[str, list[str]]):
-    """The most recent `.executor_info` key record of a step with this name under the prefix."""
-    candidates = []
-    if step.spec.output_path:
-        candidates.append(step.output_path)
-    default_dir = storage.parent(f"{prefix}/{step.spec.name}")
-    if default_dir not in sibling_cache:
-        sibling_cache[default_dir] = storage.list_names(default_dir)
-    candidates += [
-        f"{default_dir}/{n}"
-        for n in sibling_cache[default_dir]
-        if default_output_key(n, step.spec.name) is not None
-    ]
-    best: tuple[float, str, Mapping[str, Any]] | None = None
-    for path in candidates:
-        info = read_info(path)
-        if info is None or info.name != step.spec.name or info.key_record is None:
-            continue
-        when = info.end_time or 0.0
-        if best is None or when > best[0]:
-            best = (when, path, info.key_record)
-    return (best[1], best[2]) if best else (None, None)

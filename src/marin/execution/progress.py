@@ -30,9 +30,10 @@ class Progress:
         self._started = time.monotonic()
         self._lock = threading.Lock()
 
-    def _line(self, text: str) -> None:
-        if self.enabled:
-            with self._lock:
+    def _line(self, text: str, finishes: bool = False) -> None:
+        with self._lock:
+            self.finished += finishes
+            if self.enabled:
                 # One write per line: print() writes the text and the newline separately, and a step's
                 # echoed output (fray's LocalCluster) could land between them.
                 sys.stderr.write(f"[{self.finished:>{len(str(self.total))}}/{self.total}] {text}\n")
@@ -40,19 +41,22 @@ class Progress:
 
     def note(self, text: str) -> None:
         """A line that does not finish a step (started, waiting)."""
-        self._line(text)
+        if self.enabled:
+            self._line(text)
 
     def step_done(
         self, outcome: RunOutcome, name: str, seconds: float | None = None, detail: str = ""
     ) -> None:
         """A step reached an end state (succeeded, reused, failed, interrupted, blocked), shown by
         `OUTCOME_LABELS`."""
-        with self._lock:
-            self.finished += 1
         if not self.enabled:
+            with self._lock:
+                self.finished += 1
             return
         took = f" ({seconds:.2f}s)" if seconds is not None else ""
-        self._line(f"{OUTCOME_LABELS[outcome]:<9} {name}{took}{'  ' + detail if detail else ''}")
+        self._line(
+            f"{OUTCOME_LABELS[outcome]:<9} {name}{took}{'  ' + detail if detail else ''}", finishes=True
+        )
 
     def elapsed(self) -> float:
         """Seconds since the run started."""

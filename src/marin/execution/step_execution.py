@@ -241,8 +241,8 @@ def _run_holding(
             slot.acquire()
         try:
             # Inside the try: a submit that raises (pickling, an unreachable cluster) is the step's failure.
-            future = settings.cluster.submit(
-                StepTask(step.spec.fn, context),
+            future = settings.cluster.submit_inline(
+                StepTask(step.spec.fn, context, settings.memo),
                 name=step.name,
                 resources=step.spec.resources,
                 log_path=log_path,
@@ -285,10 +285,14 @@ def _run_holding(
         if lease.given_up is not None:  # ended on its own just as its lease was given up
             return _fail(step, lease, lease.given_up, events, log_path, started, settings.lease_timeout)
         # The one ownership check: a runner that lost the lease must not touch the new holder's records.
-        if not lease.still_held():
+        # The folder's listing (which the manifest needs anyway) shows a takeover's higher generation,
+        # so the check costs one read of our own lease file.
+        entries = list(storage.walk_files(out))
+        if not lease.still_held(names=[rel for rel, _ in entries if "/" not in rel]):
             raise LeaseLostError(f"step {step.name!r} lost its lease on {out}; another runner took it over")
         ended = time.time()
-        write_records(out, step_info(step, deps, settings.prefix, settings.memo, started, ended), result)
+        info = step_info(step, deps, settings.prefix, settings.memo, started, ended)
+        write_records(out, info, result, entries)
         events.append(event(StepState.SUCCESS))
         write_status(out, step.name, step.key, events)  # last: only now is the output done
         checked = True

@@ -1,7 +1,8 @@
 """StepRunner: plan a DAG of steps, then run what is not cached, in parallel, through a fray Cluster.
 
-The scheduler is event-driven: each finished step puts one event on a queue, and the loop wakes on
-that event to start whatever became ready. It never sleeps on a timer (the only polling is a step
+The scheduler is event-driven: the driver thread that finishes a step records it and starts whatever
+became ready (running one of those itself), and the main thread wakes only when the run is over or
+a signal arrives. It never sleeps on a timer (the only polling is a step
 waiting for *another process's* lease, which nothing can signal across processes).
 
 When a step fails it is marked FAILED, the steps that depend on it are reported blocked, the
@@ -216,38 +217,31 @@ class _Run:
         # `.executor_info` records the installed distributions: read them (once per process, ~0.5 s)
         # while the first steps run rather than when the first one finishes.
         threading.Thread(target=environment, name="marin-environment", daemon=True).start()
-        in_flight = 0
-        drivers = Drivers(max_drivers, self._drive)
+        # The drivers schedule: a driver that finishes a step records it and starts what became
+        # ready, running one of those itself, so a step changes threads only where steps fan out.
+        # The main thread sleeps until the run is over or a signal arrives (its handler's event).
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # notified as each step finishes
+        self._ready, self._children, self._waiting_on = ready, children, waiting_on
+        self._in_flight, self._max_drivers = 0, max_drivers
+        self._settings, self._done_events, self._interrupt = settings, done_events, interrupt
+        self._drivers = drivers = Drivers(max_drivers, self._drive)
         restore = install_signal_handlers(done_events, interrupt)
         try:
-            while ready or in_flight:
-                while ready and in_flight < max_drivers:
-                    i = ready.pop()
-                    if steps[i].state == PlanState.BLOCKED:
-                        self._block(i, steps[i].reason, children, waiting_on)
-                        continue
-                    in_flight += 1
-                    dep_steps = [steps[d] for d in steps[i].deps]
-                    dep_paths = {d.name: d.output_path for d in dep_steps}
-                    drivers.submit((i, dep_paths, dep_steps, settings, done_events))
-                if not in_flight:
-                    continue
-                i, outcome = done_events.get()  # wakes exactly when a step finishes (or a signal arrives)
-                if i < 0:
-                    self._stop(interrupt, str(outcome), in_flight, done_events)
-                in_flight -= 1
-                self._finish(i, outcome)
-                if outcome.kind == RunOutcome.FAILED:
-                    self._block_dependents(i, children, waiting_on)
-                    continue
-                for c in children.get(i, ()):
-                    waiting_on[c] -= 1
-                    if waiting_on[c] == 0:
-                        ready.append(c)
+            with self._lock:
+                self._start_ready(None)
+                over = not self._in_flight
+            while not over:
+                i, event = done_events.get()
+                if i == _CRASHED:
+                    raise event
+                if i == _SIGNAL:
+                    self._stop(interrupt, str(event))
+                over = i == _ALL_DONE
             if interrupt.is_set:
                 # A terminal's Ctrl-C reaches the step's process too, and its outcome can arrive before
                 # the signal's own event: the handler runs only once the main thread wakes for it.
-                self._stop(interrupt, interrupt.signal_name or "a signal", 0, done_events)
+                self._stop(interrupt, interrupt.signal_name or "a signal")
         finally:
             # After an interrupt a step that cannot be stopped (a ThreadCluster's) is not waited for.
             drivers.shutdown(wait=not interrupt.is_set)
@@ -260,24 +254,67 @@ class _Run:
                 elif not interrupt.is_set:
                     cluster.shutdown()
 
-    def _stop(self, interrupt: Interrupt, signal_name: str, in_flight: int, done_events) -> None:
+    def _start_ready(self, keep: bool | None) -> int | None:
+        """Hand ready steps to drivers, up to `max_drivers` in flight (under self._lock); with `keep`,
+        the first is returned for the calling driver to run itself instead."""
+        kept = None
+        while self._ready and self._in_flight < self._max_drivers:
+            i = self._ready.pop()
+            if self.steps[i].state == PlanState.BLOCKED:
+                self._block(i, self.steps[i].reason, self._children, self._waiting_on)
+                continue
+            self._in_flight += 1
+            if keep and kept is None:
+                kept = i
+            else:
+                self._drivers.submit((i,))
+        return kept
+
+    def _drive(self, i: int) -> None:
+        """Run step `i`, then each step this driver keeps from those that became ready (see _schedule)."""
+        try:
+            while i is not None:
+                step = self.steps[i]
+                dep_steps = [self.steps[d] for d in step.deps]
+                self.progress.note(f"start     {step.name}")
+                outcome = self._execute_step(
+                    step, {d.name: d.output_path for d in dep_steps}, dep_steps, self._settings
+                )
+                with self._lock:
+                    self._in_flight -= 1
+                    line = self._finish(i, outcome)
+                    if outcome.kind == RunOutcome.FAILED:
+                        self._block_dependents(i, self._children, self._waiting_on)
+                    else:
+                        for c in self._children.get(i, ()):
+                            self._waiting_on[c] -= 1
+                            if self._waiting_on[c] == 0:
+                                self._ready.append(c)
+                    # Once interrupted no step starts: the main thread is recording the run's end.
+                    i = None if self._interrupt.is_set else self._start_ready(True)
+                    over = not self._in_flight
+                    self._settled.notify_all()
+                if line is not None:
+                    self.progress.step_done(*line)
+                if over:
+                    self._done_events.put((_ALL_DONE, None))
+        except BaseException as e:  # the scheduling itself failed: the main thread raises it
+            self._done_events.put((_CRASHED, e))
+            raise
+
+    def _stop(self, interrupt: Interrupt, signal_name: str) -> None:
         """Cancel the running steps, wait briefly for them to be recorded INTERRUPTED, then raise."""
         interrupt.trigger(f"the runner got {signal_name}")
         deadline = time.monotonic() + _STOP_WAIT_S
-        while in_flight:
-            try:
-                i, outcome = done_events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if i < 0:
-                continue
-            in_flight -= 1
-            self._finish(i, outcome)
-        stopped = sorted(
-            self.steps[i].name
-            for i, s in enumerate(self.steps)
-            if self.result.outcomes.get(s.output_path) == RunOutcome.INTERRUPTED
-        )
+        with self._lock:
+            while self._in_flight and (left := deadline - time.monotonic()) > 0:
+                self._settled.wait(left)
+            in_flight = self._in_flight
+            stopped = sorted(
+                self.steps[i].name
+                for i, s in enumerate(self.steps)
+                if self.result.outcomes.get(s.output_path) == RunOutcome.INTERRUPTED
+            )
         message = (
             f"interrupted by {signal_name}: cancelled {len(stopped)} running step(s)"
             + (f" ({', '.join(stopped[:10])}{', ...' if len(stopped) > 10 else ''})" if stopped else "")
@@ -287,15 +324,13 @@ class _Run:
             message += f"; {in_flight} step(s) could not be stopped in {_STOP_WAIT_S:g}s (press Ctrl-C again to exit)"
         raise RunInterruptedError(message)
 
-    def _drive(self, i: int, dep_paths, dep_steps, settings, done_events) -> None:
-        step = self.steps[i]
-        self.progress.note(f"start     {step.name}")
-        done_events.put((i, self._execute_step(step, dep_paths, dep_steps, settings)))
-
     def _on_wait(self, name: str, holder: LeaseInfo) -> None:
         self.progress.note(f"waiting   {name}: lease held by {holder.describe()}")
 
-    def _finish(self, i: int, outcome: Outcome) -> None:
+    def _finish(self, i: int, outcome: Outcome) -> tuple | None:
+        """Record how step `i` ended (under self._lock); a success's progress line is returned for
+        the caller to print once it let go of the lock (a failure's is printed here, before the
+        lines of the dependents it blocks)."""
         step = self.steps[i]
         self.result.outcomes[step.output_path] = outcome.kind
         if outcome.kind == RunOutcome.INTERRUPTED:
@@ -308,7 +343,8 @@ class _Run:
         else:
             if outcome.result is not None:
                 self.result.results[step.output_path] = outcome.result
-            self.progress.step_done(outcome.kind, step.name, outcome.seconds)
+            return outcome.kind, step.name, outcome.seconds
+        return None
 
     def _block(self, i: int, reason: str, children, waiting_on) -> None:
         """A step the plan found blocked: its earlier failure counts as a failure of this run."""
@@ -342,3 +378,5 @@ _PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000
 
 
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
+# The events on the main thread's queue: a signal's (its handler's, see drivers.py), and the drivers'.
+_SIGNAL, _ALL_DONE, _CRASHED = -1, -2, -3

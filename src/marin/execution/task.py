@@ -8,6 +8,7 @@ cloudpickle, and only when the cluster actually pickles the task (a thread clust
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -32,27 +33,43 @@ def accepts_output_path(fn: Callable[..., Any]) -> bool:
 class StepTask:
     """Run one step's function inside its StepContext and return its JSON result."""
 
-    def __init__(self, fn: Callable[..., Any], context: StepContext):
+    def __init__(self, fn: Callable[..., Any], context: StepContext, memo: dict[Any, Any] | None = None):
+        """`memo`: shared by a run's tasks, so closures of one factory pickle their shared part once."""
         self.fn = fn
         self.context = context
         self.pass_path = accepts_output_path(fn)
+        self._memo = memo
 
     def __call__(self) -> Any:
         with running(self.context):
             result = self.fn(self.context.output_path) if self.pass_path else self.fn()
         return to_jsonable(result, self.context.step_name)
 
-    def __getstate__(self) -> dict[str, Any]:
-        import cloudpickle  # lazy: only a cluster that ships tasks to another process pays for it
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        # One bytes payload, pickled here: the cluster's cloudpickle then only names the loader (its
+        # per-object hooks would otherwise visit every part). Lazy: only a cluster that ships tasks
+        # to another process pays for cloudpickle.
+        from marin.execution.fn_pickle import dumps_fn
 
-        return {"fn": cloudpickle.dumps(self.fn), "context": self.context, "pass_path": self.pass_path}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        import pickle
-
-        self.fn = pickle.loads(state["fn"])
-        self.context = state["context"]
-        self.pass_path = state["pass_path"]
+        c = self.context
+        state = (dumps_fn(self.fn, self._memo), c.step_name, c.output_path, c.prefix, dict(c.dep_paths))
+        return _load_task, (pickle.dumps((state, self.pass_path), _PROTOCOL),)
 
     def __repr__(self) -> str:
         return f"StepTask({self.context.step_name!r} -> {self.context.output_path})"
+
+
+def _load_task(payload: bytes) -> StepTask:
+    """The StepTask that `StepTask.__reduce__` pickled (in the process that runs it)."""
+    from marin.execution.fn_pickle import loads_fn
+
+    (fn, name, output_path, prefix, dep_paths), pass_path = pickle.loads(payload)
+    task = StepTask.__new__(StepTask)
+    task.fn = loads_fn(fn)
+    task.context = StepContext(name, output_path, prefix, dep_paths)
+    task.pass_path = pass_path
+    task._memo = None
+    return task
+
+
+_PROTOCOL = 5

@@ -81,3 +81,16 @@ def test_a_folder_the_listing_shows_is_looked_into_and_an_absent_one_costs_nothi
     assert "OutputConflictError" in plan.steps[1].conflict
     assert plan.steps[2].folder_absent and not plan.steps[1].folder_absent
     assert latency_fs.calls["cat_file"] == 2  # the statuses of the two folders that exist
+
+
+def test_a_cold_trivial_step_on_the_default_cluster_costs_at_most_ten_calls_end_to_end(
+    latency_fs, monkeypatch
+):
+    """Everything a cold step costs on the default LocalCluster: the engine's lease, records and
+    release, and the cluster's upload of the step's log (the plan's one listing of the prefix aside)."""
+    monkeypatch.delenv("MARIN_CLUSTER", raising=False)
+    latency_fs.reset()
+    result = StepRunner(prefix="latency://cold-local", progress=False).run(_steps(12))
+    assert set(result.outcomes.values()) == {"succeeded"}
+    assert sum(latency_fs.calls.values()) <= 10 * 12 + 1
+    assert latency_fs.calls["put_file"] == 12  # the log: one upload per step, no fetch before it

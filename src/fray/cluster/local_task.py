@@ -1,0 +1,88 @@
+"""The pieces of one LocalCluster task: its future (an inline one's dispatch), its worker process,
+the packages it needs, and how its outcome reads back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from fray.cluster.errors import RemoteTaskError
+from fray.cluster.resource_config import ResourceConfig
+from procpool.process import WorkerProcess
+
+if TYPE_CHECKING:
+    from fray.cluster.local_cluster import _Pending
+
+
+class InlineFuture(concurrent.futures.Future):
+    """The future of a `submit_inline` task: `result()` (and `exception()`) without a timeout first
+    dispatch the task in the calling thread, if it started at submit and no one has run it yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dispatch: Callable[[], None] = lambda: None
+
+    def result(self, timeout: float | None = None) -> Any:
+        if timeout is None:
+            self.dispatch()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if timeout is None:
+            self.dispatch()
+        return super().exception(timeout)
+
+
+@functools.cache
+def default_resources() -> ResourceConfig:
+    """One core: what a task that asks for nothing gets (built once: a ResourceConfig validates itself)."""
+    return ResourceConfig.with_cpu()
+
+
+def start_worker(env: dict[str, str]) -> WorkerProcess:
+    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that exits when
+    this process dies."""
+    return WorkerProcess(
+        "fray.task_process:handle", start="exec", setup="fray.task_process:exit_when_parent_dies", env=env
+    )
+
+
+def read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:
+    """(value,) for a task that returned, or the exception to raise in its place."""
+    try:
+        outcome = cloudpickle.loads(reply)
+    except Exception as exc:  # noqa: BLE001 - e.g. an exception class the parent cannot import
+        return RemoteTaskError(f"task {pending.name!r}: its result could not be read back: {exc}")
+    if outcome[0] == "ok":
+        return (outcome[1],)
+    _, exc, formatted = outcome
+    if exc is None:
+        return RemoteTaskError(f"task {pending.name!r} failed:\n{formatted}")
+    exc.add_note(f"raised in the task's process (task {pending.name!r}):\n{formatted}")
+    return exc
+
+
+def missing_packages(resources: ResourceConfig) -> str | None:
+    """Why the current environment lacks a package the task asks for, or None when it has them all."""
+    if not resources.pip_packages:
+        return None
+    import importlib.metadata  # lazy, with packaging: most tasks ask for no package, and both are slow to import
+
+    from packaging.requirements import Requirement
+
+    for spec in resources.pip_packages:
+        req = Requirement(spec)
+        try:
+            version = importlib.metadata.version(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            return (
+                f"it needs {spec!r}, which is not installed here; "
+                f"LocalCluster uses this environment: pip install '{spec}'"
+            )
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            return f"it needs {spec!r} and this environment has {req.name} {version}: pip install '{spec}'"
+    return None
