@@ -7,6 +7,7 @@ account's email, the cluster's endpoint, the UI's URL) so that everything downst
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 import sys
@@ -125,6 +126,9 @@ def set_stack_config(stack: str, overrides: dict[str, Any] | None = None, drop: 
 def run_stack(stack: str, overrides: dict[str, Any] | None = None, drop: tuple[str, ...] = ()) -> Deployment:
     """Run infra/__main__.py for an example stack (plus overrides, minus `drop`) under the mocks."""
     set_stack_config(stack, overrides, drop)
+    # Pulumi's mocks build futures on the current event loop; an earlier asyncio.run() in this
+    # process (Ray's job client does one) leaves none set, so give the run a loop of its own.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     recorder = Recorder()
     monitor = RecordingMonitor(recorder)
     pulumi.runtime.set_mocks(recorder, project="marin-infra", stack=stack, preview=False, monitor=monitor)
