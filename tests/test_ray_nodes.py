@@ -11,9 +11,12 @@ HERE = Path(__file__).resolve().parent
 
 DRIVER = textwrap.dedent("""
     import os, sys
+    # The installed packages first: tests/ holds folders named like them (tests/rayconnect, ...),
+    # which on sys.path would be imported as empty namespace packages instead.
+    from fray.cluster import RayCluster
+    import rayconnect, storage
     sys.path.insert(0, sys.argv[1])
     from ray_nodes import LocalRayCluster
-    from fray.cluster import RayCluster
 
     nodes = LocalRayCluster(workers=0, cpus_per_node=1).start()
     os.environ["RAY_ADDRESS"] = nodes.address

@@ -62,14 +62,14 @@ def two_workers():
     import ray
     from ray_nodes import LocalRayCluster
 
-    from fray.cluster.ray_cluster import connect_ray
+    from rayconnect import connect
 
     if ray.is_initialized():
         ray.shutdown()
     nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
     _SHARED.append(nodes)
     try:
-        connect_ray(nodes.address)
+        connect(nodes.address)
         yield nodes
     finally:
         _stop_shared_cluster()
