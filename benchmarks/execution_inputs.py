@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from fresh import load_average
+
 GOAL_MS = 5.0
 
 CHILD = """
@@ -110,7 +112,7 @@ def main() -> None:
                 "goal_ms": GOAL_MS,
                 "goal_met": ms["best_plan_s"] <= GOAL_MS,
                 "first_plan_goal_met": ms["first_plan_s"] <= GOAL_MS,
-                "loadavg": open("/proc/loadavg").read().split()[:3],
+                "load_average": load_average(),
             }
         )
     )

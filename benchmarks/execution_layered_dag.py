@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from fresh import load_average
+
 DAG = """
 import os
 import sys
@@ -128,7 +130,7 @@ def main() -> None:
                 "goal_cold_s": COLD_GOAL_S if at_goal_size else None,
                 "cached_goal_met": cached <= CACHED_GOAL_S if at_goal_size else None,
                 "cold_goal_met": cold <= COLD_GOAL_S if at_goal_size else None,
-                "loadavg": open("/proc/loadavg").read().split()[:3],
+                "load_average": load_average(),
             }
         )
     )

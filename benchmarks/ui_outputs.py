@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+from fresh import load_average
 from starlette.testclient import TestClient
 
 from fray.cluster import ThreadCluster
@@ -90,7 +91,7 @@ def main() -> None:
                 "ratio_warm_vs_baseline": round(warm / baseline, 2),
                 "goal_warm_page_s": 1.0,
                 "meets_goal": warm < 1.0,
-                "loadavg": open("/proc/loadavg").read().split()[:3],
+                "load_average": load_average(),
             }
         )
     )
