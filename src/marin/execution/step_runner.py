@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 import storage
-from fray.cluster import Cluster, LocalCluster
+from fray.cluster import Cluster
 from fray.cluster.select import cluster_from_env
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
@@ -249,7 +249,7 @@ class _Run:
             if not interrupt.is_set:
                 restore()  # after an interrupt the handler stays: a second signal exits at once
             if own_cluster:
-                if interrupt.is_set and isinstance(cluster, LocalCluster):
+                if interrupt.is_set and isinstance(cluster, _local_cluster_type()):
                     cluster.shutdown(kill_running=True)
                 elif not interrupt.is_set:
                     cluster.shutdown()
@@ -380,3 +380,9 @@ _PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000
 _STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
 # The events on the main thread's queue: a signal's (its handler's, see drivers.py), and the drivers'.
 _SIGNAL, _ALL_DONE, _CRASHED = -1, -2, -3
+
+
+def _local_cluster_type() -> type:
+    from fray.cluster import LocalCluster  # loaded (fray.cluster loads it lazily) once a run executes steps
+
+    return LocalCluster
