@@ -9,7 +9,10 @@ cluster with MARIN_PREFIX set.
 Figures (best of `--repeats`):
 - cold: the wall time of the first run on an empty prefix;
 - cached: the wall time of the second run minus the same-run baseline, the wall time of
-  `python -c "import marin.execution.step_runner"`.
+  `python -c "import marin.execution.step_runner"`;
+- changed (no goal): planning the same DAG after every closure's captured `sleep` changed, so
+  that all 10,000 steps plan `run: changed` with a field-by-field diff against their recorded
+  version (`StepRunner().plan`, nothing runs), minus the same baseline.
 
 Prints one JSON object with both figures, the baseline, their ratios to it, the load average and
 whether the goals (cached <= 0.3 s, cold <= 10 s, both for 10,000 steps) are met. The goals are set
@@ -39,6 +42,7 @@ from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 
 LAYERS, WIDTH, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+SLEEP, DRY_RUN = (float(sys.argv[4]), True) if len(sys.argv) > 4 else (0, False)
 
 
 def make(name, sleep):
@@ -58,10 +62,13 @@ for d in range(LAYERS):
     for w in range(WIDTH):
         deps = [previous[w], previous[(w + 1) % WIDTH]] if previous else []
         name = f"s{d}_{w}"
-        layer.append(StepSpec(name=name, fn=make(name, 0), deps=deps, hash_attrs={"d": d, "w": w}))
+        layer.append(StepSpec(name=name, fn=make(name, SLEEP), deps=deps, hash_attrs={"d": d, "w": w}))
     previous = layer
 
-StepRunner().run(previous)
+if DRY_RUN:
+    StepRunner().plan(previous)  # what `dry_run` prints, without rendering a 10,000-row table
+else:
+    StepRunner().run(previous)
 """
 
 CACHED_GOAL_S = 0.3  # both for GOAL_STEPS steps
@@ -91,7 +98,7 @@ def main() -> None:
             _timed([sys.executable, "-c", "import marin.execution.step_runner"], env, root)
             for _ in range(max(3, args.repeats))
         )
-        colds, cacheds = [], []
+        colds, cacheds, changeds = [], [], []
         for i in range(args.repeats):
             prefix = os.path.join(root, f"prefix{i}")
             log = os.path.join(root, f"log{i}.txt")
@@ -104,12 +111,13 @@ def main() -> None:
             cacheds.append(_timed(cmd, env, root))
             with open(log) as f:
                 assert sum(1 for _ in f) == ran, "the cached run ran steps again"
+            changeds.append(_timed([*cmd, "1"], env, root))  # plans only: runs nothing
             # Each repeat's prefix is deleted only at the end: deleting 10,000 outputs (80,000 files)
             # just before the next cold run would make it pay for them, on ext4 without a journal
             # (whose allocator steps over each inode freed in the last seconds to minutes).
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    cold, cached_raw = min(colds), min(cacheds)
+    cold, cached_raw, changed = min(colds), min(cacheds), min(changeds) - baseline
     cached = cached_raw - baseline
     steps = args.layers * args.width
     at_goal_size = steps == GOAL_STEPS  # the goals are for the reference workload: none at another size
@@ -124,6 +132,7 @@ def main() -> None:
                 "cold_s": round(cold, 3),
                 "cached_minus_import_s": round(cached, 3),
                 "cached_raw_s": round(cached_raw, 3),
+                "changed_plan_minus_import_s": round(changed, 3),
                 "cold_ratio_vs_import": round(cold / baseline, 1),
                 "cached_raw_ratio_vs_import": round(cached_raw / baseline, 2),
                 "goal_cached_s": CACHED_GOAL_S if at_goal_size else None,

@@ -39,7 +39,7 @@ from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
 from marin.execution.output_names import output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.plan_lookup import folder_absent, latest_record
+from marin.execution.plan_lookup import Versions, folder_absent, latest_record
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 from marin.execution.step_spec import StepSpec
@@ -160,6 +160,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
     index: dict[int, int] = {}
     by_path: dict[str, int] = {}
     sibling_cache: dict[str, list[str]] = {}
+    versions = Versions(sibling_cache)
     present: dict[str, frozenset[str]] = {}  # a folder -> the names in it (listed once, for new steps)
     remote = None if storage.is_local(prefix) else prefix
     for spec in specs:
@@ -225,12 +226,12 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             if not (planned.folder_absent and storage.parent(out) == prefix):
                 check_no_symlinks(spec.name, prefix, out)
                 check_not_nested_in_records(spec.name, prefix, out)
-            _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
+            _explain_run(planned, prefix, versions, lease_timeout, unreadable)
         index[id(spec)] = len(steps)
         by_path[out] = len(steps)
         steps.append(planned)
     if remote is not None:
-        _settle_remote(steps, prefix, forced, force_run_failed, lease_timeout, sibling_cache)
+        _settle_remote(steps, prefix, forced, force_run_failed, lease_timeout, sibling_cache, versions)
     scanner.save()
     reject_nested_outputs(steps, prefix)
     count_downstream_runs(steps)
@@ -244,6 +245,7 @@ def _settle_remote(
     force_run_failed,
     lease_timeout,
     sibling_cache: dict[str, list[str]],
+    versions: Versions,
 ) -> None:
     """The states of a plan under an object-store prefix, with its round trips overlapped.
 
@@ -273,7 +275,7 @@ def _settle_remote(
         if planned.state in RUN_STATES:
             if not planned.folder_absent or storage.parent(planned.output_path) != prefix:
                 check_not_nested_in_records(spec.name, prefix, planned.output_path)
-            _explain_run(planned, prefix, sibling_cache, lease_timeout, unreadable)
+            _explain_run(planned, prefix, versions, lease_timeout, unreadable)
 
 
 def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRecordError | None]:
@@ -318,7 +320,7 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[P
 def _explain_run(
     step: PlannedStep,
     prefix: str,
-    sibling_cache: dict[str, list[str]],
+    versions: Versions,
     lease_timeout: float,
     unreadable: UnreadableRecordError | None = None,
 ):
@@ -359,7 +361,7 @@ def _explain_run(
         else:
             if step.status is None:
                 step.folder_absent = True  # no status and no folder: no lease to look for either
-            previous, old_record = latest_record(step.spec, step.output_path, prefix, sibling_cache)
+            previous, old_record = latest_record(step.spec, step.output_path, prefix, versions)
             if old_record is not None:
                 state, changes = PlanState.RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
                 reason = f"differs from {previous}"

@@ -54,6 +54,30 @@ def test_changed_hash_attr_is_diffed_against_the_latest_recorded_output(tmp_path
     assert plan.to_json()["counts"] == {PlanState.CACHED: 1, PlanState.RUN_CHANGED: 3}
 
 
+def test_a_changed_step_is_diffed_against_its_own_name_among_many_versions_and_similar_names(tmp_path):
+    # Names that one another's start ("s1", "s10", "s1-x") and nested ones share folders; each step's
+    # earlier versions are found by its own name only, its newest recorded version chosen.
+    def steps(lr):
+        return [
+            StepSpec(name=name, fn=write_marker, hash_attrs={"lr": lr, "name": name})
+            for name in ("s1", "s10", "s1-x", "group/s1", "group/s10")
+        ]
+
+    runner = StepRunner(prefix=str(tmp_path), progress=False)
+    runner.run(steps(0.1))
+    runner.run(steps(0.2))
+    plan = runner.run(steps(0.3), dry_run=True)
+    assert {s.state for s in plan.steps} == {PlanState.RUN_CHANGED}
+    for planned in plan.steps:
+        assert [(c.field, c.old, c.new) for c in planned.changes] == [("hash_attrs.lr", 0.2, 0.3)], (
+            planned.name
+        )
+        assert (
+            os.path.basename(planned.reason.split("differs from ", 1)[1]).rsplit("-", 1)[0]
+            == (planned.name.rsplit("/", 1)[-1])
+        )
+
+
 def test_force_run_plans_a_cached_step_to_run(tmp_path):
     runner = StepRunner(prefix=str(tmp_path), progress=False)
     tokenize, train, evaluate, report = _chain()
