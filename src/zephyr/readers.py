@@ -243,7 +243,7 @@ def line_spans(path: str, span_bytes: int) -> list[LineSpan]:
 
 
 def _line_blocks(stream) -> Iterator[list[bytes]]:
-    """Lists of complete lines (without b'\\n'), read a megabyte at a time; the last line may lack a newline."""
+    """Lists of complete lines (without b'\\n'), read a block (64 KiB) at a time; the last line may lack a newline."""
     rest = b""
     for chunk in read_chunks(stream):
         lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")

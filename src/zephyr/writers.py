@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from itertools import islice
 
 import orjson
@@ -86,7 +85,7 @@ def write_shard(spec: WriteSpec, path: str, records: Iterable, stats: ShardStats
     """
     with atomic_write(path) as stream:
         if spec.format == "jsonl":
-            count = _write_lines(stream, _jsonl_lines(records))
+            count = _write_jsonl(stream, records)
         elif spec.format == "text":
             count = _write_lines(stream, _text_lines(records))
         else:
@@ -107,8 +106,18 @@ def _write_lines(stream, lines: Iterator[bytes]) -> int:
     return count
 
 
-def _jsonl_lines(records: Iterable) -> Iterator[bytes]:
-    return map(partial(orjson.dumps, option=orjson.OPT_APPEND_NEWLINE), records)
+def _write_jsonl(stream, records: Iterable) -> int:
+    """Write records as JSON lines a batch at a time, `orjson.dumps` mapped in C with no keyword
+    argument: a partial holding `option=` builds a keyword dict per record (~200 ns, a tenth of a
+    read -> map -> write pass)."""
+    count = 0
+    write = stream.write
+    lines = map(orjson.dumps, records)
+    while batch := list(islice(lines, _BATCH)):
+        write(b"\n".join(batch))
+        write(b"\n")
+        count += len(batch)
+    return count
 
 
 def _text_lines(records: Iterable) -> Iterator[bytes]:
