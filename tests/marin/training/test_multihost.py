@@ -4,6 +4,7 @@ same global batch; so does gradient accumulation over microbatches."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -293,8 +294,8 @@ def _preempt_a_node_mid_training(
     story_cache: str, tmp_path, workers: int, elastic: bool
 ) -> tuple[dict, str, str, int]:
     """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
-    1's node after the step-6 checkpoint. Returns the step's summary, its output folder, its log and
-    the newest checkpoint's step when the node was killed."""
+    1's node, and every process under it, after the step-6 checkpoint. Returns the step's summary,
+    its output folder, its log and the newest checkpoint's step when the node was killed."""
     import subprocess
     import sys
 
@@ -330,8 +331,14 @@ def _preempt_a_node_mid_training(
         assert driver.poll() is None, driver.communicate()
         replica = psutil.Process(_rank1_pid(f"{log}.rank1"))
         [raylet] = [p for p in replica.parents() if p.name() == "raylet"]
+        # The node goes with everything on it, as a preempted VM does. A raylet killed alone leaves
+        # its workers to notice in their own time, and rank 1 trained on with rank 0 for a few more
+        # checkpoints (a CI run resumed from step 12 with the node "lost" at step 6).
+        node = [raylet, *raylet.children(recursive=True)]
         newest = _newest_checkpoint(out)
-        raylet.kill()  # the node is gone, as a preempted VM's would be
+        for proc in node:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
         stdout, stderr = driver.communicate(timeout=500)
         assert driver.returncode == 0, stderr[-5000:]
     finally:
