@@ -77,9 +77,16 @@ GOAL_STEPS = 10_000
 
 
 def _timed(cmd: list[str], env: dict[str, str], cwd: str) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    # The child's output goes to a file (as cheap as /dev/null), so a failed run can say why.
+    with open(os.path.join(cwd, "child-output.txt"), "w+") as out:
+        t = time.perf_counter()
+        done = subprocess.run(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - t
+        if done.returncode != 0:
+            out.seek(0)
+            tail = out.read()[-4000:]
+            raise SystemExit(f"{' '.join(cmd)} exited with {done.returncode}; its last output:\n{tail}")
+    return seconds
 
 
 def main() -> None:
