@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-import xxhash
 
 import storage
 from marin.execution.errors import StepDefinitionError
+from marin.execution.manifest import bytes_digest, file_digest
 from marin.execution.records import read_record_json
 
 STAT_CACHE = ".marin-input-stats.json"
@@ -161,7 +161,7 @@ class InputScanner:
                 digest = cached[4]
             else:
                 started = time.time_ns()
-                digest = _hash_local(f)
+                digest = "xxh3_128:" + file_digest(f)
                 coarse = st.st_mtime_ns % 1_000_000 == 0 and st.st_ctime_ns % 1_000_000 == 0
                 window = COARSE_RACY_NS if coarse else RACY_NS
                 if started - st.st_mtime_ns > window and started - st.st_ctime_ns > window:
@@ -189,7 +189,7 @@ class InputScanner:
                 continue
             digest = next((f"{k}:{info[k]}" for k in _CHECKSUM_FIELDS if info.get(k)), None)
             if digest is None:
-                digest = "xxh3_128:" + xxhash.xxh3_128_hexdigest(fs.cat_file(name))
+                digest = "xxh3_128:" + bytes_digest(fs.cat_file(name))
             out[_relative_name(name, base)] = {"size": int(info.get("size") or 0), "digest": digest}
         return out
 
@@ -243,14 +243,6 @@ def _matches(path: str):
 
 def _special_kind(mode: int) -> str:
     return "fifo" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
-
-
-def _hash_local(path: str) -> str:
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return "xxh3_128:" + h.hexdigest()
 
 
 def _fixed_dir(path: str) -> str:
