@@ -222,7 +222,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             if status is None and unreadable is None:
                 # No status: one listing of the folder above (shared by every new step in it) says
                 # whether the output folder is there; when it is not, there is nothing in it to check.
-                planned.folder_absent = folder_absent(out, present)
+                planned.folder_absent = folder_absent(out, sibling_cache, present)
             if not (planned.folder_absent and storage.parent(out) == prefix):
                 check_no_symlinks(spec.name, prefix, out)
                 check_not_nested_in_records(spec.name, prefix, out)

@@ -13,12 +13,16 @@ from marin.execution.output_names import KEY_CHARS, default_output_key
 from marin.execution.step_spec import StepSpec
 
 
-def folder_absent(path: str, present: dict[str, frozenset[str]]) -> bool:
-    """Whether the folder above `path` (listed once per plan, its names kept in `present`) lacks it."""
+def folder_absent(path: str, listings: dict[str, list[str]], present: dict[str, frozenset[str]]) -> bool:
+    """Whether the folder above `path` lacks it. The folder is listed once per plan: its names are kept
+    in `listings` (shared with `Versions`) and, as a set, in `present`."""
     parent, _, name = path.rpartition("/")
     names = present.get(parent)
     if names is None:
-        names = present[parent] = frozenset(storage.list_names(parent))
+        listed = listings.get(parent)
+        if listed is None:
+            listed = listings[parent] = storage.list_names(parent)
+        names = present[parent] = frozenset(listed)
     return name not in names
 
 
