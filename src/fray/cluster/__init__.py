@@ -1,7 +1,7 @@
 """Resource requests and clusters. Importing this never imports ray (RayCluster imports it when built).
 
-The Cluster interface and the errors load at once; each cluster and the resource types load on the
-first use of one of their names, so that importing the engine (`marin.execution`, which needs only the
+The Cluster interface, the resource types and the errors load at once; each cluster loads on the
+first use of its name, so that importing the engine (`marin.execution`, which needs only the
 interface) stays fast and a cached run never loads the machinery that runs steps.
 """
 
@@ -18,18 +18,17 @@ from fray.cluster.errors import (
     TaskCancelledError,
     TaskLostError,
 )
+from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig, TpuConfig
 
 if TYPE_CHECKING:
     from fray.cluster.gang import run_as_local_gang
     from fray.cluster.local_cluster import LocalCluster
     from fray.cluster.ray_cluster import RayCluster
-    from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig, TpuConfig
 
 _LAZY = {
     "fray.cluster.gang": ("run_as_local_gang",),
     "fray.cluster.local_cluster": ("LocalCluster",),
     "fray.cluster.ray_cluster": ("RayCluster",),
-    "fray.cluster.resource_config": ("CpuConfig", "GpuConfig", "ResourceConfig", "TpuConfig"),
 }
 _LAZY_MODULE = {name: module for module, names in _LAZY.items() for name in names}
 
