@@ -75,7 +75,7 @@ class PlanMemo:
         self.values: dict[int, tuple[Any, Any]] = {}
         # (code, its module namespace) -> what the globals it reads add: the same for every closure
         # a factory made, so a plan of 10,000 of them reads those globals once.
-        self.globals: dict[tuple[int, int], tuple[CodeType, dict, dict[str, Any] | None, bool]] = {}
+        self.globals: dict[tuple[int, int], tuple[CodeType, dict, dict[str, Any] | None]] = {}
 
 
 def new_plan_memo() -> PlanMemo:
@@ -129,14 +129,17 @@ def _fingerprint(fn: Any, active: frozenset[int], memo: PlanMemo) -> tuple[str, 
         if known is not None and known[0] is code and known[1] is namespace:
             if known[2] is not None:
                 parts["globals"] = known[2]
-            cut |= known[3]
         else:
             read = [
                 (name, namespace[name]) for name in info.globals_read if name in namespace
             ]  # else: a builtin
             globals_cut = _add_parts(parts, "globals", read, active, memo, True, code)
             if not globals_cut:
-                memo.globals[(id(code), id(namespace))] = (code, namespace, parts.get("globals"), False)
+                memo.globals[(id(code), id(namespace))] = (
+                    code,
+                    namespace,
+                    parts.get("globals"),
+                )  # only cut-free
             cut |= globals_cut
     if not parts:
         return info.digest, cut
