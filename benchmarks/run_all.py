@@ -119,7 +119,9 @@ def goals_met(result: dict) -> bool | dict | None:
     for key in ("meets_goals", "meets_goal", "meets_target"):
         if key in result:
             return result[key]
-    return None
+    # Benchmarks with several goals name each verdict `<what>_goal_met` (or plain `goal_met`).
+    verdicts = {k: v for k, v in result.items() if k == "goal_met" or k.endswith("_goal_met")}
+    return verdicts or None
 
 
 def main() -> None:
