@@ -15,12 +15,14 @@ from marin.data.tokenizer_training import train_byte_level_bpe
 class TrainTokenizerConfig:
     """What a tokenizer-training step reads and how big a vocabulary it trains (every field is keyed).
 
-    `kind` is the algorithm: byte-level BPE, the only one there is.
+    `kind` is the algorithm: byte-level BPE, the only one there is. `chat_template` is a built-in
+    template's name ("llama3") or a Jinja template, saved with the tokenizer (None: no chat template).
     """
 
     input: SourceConfig
     vocab_size: int
     min_frequency: int = 2
+    chat_template: str | None = None
     kind: str = field(default="byte_level_bpe", init=False)
 
 
@@ -28,7 +30,9 @@ def run_train_tokenizer(config: TrainTokenizerConfig, output_path: str) -> dict[
     """Train on the first `sample_count` documents (all when None); the output folder loads with AutoTokenizer."""
     stats = ShardStats()
     documents = iter_documents(config.input.plan(), config.input.bad_records, stats)
-    train_byte_level_bpe(documents, config.vocab_size, output_path, config.min_frequency)
+    train_byte_level_bpe(
+        documents, config.vocab_size, output_path, config.min_frequency, config.chat_template
+    )
     info = describe_tokenizer(output_path)
     return {
         "tokenizer_path": output_path,
@@ -36,6 +40,7 @@ def run_train_tokenizer(config: TrainTokenizerConfig, output_path: str) -> dict[
         "requested_vocab_size": config.vocab_size,
         "tokenizer_fingerprint": info.fingerprint,
         "eos_token": info.eos_token,
+        "chat_template": config.chat_template is not None,
         "bad_records": stats.bad_records,
         "source": config.input.provenance(),
     }

@@ -26,6 +26,7 @@ from marin.data.step_inputs import (
 )
 from marin.data.tokenize_pipeline import DEFAULT_MAX_CHUNK_CHARS
 from marin.data.tokenize_step import TokenizeConfig, TokenizerStep, run_tokenize
+from marin.data.tokenizer_training import TokenizerTrainingError, chat_template_and_tokens
 from marin.data.train_tokenizer_step import TrainTokenizerConfig, run_train_tokenizer
 from marin.execution.errors import MarinError, StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
@@ -104,6 +105,7 @@ def train_tokenizer(
     version: str | None = None,
     revision: str | None = None,
     adopt: bool = False,
+    chat_template: str | None = None,
 ) -> TrainedTokenizer:
     """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
 
@@ -112,17 +114,25 @@ def train_tokenizer(
     `revision=` work as in `tokenized()`; `source=` or items of `paths=` may be steps or handles
     (e.g. curation steps): each becomes a dependency whose output files are read. `adopt=True`
     takes an existing folder at the step's output path as the tokenizer without training (see
-    StepSpec.adopt).
+    StepSpec.adopt). `chat_template` gives the tokenizer a chat template: "llama3" (Llama 3's turn
+    format, its three special tokens reserved in the vocabulary) or a Jinja template of your own; the
+    exports of models trained with it then chat through `transformers` (see docs/post_training.md).
     """
     source, paths, source_steps = split_step_inputs(name, source, paths)
     source_config = _source_config(
         name, source, paths, text_key, split, hf_config, sample_count, bad_records, revision
     )
-    if not isinstance(vocab_size, int) or vocab_size < 259:
+    try:
+        _, chat_tokens = chat_template_and_tokens(chat_template)
+    except TokenizerTrainingError as e:
+        raise StepDefinitionError(f"step {name!r}: {e}") from None
+    smallest = 259 + len(chat_tokens)
+    if not isinstance(vocab_size, int) or vocab_size < smallest:
         raise StepDefinitionError(
-            f"step {name!r}: vocab_size must be an int >= 259 (256 bytes + 3 special tokens), got {vocab_size!r}"
+            f"step {name!r}: vocab_size must be an int >= {smallest} (256 bytes + {smallest - 256} special "
+            f"tokens), got {vocab_size!r}"
         )
-    config = TrainTokenizerConfig(source_config, vocab_size, min_frequency)
+    config = TrainTokenizerConfig(source_config, vocab_size, min_frequency, chat_template)
     return TrainedTokenizer(name, config, version, adopt, source_steps)
 
 

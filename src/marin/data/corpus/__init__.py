@@ -7,6 +7,6 @@ text is involved: the word lists live in `lexicon.py`, the cast and setting of a
 spam, for curation (see docs/curation.md), from the word lists in `web_words.py`.
 """
 
-from marin.data.corpus.stories import CORPUS_SIZE, SOURCE_NAME, stories, story
+from marin.data.corpus.stories import CORPUS_SIZE, SOURCE_NAME, StoryRecord, stories, story, story_record
 
-__all__ = ["CORPUS_SIZE", "SOURCE_NAME", "stories", "story"]
+__all__ = ["CORPUS_SIZE", "SOURCE_NAME", "StoryRecord", "stories", "story", "story_record"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from marin.data.corpus import lexicon as lx
 from marin.data.corpus.arcs import ARCS
@@ -60,8 +61,21 @@ def _closing(rng: random.Random, s: Scene) -> list[str]:
     return picked
 
 
-def story(i: int, seed: int = 0) -> str:
-    """The `i`-th story of the embedded corpus: a few short paragraphs of plain English."""
+@dataclass(frozen=True)
+class StoryRecord:
+    """One story with what its generator knows about it: the cast and setting, and which arc it follows.
+
+    Questions about a story whose answers are known (`marin.data.tinystories_qa`) are asked from these.
+    """
+
+    index: int
+    scene: Scene
+    arc: str  # the arc's name: "lost_thing", "new_friend", "fear", "sharing", "skill", ...
+    text: str
+
+
+def story_record(i: int, seed: int = 0) -> StoryRecord:
+    """The `i`-th story of the embedded corpus and the facts it was generated from."""
     if i < 0:
         raise ValueError(f"story index must be >= 0, got {i}")
     rng = random.Random((seed * 1_000_003 + i) ^ _SEED_MIX)
@@ -70,7 +84,13 @@ def story(i: int, seed: int = 0) -> str:
     middle = arc(rng, s)
     cut = rng.randrange(2, len(middle) - 1)
     paragraphs = [_opening(rng, s) + middle[:cut], middle[cut:], _closing(rng, s)]
-    return "\n\n".join(" ".join(p) for p in paragraphs)
+    text = "\n\n".join(" ".join(p) for p in paragraphs)
+    return StoryRecord(i, s, arc.__name__.removeprefix("_arc_"), text)
+
+
+def story(i: int, seed: int = 0) -> str:
+    """The `i`-th story of the embedded corpus: a few short paragraphs of plain English."""
+    return story_record(i, seed).text
 
 
 def stories(start: int = 0, stop: int = CORPUS_SIZE, seed: int = 0) -> Iterator[str]:

@@ -1,0 +1,142 @@
+"""Conversations as training batches: rendered once, packed whole into fixed windows, targets only on replies.
+
+Each conversation is rendered by the tokenizer's chat template (`marin.data.chat_template.render_chat`)
+and followed by EOS, which ends it as a document (document masking keeps attention inside it). A
+conversation longer than a window is cut to the window (and counted). Every epoch the conversations
+are taken in a fresh seeded order and packed greedily: each goes into the current window if it fits,
+else the window is closed (its rest filled with EOS, never a target) and a new one begins. So no
+conversation is split across windows, and the packing is a pure function of the seed and the epoch.
+
+A window row holds `seq_len + 1` tokens and as many booleans saying which tokens are targets; the
+model reads tokens[:-1] and is scored on tokens[1:] where the mask is set, every other target being
+IGNORE (-100), which the causal-LM loss skips. Like the pretraining loader, every rank draws the same
+global batch and keeps its own rows, and the state (epoch, cursor) is small and checkpointed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from marin.data.chat_template import render_chat
+from marin.posttrain.dpo import IGNORE
+
+
+@dataclass(frozen=True)
+class RenderedConversations:
+    """Conversations as one flat array of ids and one of target flags, cut at `offsets` (n + 1 of them)."""
+
+    ids: np.ndarray
+    targets: np.ndarray
+    offsets: np.ndarray
+    truncated: int  # conversations cut to fit a window
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def num_target_tokens(self) -> int:
+        return int(self.targets.sum())
+
+    def conversation(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.ids[a:b], self.targets[a:b]
+
+
+def render_conversations(
+    tokenizer: Any, conversations: Iterable[list[dict]], eos_id: int, max_tokens: int
+) -> RenderedConversations:
+    """Render each conversation, append EOS (not a target), and cut it to `max_tokens` tokens."""
+    ids, flags, lengths, truncated = [], [], [0], 0
+    for messages in conversations:
+        rendered = render_chat(tokenizer, messages)
+        seq = np.append(rendered.ids, eos_id)
+        mask = np.append(rendered.assistant, False)
+        if len(seq) > max_tokens:
+            seq, mask, truncated = seq[:max_tokens], mask[:max_tokens], truncated + 1
+        ids.append(seq)
+        flags.append(mask)
+        lengths.append(len(seq))
+    if len(lengths) == 1:
+        return RenderedConversations(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(1, np.int64), 0)
+    return RenderedConversations(
+        np.concatenate(ids).astype(np.int64),
+        np.concatenate(flags),
+        np.cumsum(lengths, dtype=np.int64),
+        truncated,
+    )
+
+
+def shifted_targets(tokens: np.ndarray, is_target: np.ndarray) -> np.ndarray:
+    """Next-token targets for `tokens[..., :-1]`: `tokens[..., 1:]` where that token is a target, else IGNORE."""
+    return np.where(is_target[..., 1:], tokens[..., 1:], IGNORE)
+
+
+class PackedChats:
+    """Draws global batches of packed windows of whole conversations; see the module docstring."""
+
+    def __init__(
+        self,
+        data: RenderedConversations,
+        *,
+        seq_len: int,
+        batch_size: int,
+        seed: int,
+        eos_id: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
+        if data.count == 0:
+            raise ValueError("no conversations to train on")
+        self.data, self.seq_len, self.batch_size, self.seed = data, seq_len, batch_size, seed
+        self.eos_id, self.rank, self.world_size = eos_id, rank, world_size
+        self._epoch, self._cursor = 0, 0
+        self._order: tuple[int, np.ndarray] | None = None
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "epoch": self._epoch, "cursor": self._cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["seed"] != self.seed:
+            raise ValueError(f"loader state is for seed {state['seed']}, this run's seed is {self.seed}")
+        self._epoch, self._cursor = int(state["epoch"]), int(state["cursor"])
+
+    def _permutation(self) -> np.ndarray:
+        if self._order is None or self._order[0] != self._epoch:
+            rng = np.random.Generator(np.random.PCG64([self.seed, self._epoch]))
+            self._order = (self._epoch, rng.permutation(self.data.count))
+        return self._order[1]
+
+    def _next_window(self) -> tuple[np.ndarray, np.ndarray]:
+        width = self.seq_len + 1
+        tokens = np.full(width, self.eos_id, dtype=np.int64)
+        mask = np.zeros(width, dtype=bool)
+        used = 0
+        while True:
+            order = self._permutation()
+            ids, flags = self.data.conversation(int(order[self._cursor]))
+            if used and used + len(ids) > width:
+                return tokens, mask
+            n = min(len(ids), width)
+            tokens[used : used + n], mask[used : used + n] = ids[:n], flags[:n]
+            used += n
+            self._cursor += 1
+            if self._cursor == self.data.count:
+                self._epoch, self._cursor = self._epoch + 1, 0
+            if used == width:
+                return tokens, mask
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's rows of the next global batch: tokens (rows, seq_len + 1) int64 and their target flags."""
+        windows = [self._next_window() for _ in range(self.batch_size)]
+        per_rank = self.batch_size // self.world_size
+        mine = windows[self.rank * per_rank : (self.rank + 1) * per_rank]
+        return np.stack([t for t, _ in mine]), np.stack([m for _, m in mine])
