@@ -58,12 +58,15 @@ def test_set_fields_are_keyed_in_json_and_defaults_and_marked_ones_never():
         "weights": {"y": 2},
         "ref": {"spec": "other"},
     }
-    assert hash_attrs_of(dataclasses.replace(config, workers=64, inner=Inner(3, 2, threads=1))) == hash_attrs_of(
-        config
-    )
+    assert hash_attrs_of(
+        dataclasses.replace(config, workers=64, inner=Inner(3, 2, threads=1))
+    ) == hash_attrs_of(config)
     assert hash_attrs_of(dataclasses.replace(config, inner=Inner(4, 2))) != hash_attrs_of(config)
     # every default (a plain value, a factory's, a key_as form, nested) stays out
-    assert hash_attrs_of(Config(Inner(3), Source("/data"))) == {"inner": {"size": 3}, "source": {"path": "/data"}}
+    assert hash_attrs_of(Config(Inner(3), Source("/data"))) == {
+        "inner": {"size": 3},
+        "source": {"path": "/data"},
+    }
     # a value equal to the default as JSON is the default: 1 and 1.0 are one value
     assert hash_attrs_of(Inner(3, scale=1)) == {"size": 3}
 
