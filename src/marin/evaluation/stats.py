@@ -20,6 +20,12 @@ The bootstrap is seeded and vectorised. Resample `r` of chunk `c` (chunks of 1,0
 indices exactly as `random.Random(seed + c).choices(range(n), k=n)` would, which is how
 lm-eval-harness's `bootstrap_stderr` draws them: with `seed=0` our replicates of a harness statistic
 are the harness's own, computed at numpy speed.
+
+The parts: `Metric` (and `is_metric` for JSON); `accuracy`, `mean`, `wilson_interval`;
+`Estimate` (a value with its replicates: `.metric()`, `.map(f)`) from `ratio_estimate` /
+`mean_estimate`; `resample_indices` and `resampled_sums` for any statistic of column sums;
+`stratified_sums`, `pooled_and_mean` (micro and macro) and `centred_accuracy_mean` (DCLM's CORE);
+`ItemScores`, `paired_difference` -> `Difference`.
 """
 
 from __future__ import annotations
@@ -244,17 +250,14 @@ class Stratum:
     denominators: np.ndarray
 
 
-def stratified_sums(strata: Sequence[Stratum], iters: int = ITERS, seed: int = SEED) -> list[np.ndarray]:
-    """Per stratum, its resampled (numerator, denominator) sums, each stratum drawn independently.
+def stratified_sums(strata: Sequence[np.ndarray], iters: int = ITERS, seed: int = SEED) -> list[np.ndarray]:
+    """Per stratum (an (n_s, k) array of per-item columns), the column sums of each of its resamples.
 
-    Stratum s uses seeds from `seed + s * STRATUM_SEED_STRIDE`, so stratum 0 draws what an
-    unstratified bootstrap of it alone would.
+    Each stratum is resampled on its own, from seeds `seed + s * STRATUM_SEED_STRIDE` onwards, so
+    stratum 0 draws what an unstratified bootstrap of it alone would.
     """
     return [
-        resampled_sums(
-            np.stack([s.numerators, s.denominators], axis=1), iters, seed + i * STRATUM_SEED_STRIDE
-        )
-        for i, s in enumerate(strata)
+        resampled_sums(columns, iters, seed + i * STRATUM_SEED_STRIDE) for i, columns in enumerate(strata)
     ]
 
 
@@ -265,7 +268,7 @@ def pooled_and_mean(
 
     One stratified resampling serves all three, so their intervals come from the same draws.
     """
-    sums = stratified_sums(strata, iters, seed)
+    sums = stratified_sums([np.stack([s.numerators, s.denominators], axis=1) for s in strata], iters, seed)
     each = []
     with np.errstate(divide="ignore", invalid="ignore"):
         for s, resampled in zip(strata, sums, strict=True):
@@ -291,12 +294,11 @@ def centred_accuracy_mean(
     """
     if not tasks:
         return Metric(float("nan"), None, None, 0)
-    strata = [Stratum(np.asarray(c, dtype=np.float64), np.ones(len(c))) for c, _ in tasks]
-    sums = stratified_sums(strata, iters, seed)
+    sums = stratified_sums([np.asarray(c, dtype=np.float64)[:, None] for c, _ in tasks], iters, seed)
     values, replicates = [], []
     for (correct, chance), resampled in zip(tasks, sums, strict=True):
         values.append((float(np.mean(correct)) - chance) / (1 - chance))
-        replicates.append((resampled[:, 0] / resampled[:, 1] - chance) / (1 - chance))
+        replicates.append((resampled[:, 0] / len(correct) - chance) / (1 - chance))
     return Estimate(
         float(np.mean(values)), np.mean(replicates, axis=0), sum(len(c) for c, _ in tasks)
     ).metric()

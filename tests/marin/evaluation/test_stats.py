@@ -146,3 +146,12 @@ def test_paired_difference_refuses_different_items():
     b = stats.ItemScores([1, 2, 4], [1, 1, 1])
     with pytest.raises(EvalDataError, match="same items"):
         stats.paired_difference(a, b)
+
+
+def test_centred_accuracy_mean_rescales_each_task_by_its_chance():
+    rng = np.random.default_rng(17)
+    four_way, two_way = rng.binomial(1, 0.55, size=60), rng.binomial(1, 0.8, size=30)
+    core = stats.centred_accuracy_mean([(four_way, 0.25), (two_way, 0.5)])
+    expected = ((four_way.mean() - 0.25) / 0.75 + (two_way.mean() - 0.5) / 0.5) / 2
+    assert core.value == pytest.approx(expected) and core.n == 90
+    assert core.ci95[0] < core.value < core.ci95[1]
