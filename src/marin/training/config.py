@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from marin.execution.arguments import Checked
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.training.errors import TrainingConfigError
 from marin.training.model import LlamaConfig
@@ -42,7 +43,7 @@ _POSITIVE_OR_NONE = ("steps_per_eval", "checkpoint_every", "keep_last_k", "num_p
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class TrainConfig(Checked):
     """Everything that defines a training run except where its data and output live.
 
     `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end);
