@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from marin.execution.arguments import Checked
 from marin.execution.keyed import NOT_KEY, hash_attrs_of, key_as
 from marin.training.errors import TrainingConfigError
 from marin.training.models import ModelConfig, architectures, is_model_config, model_key
@@ -58,7 +59,7 @@ _COMPILE = ("auto", True, False)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class TrainConfig(Checked):
     """Everything that defines a training run except where its data and output live.
 
     `model` is any registered architecture's config (`marin.training.models`: `LlamaConfig`,
