@@ -128,7 +128,9 @@ def greedy_replies(
     return replies
 
 
-def score_exact_match(model: Any, tokenizer: Any, task: ExactMatchTask, max_length: int) -> tuple[dict, list[dict]]:
+def score_exact_match(
+    model: Any, tokenizer: Any, task: ExactMatchTask, max_length: int
+) -> tuple[dict, list[dict]]:
     """(results, per-item records): exact match overall and per kind, each a metric with its interval."""
     from marin.data.chat_template import prompt_ids, require_template
 
@@ -142,7 +144,9 @@ def score_exact_match(model: Any, tokenizer: Any, task: ExactMatchTask, max_leng
     for i, (item, reply) in enumerate(zip(items, replies, strict=True)):
         text = tokenizer.decode(reply, skip_special_tokens=True)
         correct = normalize_answer(text) == normalize_answer(item["answer"])
-        records.append({"item": i, "kind": item["kind"], "answer": item["answer"], "reply": text, "correct": correct})
+        records.append(
+            {"item": i, "kind": item["kind"], "answer": item["answer"], "reply": text, "correct": correct}
+        )
     by_kind: dict[str, list[float]] = {}
     for r in records:
         by_kind.setdefault(r["kind"], []).append(float(r["correct"]))

@@ -106,7 +106,7 @@ class TrainedTokenizer(TrainTokenizerOptions, _SourceStep):
     """Declare a step that trains a byte-level BPE of at most `vocab_size` ids on a source.
 
     `train_tokenizer` is this class: `name`, then by keyword the source (`source=` or `paths=`, and
-    the other `SourceFields`), `vocab_size` and `min_frequency` (`TrainTokenizerOptions`) and the
+    the other `SourceFields`), `vocab_size`, `min_frequency` and `chat_template` (`TrainTokenizerOptions`) and the
     `StepOptions`. Pass the handle as `tokenized(tokenizer=...)`; it becomes that step's
     dependency. Its output folder is a tokenizer AutoTokenizer loads. `adopt=True` takes an existing
     folder at the step's output path as the tokenizer without training.

@@ -9,7 +9,7 @@ conversation is split across windows, and the packing is a pure function of the 
 
 A window row holds `seq_len + 1` tokens and as many booleans saying which tokens are targets; the
 model reads tokens[:-1] and is scored on tokens[1:] where the mask is set, every other target being
-IGNORE (-100), which the causal-LM loss skips. Like the pretraining loader, every rank draws the same
+IGNORE_INDEX (-100), which the causal-LM loss skips. Like the pretraining loader, every rank draws the same
 global batch and keeps its own rows, and the state (epoch, cursor) is small and checkpointed.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from marin.data.chat_template import render_chat
-from marin.posttrain.dpo import IGNORE
+from marin.training.models.layers import IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ def render_conversations(
 
 
 def shifted_targets(tokens: np.ndarray, is_target: np.ndarray) -> np.ndarray:
-    """Next-token targets for `tokens[..., :-1]`: `tokens[..., 1:]` where that token is a target, else IGNORE."""
-    return np.where(is_target[..., 1:], tokens[..., 1:], IGNORE)
+    """Next-token targets for `tokens[..., :-1]`: `tokens[..., 1:]` where that token is a target, else IGNORE_INDEX."""
+    return np.where(is_target[..., 1:], tokens[..., 1:], IGNORE_INDEX)
 
 
 class PackedChats:

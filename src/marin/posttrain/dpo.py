@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-IGNORE = -100
-"""A target that is not scored (the causal-LM loss's ignore index)."""
+from marin.training.models.layers import IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,8 @@ def dpo_loss(
 
 
 def sequence_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Per row, the sum of the log-probabilities of its scored targets (those not IGNORE): shape (rows,)."""
+    """Per row, the sum of the log-probabilities of its scored targets (those not IGNORE_INDEX): shape (rows,)."""
     nll = F.cross_entropy(
-        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE, reduction="none"
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none"
     )
     return -nll.view(targets.shape).sum(-1)

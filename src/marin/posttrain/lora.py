@@ -20,8 +20,9 @@ import contextlib
 import copy
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -222,21 +223,29 @@ def peft_adapter_config(config: LoraConfig, hf_modules: list[str], base_model: s
     }
 
 
+def hf_module_name(model_config: Any, name: str, module: LoraLinear) -> str:
+    """The Hugging Face model's name of our linear layer `name` (`layers.0.self_attn.q_proj` ->
+    `model.layers.0.self_attn.q_proj` for Llama), as the architecture's adapter renames its weight."""
+    renamed = model_config.hf.to_hf_state_dict(model_config, {f"{name}.weight": module.weight})
+    (hf_weight,) = renamed
+    return hf_weight.removesuffix(".weight")
+
+
 def save_peft_adapter(
     model: nn.Module,
+    model_config: Any,
     config: LoraConfig,
     out_dir: str,
-    hf_module_name: Callable[[str], str],
     base_model: str | None = None,
 ) -> str:
     """Write the adapters as PEFT does: `adapter_model.safetensors` and `adapter_config.json` (last).
 
-    `hf_module_name` maps one of our module names to the Hugging Face model's (`layers.0.self_attn.q_proj`
-    -> `model.layers.0.self_attn.q_proj` for Llama); PEFT's keys are that name under `base_model.model.`.
+    PEFT's keys are the Hugging Face module names (`hf_module_name`) under `base_model.model.`;
+    `base_model` is recorded as `base_model_name_or_path`.
     """
     tensors, hf_modules = {}, []
     for name, module in lora_modules(model):
-        hf = hf_module_name(name)
+        hf = hf_module_name(model_config, name, module)
         hf_modules.append(hf)
         for part in ("lora_A", "lora_B"):
             weight = getattr(module, part).weight.detach().to("cpu").float().contiguous()

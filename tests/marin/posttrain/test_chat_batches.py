@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from transformers import AutoTokenizer
 
 from marin.data import tinystories_qa
 from marin.data.chat_template import render_chat
 from marin.posttrain.chat_batches import PackedChats, render_conversations, shifted_targets
-from marin.posttrain.dpo import IGNORE
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import LlamaConfig
+from marin.training.models.layers import IGNORE_INDEX
 
 TWO_TURNS = [
     {"role": "user", "content": "Who found the kite?"},
@@ -33,9 +32,9 @@ def test_the_loss_is_the_mean_negative_log_likelihood_of_the_replies_computed_by
     tokens = torch.from_numpy(ids[None])
     targets = torch.from_numpy(shifted_targets(ids, is_target)[None])
     torch.manual_seed(0)
-    model = Llama(LlamaConfig(32, 64, 2, 4, vocab_size=len(tokenizer), max_seq_len=256, init_std=0.2))
+    model = LlamaConfig(32, 64, 2, 4, vocab_size=len(tokenizer), max_seq_len=256, init_std=0.2).build()
     logits = model(tokens[:, :-1])
-    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+    loss, _ = model(tokens[:, :-1], targets)  # the model's own loss, which skips IGNORE_INDEX targets
 
     # by hand: the reply tokens of both assistant turns (their <|eot_id|> included), each predicted from
     # everything before it, and nothing else
@@ -55,7 +54,7 @@ def test_changing_a_user_turn_changes_no_target(tokenizer):
     a, b = (render_conversations(tokenizer, [c], tokenizer.eos_token_id, 256) for c in (TWO_TURNS, other))
     ta = shifted_targets(*a.conversation(0))
     tb = shifted_targets(*b.conversation(0))
-    assert ta[ta != IGNORE].tolist() == tb[tb != IGNORE].tolist()
+    assert ta[ta != IGNORE_INDEX].tolist() == tb[tb != IGNORE_INDEX].tolist()
     assert len(ta) != len(tb)
 
 

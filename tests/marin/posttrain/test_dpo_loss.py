@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from marin.posttrain.dpo import IGNORE, dpo_loss, sequence_logprobs
+from marin.posttrain.dpo import dpo_loss, sequence_logprobs
+from marin.training.models.layers import IGNORE_INDEX
 
 
 def _paper_loss(pc, pr, rc, rr, beta, smoothing=0.0) -> float:
@@ -44,7 +45,7 @@ def test_rewards_margins_and_accuracy_are_trls_definitions():
 def test_sequence_log_probabilities_sum_only_the_scored_tokens():
     g = torch.Generator().manual_seed(1)
     logits = torch.randn(2, 5, 7, generator=g)
-    targets = torch.tensor([[IGNORE, IGNORE, 3, 1, IGNORE], [IGNORE, 2, 2, 2, 6]])
+    targets = torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, 3, 1, IGNORE_INDEX], [IGNORE_INDEX, 2, 2, 2, 6]])
     logp = torch.log_softmax(logits, -1)
     expected = [
         logp[0, 2, 3] + logp[0, 3, 1],

@@ -19,7 +19,7 @@ from marin.posttrain.lora import (
     save_peft_adapter,
 )
 from marin.training.export import export_hf
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import LlamaConfig
 
 peft = pytest.importorskip("peft")
 
@@ -36,13 +36,9 @@ CONFIG = LlamaConfig(
 LORA = LoraConfig(rank=4, alpha=8.0, targets=("q_proj", "v_proj", "down_proj"))
 
 
-def _hf_name(name: str) -> str:
-    return f"model.{name}"
-
-
-def _adapted_model() -> Llama:
+def _adapted_model() -> torch.nn.Module:
     torch.manual_seed(0)
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     apply_lora(model, LORA)
     with torch.no_grad():  # as if trained: B starts at zero, which would make every check trivial
         for name, p in model.named_parameters():
@@ -58,7 +54,7 @@ def _tokens() -> torch.Tensor:
 def test_peft_loads_the_adapter_onto_the_export_and_gives_our_logits(tmp_path):
     model = _adapted_model()
     export_hf(base_copy(model), CONFIG, str(tmp_path / "base"))
-    save_peft_adapter(model, LORA, str(tmp_path / "adapter"), _hf_name, base_model=str(tmp_path / "base"))
+    save_peft_adapter(model, CONFIG, LORA, str(tmp_path / "adapter"), base_model=str(tmp_path / "base"))
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "base", dtype=torch.float32)
     with_adapter = peft.PeftModel.from_pretrained(hf, tmp_path / "adapter").eval()
     tokens = _tokens()
@@ -82,7 +78,7 @@ def test_the_merged_export_gives_the_same_logits_without_peft(tmp_path):
 
 def test_only_the_adapters_train_and_they_start_at_the_model_itself():
     torch.manual_seed(0)
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     tokens = _tokens()
     with torch.no_grad():
         before = model(tokens)
@@ -104,7 +100,7 @@ def test_only_the_adapters_train_and_they_start_at_the_model_itself():
 
 
 def test_a_target_that_matches_no_layer_is_one_line_listing_the_layers():
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     with pytest.raises(LoraConfigError) as caught:
         apply_lora(model, LoraConfig(targets=("q_proj", "qkv")))
     message = str(caught.value)
@@ -115,7 +111,7 @@ def test_a_target_that_matches_no_layer_is_one_line_listing_the_layers():
 
 
 def test_all_linear_adapts_every_block_layer_but_not_the_output():
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     wrapped = apply_lora(model, LoraConfig(targets="all-linear"))
     assert len(wrapped) == 7 * CONFIG.num_layers
     assert not any(n.startswith("lm_head") for n in wrapped)
