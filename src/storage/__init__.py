@@ -12,6 +12,7 @@ fray, which all build on it.
 - `streams`: compressed reading, files that appear whole or not at all;
 - `listing`: directory listings, recursive walks, globs, moves;
 - `overlap`: many calls in flight at once on object stores;
+- `ranges`: many byte ranges of many files, coalesced per file and read at once;
 - `record_log`: JSON records appended to a log, in numbered whole parts off local disk.
 
 Nothing here is quadratic on an object store except `append_bytes`, which is for one-off notes
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         walk_files,
     )
     from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many
+    from storage.ranges import read_ranges
     from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
     from storage.streams import (
         atomic_write,
@@ -125,6 +127,7 @@ _LAZY = {
         "read_many",
         "write_many",
     ),
+    "storage.ranges": ("read_ranges",),
     "storage.record_log": (
         "RecordLog",
         "holds_log",
@@ -193,6 +196,7 @@ __all__ = [
     "read_log_bytes",
     "read_many",
     "read_range",
+    "read_ranges",
     "read_records",
     "read_tail",
     "remove",

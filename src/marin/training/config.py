@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.training.errors import TrainingConfigError
 from marin.training.model import LlamaConfig
-from marin.training.optim import AdamConfig
+from marin.training.optim import OptimizerConfig
 
 if TYPE_CHECKING:
     from marin.training.datasets import DatasetInput
@@ -61,7 +61,7 @@ class TrainConfig:
     """
 
     model: LlamaConfig
-    optimizer: AdamConfig
+    optimizer: OptimizerConfig
     batch_size: int
     seq_len: int
     num_train_steps: int
@@ -83,9 +83,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model, LlamaConfig):
             raise TrainingConfigError(f"model must be a LlamaConfig, got {type(self.model).__name__}")
-        if not isinstance(self.optimizer, AdamConfig):
+        if not isinstance(self.optimizer, OptimizerConfig):
             raise TrainingConfigError(
-                f"optimizer must be a marin.training.optim.AdamConfig, got {type(self.optimizer).__name__}"
+                "optimizer must be a marin.training.optim OptimizerConfig (AdamConfig, MuonConfig), got "
+                f"{type(self.optimizer).__name__}"
             )
         if self.parallelism not in tuple(Parallelism):
             raise TrainingConfigError(
@@ -106,6 +107,7 @@ class TrainConfig:
                 f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
                 "seq_len or use a model config with a larger max_seq_len"
             )
+        self.optimizer.check_run(self.num_train_steps, sharded=self.parallelism == Parallelism.FSDP)
         if self.device not in ("auto", "cpu", "cuda"):
             raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
 
