@@ -94,7 +94,7 @@ def plot_curves(curves: Sequence[ScheduleCurve], out: str) -> str:
     fig.tight_layout()
     import storage
 
-    with storage.atomic_write(out) as f:
+    with storage.open_write(out) as f:
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -129,6 +129,19 @@ class AdamWMoments:
 @dataclass(frozen=True)
 class AdamConfig(AdamWMoments, OptimizerConfig):
     """AdamW; weight decay applies to matrices (dim ≥ 2) only. See `OptimizerConfig` for the schedule."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "weight_decay",
+        "beta1",
+        "beta2",
+        "epsilon",
+        "max_grad_norm",
+        "warmup",
+        "lr_schedule",
+        "min_lr_ratio",
+    )
 
     def build(self, model: nn.Module, *, fused: bool = False) -> torch.optim.AdamW:
         """AdamW over `model`'s parameters; weight decay applies to matrices (dim ≥ 2) only.
