@@ -1,11 +1,13 @@
 """`marin plot-lr FILE.py`: the schedules of an experiment's train steps, drawn from the trainer's own formula."""
 
+import subprocess
 import textwrap
 
 from click.testing import CliRunner
 
 from marin.cli import main
 from marin.experiment.lr_plot import schedule_curve, train_steps
+from tests.shell_env import ROOT, fresh_env
 
 EXPERIMENT = textwrap.dedent(
     """
@@ -48,3 +50,14 @@ def test_plot_lr_of_a_file_without_train_steps_is_one_error_line(tmp_path):
     assert result.output.strip().splitlines() == [
         f"error: {experiment} declares no train_lm(...) step; plot-lr draws the schedules of train steps"
     ]
+
+
+def test_the_documented_plot_lr_command_draws_the_schedules_tutorial(tmp_path):
+    (tmp_path / "experiments").symlink_to(ROOT / "experiments")
+    command = "marin plot-lr experiments/tutorials/schedules.py --out lr-schedules.png"
+    done = subprocess.run(
+        command, shell=True, cwd=tmp_path, env=fresh_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "lr-schedules.png").read_bytes()[:4] == b"\x89PNG"
+    assert done.stdout.count("AdamConfig, 400 steps") == 5
