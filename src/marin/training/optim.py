@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Literal
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from marin.execution.keyed import key_fields
 from marin.training.errors import TrainingConfigError
 from marin.training.lr_schedule import DecayShape, LrSchedule, ScheduleName, ScheduleSpec, steps_of
 
+if TYPE_CHECKING:  # torch is imported where an optimizer is built, so reading configs (the UI) needs none
+    import torch
+    from torch import nn
+
 _EMBEDDING_AND_OUTPUT = ("embed_tokens", "lm_head")  # Hugging Face's names, every architecture's
+_OPTIMIZERS: dict[str, type[OptimizerConfig]] = {}  # every OptimizerConfig subclass, by class name
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,27 @@ class OptimizerConfig:
     decay_shape: DecayShape = "linear"
     cycles: int | tuple[int, ...] | None = None
     rewarmup: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _OPTIMIZERS[cls.__name__] = cls
+
+    @classmethod
+    def from_key(cls, key: dict[str, Any]) -> OptimizerConfig:
+        """The optimizer config whose key form (`describe()`, as a step's hash_attrs hold it) is `key`:
+        the fields it names, the rest at their defaults. TrainingConfigError when it names no optimizer."""
+        fields_ = dict(key)
+        kind = _OPTIMIZERS.get(fields_.pop("optimizer", "AdamConfig"))
+        if kind is None:
+            raise TrainingConfigError(
+                f"no optimizer config named {key.get('optimizer')!r}; known: {sorted(_OPTIMIZERS)}"
+            )
+        if isinstance(fields_.get("cycles"), list):
+            fields_["cycles"] = tuple(fields_["cycles"])
+        try:
+            return kind(**fields_)
+        except TypeError as e:
+            raise TrainingConfigError(f"{kind.__name__} has no such fields: {e}") from None
 
     def __post_init__(self) -> None:
         where = type(self).__name__
@@ -218,6 +241,8 @@ class MuonConfig(AdamWMoments, OptimizerConfig):
                 hidden.append(param)
             else:
                 (matrices if param.dim() >= 2 else vectors).append(param)
+        import torch
+
         parts: list[torch.optim.Optimizer] = []
         if hidden:
             parts.append(
@@ -238,6 +263,8 @@ class MuonConfig(AdamWMoments, OptimizerConfig):
 def _adamw(
     config: Any, decay: list[nn.Parameter], no_decay: list[nn.Parameter], peak: float, fused: bool
 ) -> torch.optim.AdamW:
+    import torch
+
     groups = [
         {"params": decay, "weight_decay": config.weight_decay, "peak_lr": peak},
         {"params": no_decay, "weight_decay": 0.0, "peak_lr": peak},
