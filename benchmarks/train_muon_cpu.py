@@ -33,7 +33,6 @@ from train_cpu_throughput import build_cache  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
 from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
-from marin.training.model import Llama  # noqa: E402
 from marin.training.optim import AdamConfig, MuonConfig, OptimizerConfig, set_scheduled_lr  # noqa: E402
 
 GOAL_RATIO = 1.2
@@ -44,7 +43,7 @@ class Run:
 
     def __init__(self, config: OptimizerConfig, model_config, steps: int):
         torch.manual_seed(0)
-        self.model = Llama(model_config)
+        self.model = model_config.build()
         self.config, self.steps = config, steps
         self.optimizer = config.build(self.model)
         self.params = list(self.model.parameters())

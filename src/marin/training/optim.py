@@ -14,6 +14,7 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from marin.execution.arguments import Checked
 from marin.execution.keyed import key_fields
 from marin.training.errors import TrainingConfigError
 from marin.training.lr_schedule import DecayShape, LrSchedule, ScheduleName, ScheduleSpec, steps_of
@@ -27,7 +28,7 @@ _OPTIMIZERS: dict[str, type[OptimizerConfig]] = {}  # every OptimizerConfig subc
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
+class OptimizerConfig(Checked):
     """What every optimizer shares: its peak rate, weight decay, clipping and the schedule.
 
     `learning_rate` is the peak rate (of the main parameter group: Muon's matrices for Muon).
