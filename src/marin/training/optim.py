@@ -339,6 +339,27 @@ class OptimizerChain:
             optimizer.load_state_dict(part)
 
 
+_SLOTS = {
+    "AdamW": ("step", "exp_avg", "exp_avg_sq"),
+    "Adam": ("step", "exp_avg", "exp_avg_sq"),
+    "Muon": ("momentum_buffer",),
+}
+
+
+def state_slots(optimizer: Any) -> dict[int, tuple[str, frozenset[str]]]:
+    """For each parameter (by id) its optimizer's name and the state fields it keeps for it, for the
+    torch optimizers marin builds (an OptimizerChain's parts included); others are left out."""
+    out: dict[int, tuple[str, frozenset[str]]] = {}
+    for part in getattr(optimizer, "optimizers", [optimizer]):
+        name = type(part).__name__
+        if name not in _SLOTS:
+            continue
+        for group in part.param_groups:
+            slots = set(_SLOTS[name]) | ({"max_exp_avg_sq"} if group.get("amsgrad") else set())
+            out.update({id(p): (name, frozenset(slots)) for p in group["params"]})
+    return out
+
+
 def set_scheduled_lr(optimizer: Any, config: OptimizerConfig, step: int, num_train_steps: int) -> float:
     """Set every parameter group to the schedule's rate at `step` for its own `peak_lr`; returns the
     main rate (`config.lr_at(step, num_train_steps)`)."""

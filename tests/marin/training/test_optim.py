@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from marin.execution.arguments import DeclarationError
 from marin.training.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from marin.training.errors import TrainingConfigError
 from marin.training.models import LlamaConfig
@@ -42,7 +43,9 @@ def test_linear_and_constant_schedules_and_fractional_warmup():
 
 
 def test_invalid_hyperparameters_name_the_field():
-    with pytest.raises(TrainingConfigError, match="lr_schedule"):
+    with pytest.raises(
+        DeclarationError, match="lr_schedule='step' is not one of 'cosine', 'linear', 'constant', 'wsd'"
+    ):
         AdamConfig(lr_schedule="step")
     with pytest.raises(TrainingConfigError, match="learning_rate"):
         AdamConfig(learning_rate=0)
