@@ -60,12 +60,12 @@ _COMPILE = ("auto", True, False)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig(Checked):
-    """Everything that defines a training run except where its data and output live.
+class TrainRecipe(Checked):
+    """How a run trains: everything of a `TrainConfig` but the model.
 
-    `model` is any registered architecture's config (`marin.training.models`: `LlamaConfig`,
-    `Qwen3Config`, `Olmo2Config`, ...). `steps_per_eval` counts optimizer steps (None: only at the
-    end). A checkpoint is written every `checkpoint_every_minutes` of wall time (default 10, None:
+    Post-training (`marin.experiment.posttrain`: `sft()`, `dpo()`) declares a recipe and finds the
+    model in what it fine-tunes; `TrainConfig` is a recipe and the model it trains.
+    `steps_per_eval` counts optimizer steps (None: only at the end). A checkpoint is written every `checkpoint_every_minutes` of wall time (default 10, None:
     never by time), every `checkpoint_every` optimizer steps (None: never by count), at the end,
     and when the run is stopped (a callback's `request_stop`, SIGTERM or SIGINT: the trainer
     finishes the step it is in, writes a checkpoint and exits; a second signal exits at once).
@@ -104,7 +104,6 @@ class TrainConfig(Checked):
         "keep_last_k",
     )
 
-    model: ModelConfig = field(metadata=key_as(model_key))
     optimizer: OptimizerConfig
     batch_size: int
     seq_len: int
@@ -135,11 +134,6 @@ class TrainConfig(Checked):
     parallelism: Parallelism = field(default=Parallelism.DDP, metadata=NOT_KEY)
 
     def __post_init__(self) -> None:
-        if not is_model_config(self.model):
-            known = ", ".join(f"{cls.__name__} ({name})" for name, cls in sorted(architectures().items()))
-            raise TrainingConfigError(
-                f"model must be the config of a registered architecture ({known}), got {type(self.model).__name__}"
-            )
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TrainingConfigError(
                 "optimizer must be a marin.training.optim OptimizerConfig (AdamConfig, MuonConfig), got "
@@ -186,11 +180,6 @@ class TrainConfig(Checked):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
                 raise TrainingConfigError(f"{name} must be a positive int or None, got {value!r}")
-        if self.seq_len > self.model.max_seq_len:
-            raise TrainingConfigError(
-                f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
-                "seq_len or use a model config with a larger max_seq_len"
-            )
         self.optimizer.check_run(self.num_train_steps, sharded=self.parallelism == Parallelism.FSDP)
         self._check_recipes()
         if self.device not in ("auto", "cpu", "cuda"):
@@ -212,6 +201,32 @@ class TrainConfig(Checked):
             raise TrainingConfigError(
                 f"skip_bad_steps must be a factor > 1 (skip a step whose loss is above that many times "
                 f"its running mean, e.g. 3.0) or None, got {k!r}"
+            )
+
+    def recipe_fields(self) -> dict[str, Any]:
+        """This recipe's fields by name (of a subclass too: only those a TrainRecipe has)."""
+        return {f.name: getattr(self, f.name) for f in fields(TrainRecipe)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(TrainRecipe):
+    """Everything that defines a training run except where its data and output live: a `TrainRecipe`
+    (see it for every field but one) and `model`, any registered architecture's config
+    (`marin.training.models`: `LlamaConfig`, `Qwen3Config`, `Olmo2Config`, ...)."""
+
+    model: ModelConfig = field(metadata=key_as(model_key))
+
+    def __post_init__(self) -> None:
+        if not is_model_config(self.model):
+            known = ", ".join(f"{cls.__name__} ({name})" for name, cls in sorted(architectures().items()))
+            raise TrainingConfigError(
+                f"model must be the config of a registered architecture ({known}), got {type(self.model).__name__}"
+            )
+        super().__post_init__()
+        if self.seq_len > self.model.max_seq_len:
+            raise TrainingConfigError(
+                f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
+                "seq_len or use a model config with a larger max_seq_len"
             )
 
     def to_json(self) -> dict[str, Any]:

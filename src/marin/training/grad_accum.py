@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -10,6 +11,23 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 from marin.training.errors import TrainingConfigError
+
+Objective = Callable[
+    [nn.Module, torch.Tensor, torch.Tensor, dict[str, Any]],
+    tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]],
+]
+"""`objective(model, inputs, targets, forward_options) -> (to minimise, loss, logged)` on one microbatch."""
+
+
+def lm_objective(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, options: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The language-model objective: the model's loss plus its auxiliary losses, which are logged too."""
+    loss, aux = model(inputs, targets, **options)
+    objective = loss
+    for value in aux.values():
+        objective = objective + value
+    return objective, loss, aux
 
 
 def accumulate_gradients(
@@ -20,12 +38,13 @@ def accumulate_gradients(
     autocast: contextlib.AbstractContextManager,
     world_size: int = 1,
     forward_options: dict[str, Any] | None = None,
+    objective: Objective = lm_objective,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Accumulate the gradient of the mean objective over `steps` equal microbatches (DDP and FSDP
-    reduce gradients only on the last). The objective is the model's loss plus its auxiliary
-    losses (`model(inputs, targets, **forward_options) -> (loss, aux_losses)`; the options are the
-    run's recipes: `document_eos`, `z_loss`); returns the mean loss and the mean of each auxiliary
-    loss, detached."""
+    reduce gradients only on the last). The objective is by default the model's loss plus its
+    auxiliary losses (`model(inputs, targets, **forward_options) -> (loss, aux_losses)`; the options
+    are the run's recipes: `document_eos`, `z_loss`); another (DPO's) is a function of the same
+    shape. Returns the mean loss and the mean of each logged figure (the auxiliary losses), detached."""
     options = forward_options or {}
     if inputs.shape[0] % steps:
         raise TrainingConfigError(
@@ -33,7 +52,7 @@ def accumulate_gradients(
             f"(world size {world_size}); make batch_size a multiple of world size x grad_accum_steps"
         )
     total = torch.zeros((), device=inputs.device)
-    aux_total: dict[str, torch.Tensor] = {}
+    logged_total: dict[str, torch.Tensor] = {}
     for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps), strict=False)):
         last = i == steps - 1
         sync = (
@@ -45,13 +64,10 @@ def accumulate_gradients(
             model.set_requires_gradient_sync(last)
         with sync:
             with autocast:
-                loss, aux = model(x, y, **options)
-                objective = loss
-                for value in aux.values():
-                    objective = objective + value
-                objective = objective / steps
-            objective.backward()
+                minimised, loss, logged = objective(model, x, y, options)
+                minimised = minimised / steps
+            minimised.backward()
         total += loss.detach() / steps
-        for name, value in aux.items():
-            aux_total[name] = aux_total.get(name, 0.0) + value.detach().float() / steps
-    return total, aux_total
+        for name, value in logged.items():
+            logged_total[name] = logged_total.get(name, 0.0) + value.detach().float() / steps
+    return total, logged_total

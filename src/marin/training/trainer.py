@@ -70,6 +70,10 @@ class TrainJob:
     init_optimizer: bool = False  # with init_from: its checkpoint's optimizer state too (a cooldown)
     mixture: MixtureSchedule | None = None  # the datasets' weights by step (None: their static weights)
 
+    def make_trainer(self, env: _Distributed, device: torch.device, signals: StopSignals) -> Trainer:
+        """The trainer that runs this job: a job of another kind (post-training) returns its own."""
+        return Trainer(self, env, device, signals)
+
 
 @dataclass
 class _Distributed:
@@ -168,7 +172,7 @@ def train(job: TrainJob) -> dict:
     env = _init_distributed(device_type, config.parallelism)
     try:
         with StopSignals() as signals:
-            return Trainer(job, env, _pick_device(config, env.local_rank), signals).run()
+            return job.make_trainer(env, _pick_device(config, env.local_rank), signals).run()
     finally:
         if env.owns_group and dist.is_initialized():
             dist.destroy_process_group()
@@ -181,6 +185,13 @@ class Trainer:
     module being trained: FSDP-sharded under FSDP, never the DDP wrapper), `optimizer`, `step`
     (optimizer steps done), `rank`, `world_size`, `is_main`, `output_path`, `metrics`,
     `evaluate()`, `save_checkpoint()`, `request_stop(reason)`, `stopping`, `interrupted`.
+
+    Another kind of training (post-training: `marin.posttrain`) is a subclass that replaces what
+    depends on the data and the objective, and nothing else: `_open_data()` (the data, the model
+    config and the run's fingerprint), `_prepare_model()` (after the model is built: load weights,
+    add adapters), `trainable` (the module whose parameters train and are checkpointed),
+    `_make_loader()` and `_batches()`, `_forward_options()`, `_gradients(batch)` (the objective's
+    gradient), `evaluate()` and `_export()`.
     """
 
     def __init__(self, job: TrainJob, env: _Distributed, device: torch.device, signals: StopSignals):
@@ -188,9 +199,7 @@ class Trainer:
         self.rank, self.world_size = env.rank, env.world_size
         self.is_main = env.rank == 0
         self.output_path = job.output_path.rstrip("/")
-        self.datasets = [open_dataset(d) for d in job.datasets]
-        self.model_config = resolve_model_config(self.config.model, self.datasets)
-        self.fingerprint = self.config.fingerprint(job.datasets, job.mixture)
+        self._open_data()
         self.fsdp = self.config.parallelism == Parallelism.FSDP
         self.checkpointer = Checkpointer(
             f"{self.output_path}/checkpoints", sharded=self.fsdp, keep_last_k=self.config.keep_last_k
@@ -216,6 +225,13 @@ class Trainer:
         self._closers: list[Callable[[], None]] = []
         self._last_record: dict[str, Any] = {}
         self._batch_domains: tuple[dict[str, int], dict[str, float]] = ({}, {})
+
+    def _open_data(self) -> None:
+        """Open the token caches: `datasets`, the `model_config` resolved against their tokenizer, and
+        the `fingerprint` of what the run computes (checked by every resume)."""
+        self.datasets = [open_dataset(d) for d in self.job.datasets]
+        self.model_config = resolve_model_config(self.config.model, self.datasets)
+        self.fingerprint = self.config.fingerprint(self.job.datasets, self.job.mixture)
 
     # ----- what callbacks use -----
 
@@ -261,7 +277,7 @@ class Trainer:
         state = TrainState(self.step, self._loader_state, capture_rng(), self.fingerprint, extra)
         tensors = {"ema": self.ema.state_dict()} if self.ema is not None else None
         return self.checkpointer.save(
-            model=self.model, optimizer=self.optimizer, state=state, tensors=tensors
+            model=self.trainable, optimizer=self.optimizer, state=state, tensors=tensors
         )
 
     def on_close(self, fn: Callable[[], None]) -> None:
@@ -273,23 +289,16 @@ class Trainer:
     def _build(self) -> None:
         _seed_everything(self.config.seed)
         self.model: nn.Module = self.model_config.build().to(self.device)
+        self.trainable: nn.Module = self._prepare_model()
         blocks = self.model_config.blocks(self.model)
         checkpoint_blocks(blocks, self.config.activation_checkpointing)
         if compile_wanted(self.config.compile, self.device):
             compile_blocks(blocks)
         if self.fsdp:
             shard_model(self.model, blocks, self.device)
-        self.optimizer = self.config.optimizer.build(self.model, fused=self.device.type == "cuda")
-        self.loader = WindowMixture(
-            [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
-            seq_len=self.config.seq_len,
-            batch_size=self.config.batch_size,
-            seed=self.config.seed,
-            rank=self.rank,
-            world_size=self.world_size,
-            schedule=self.job.mixture,
-        )
-        self.forward_options = recipe_forward_options(self.config, self.datasets)
+        self.optimizer = self.config.optimizer.build(self.trainable, fused=self.device.type == "cuda")
+        self.loader = self._make_loader()
+        self.forward_options = self._forward_options()
         self.guard = BadStepGuard(self.config.skip_bad_steps) if self.config.skip_bad_steps else None
         self.ema = WeightEma(self.model, self.config.ema) if self.config.ema else None
         self._loader_state = self.loader.state_dict()
@@ -298,16 +307,54 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         self.rates = StepMetrics.of(self.config, self.model_config, self.device, self.world_size)
-        self.params = list(self.model.parameters())
+        self.params = [p for p in self.trainable.parameters() if p.requires_grad]
         # modules that report what is not a loss (a mixture-of-experts' per-expert token fractions)
         self._metric_modules = [m for m in self.model.modules() if callable(getattr(m, "step_metrics", None))]
         self.max_norm = self.config.optimizer.max_grad_norm or math.inf
+
+    def _prepare_model(self) -> nn.Module:
+        """Called right after the model is built from the seed, before it is wrapped or sharded; the
+        module whose parameters train and are checkpointed (here: the whole model)."""
+        return self.model
+
+    def _make_loader(self) -> Any:
+        """The batch source: `state_dict()` / `load_state_dict()` (checkpointed), read by `_batches()`."""
+        return WindowMixture(
+            [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
+            seq_len=self.config.seq_len,
+            batch_size=self.config.batch_size,
+            seed=self.config.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            schedule=self.job.mixture,
+        )
+
+    def _batches(self) -> Prefetcher:
+        """What the loop takes batches from: `next()` -> Batch, `close()`, `wait_seconds`, `last_wait_seconds`."""
+        return Prefetcher(self.loader, self.device, depth=self.config.prefetch)
+
+    def _forward_options(self) -> dict[str, Any]:
+        """The keyword arguments of the model's forward for this run's recipes."""
+        return recipe_forward_options(self.config, self.datasets)
+
+    def _gradients(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Accumulate the gradient of the objective on `batch`; (the loss, the auxiliary losses and any
+        other named figures to log, each detached and to be averaged over processes)."""
+        return accumulate_gradients(
+            self.train_model,
+            batch.inputs,
+            batch.targets,
+            self.config.grad_accum_steps,
+            self.autocast,
+            self.world_size,
+            self.forward_options,
+        )
 
     def _resume(self) -> int:
         """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
         tensors: dict[str, dict[str, torch.Tensor]] = {}
         state = self.checkpointer.load_latest(
-            model=self.model,
+            model=self.trainable,
             optimizer=self.optimizer,
             config_fingerprint=self.fingerprint,
             log=_log if self.is_main else lambda line: None,
@@ -364,15 +411,7 @@ class Trainer:
         decision to skip needs the agreed loss."""
         config = self.config
         lr = set_scheduled_lr(self.optimizer, config.optimizer, self.step, config.num_train_steps)
-        loss, aux = accumulate_gradients(
-            self.train_model,
-            batch.inputs,
-            batch.targets,
-            config.grad_accum_steps,
-            self.autocast,
-            self.world_size,
-            self.forward_options,
-        )
+        loss, aux = self._gradients(batch)
         grad_norm = local_tensor(torch.nn.utils.clip_grad_norm_(self.params, self.max_norm))
         names = sorted(aux)
         skipped = False
@@ -424,7 +463,7 @@ class Trainer:
         config = self.config
         self._build()
         start = self.step = self._resume()
-        prefetcher = Prefetcher(self.loader, self.device, depth=config.prefetch)
+        prefetcher = self._batches()
         self.on_close(prefetcher.close)
         self.on_close(self.metrics.close)
         train_seconds = 0.0
@@ -525,19 +564,17 @@ class Trainer:
             export_model = copy.deepcopy(self.model)
             self.ema.copy_to(export_model)
         if self.is_main:
-            first = self.datasets[0]
-            export_hf(
-                export_model,
-                self.model_config,
-                hf_path,
-                tokenizer_dir=first.tokenizer_path,
-                eos_id=first.eos_id,
-            )
-            summary["train_unigram_entropy"] = unigram_entropy(
-                [d.train for d in self.datasets], self.model_config.vocab_size
-            )
+            self._export(export_model, hf_path, summary)
         self._barrier()
         return summary
+
+    def _export(self, model: nn.Module, hf_path: str, summary: dict[str, Any]) -> None:
+        """On rank 0: write the Hugging Face export of `model` at `hf_path`, adding to `summary`."""
+        first = self.datasets[0]
+        export_hf(model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+        summary["train_unigram_entropy"] = unigram_entropy(
+            [d.train for d in self.datasets], self.model_config.vocab_size
+        )
 
 
 def _callback_key(index: int, callback: Callback) -> str:
