@@ -72,12 +72,15 @@ def _text(tokenizer: Any, messages: list[dict], generation_prompt: bool = False)
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
-def assistant_spans(tokenizer: Any, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
-    """The conversation's text and the [start, stop) character span of each assistant reply in it."""
+def assistant_spans(
+    tokenizer: Any, messages: list[dict], score_from: int = 0
+) -> tuple[str, list[tuple[int, int]]]:
+    """The conversation's text and the [start, stop) character span of each assistant reply in it
+    (of the replies from message `score_from` on)."""
     text = _text(tokenizer, messages)
     spans = []
     for i, message in enumerate(messages):
-        if message["role"] != "assistant":
+        if message["role"] != "assistant" or i < score_from:
             continue
         before = _text(tokenizer, messages[:i], generation_prompt=True) if i else _opening(tokenizer)
         through = _text(tokenizer, messages[: i + 1])
@@ -99,9 +102,10 @@ def _opening(tokenizer: Any) -> str:
         return ""
 
 
-def render_chat(tokenizer: Any, messages: list[dict]) -> RenderedChat:
-    """The ids `tokenizer.apply_chat_template(messages)` gives, and which of them are the assistant's."""
-    text, spans = assistant_spans(tokenizer, messages)
+def render_chat(tokenizer: Any, messages: list[dict], score_from: int = 0) -> RenderedChat:
+    """The ids `tokenizer.apply_chat_template(messages)` gives, and which of them are the assistant's
+    (only replies from message `score_from` on: a preference pair scores its answer, not its prompt)."""
+    text, spans = assistant_spans(tokenizer, messages, score_from)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = np.asarray(encoded["input_ids"], dtype=np.int64)
     starts = np.asarray([start for start, _ in encoded["offset_mapping"]], dtype=np.int64)
@@ -129,3 +133,16 @@ def end_of_turn_id(tokenizer: Any) -> int | None:
     special |= {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
     reply = rendered.ids[rendered.assistant]
     return next((int(i) for i in reply if int(i) in special), None)
+
+
+def generation_config(tokenizer: Any) -> dict:
+    """A `generation_config.json` under which generation stops at the end of the assistant's turn
+    (the template's end-of-turn token) as well as at EOS, so a `transformers` pipeline chats."""
+    stops = [i for i in (end_of_turn_id(tokenizer), tokenizer.eos_token_id) if i is not None]
+    config: dict = {"eos_token_id": stops if len(stops) > 1 else (stops[0] if stops else None)}
+    if tokenizer.bos_token_id is not None:
+        config["bos_token_id"] = tokenizer.bos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is not None:
+        config["pad_token_id"] = pad
+    return config

@@ -33,6 +33,7 @@ class RenderedConversations:
     targets: np.ndarray
     offsets: np.ndarray
     truncated: int  # conversations cut to fit a window
+    dropped: int = 0  # conversations left with no target once cut, so left out
 
     @property
     def count(self) -> int:
@@ -54,24 +55,33 @@ class RenderedConversations:
 def render_conversations(
     tokenizer: Any, conversations: Iterable[list[dict]], eos_id: int, max_tokens: int
 ) -> RenderedConversations:
-    """Render each conversation, append EOS (not a target), and cut it to `max_tokens` tokens."""
-    ids, flags, lengths, truncated = [], [], [0], 0
+    """Render each conversation, append EOS (not a target), and cut it to `max_tokens` tokens.
+
+    A conversation whose cut leaves none of its replies' tokens is left out (and counted): it has
+    nothing to learn from, and a window of such rows would have no target at all."""
+    ids, flags, lengths, truncated, dropped = [], [], [0], 0, 0
     for messages in conversations:
         rendered = render_chat(tokenizer, messages)
         seq = np.append(rendered.ids, eos_id)
         mask = np.append(rendered.assistant, False)
         if len(seq) > max_tokens:
             seq, mask, truncated = seq[:max_tokens], mask[:max_tokens], truncated + 1
+            if not mask[1:].any():
+                dropped += 1
+                continue
         ids.append(seq)
         flags.append(mask)
         lengths.append(len(seq))
     if len(lengths) == 1:
-        return RenderedConversations(np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(1, np.int64), 0)
+        return RenderedConversations(
+            np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(1, np.int64), truncated, dropped
+        )
     return RenderedConversations(
         np.concatenate(ids).astype(np.int64),
         np.concatenate(flags),
         np.cumsum(lengths, dtype=np.int64),
         truncated,
+        dropped,
     )
 
 
@@ -81,7 +91,10 @@ def shifted_targets(tokens: np.ndarray, is_target: np.ndarray) -> np.ndarray:
 
 
 class PackedChats:
-    """Draws global batches of packed windows of whole conversations; see the module docstring."""
+    """Draws global batches of packed windows of whole conversations; see the module docstring.
+
+    `shuffle=False` takes the conversations in their order, every epoch (validation).
+    """
 
     def __init__(
         self,
@@ -93,11 +106,12 @@ class PackedChats:
         eos_id: int,
         rank: int = 0,
         world_size: int = 1,
+        shuffle: bool = True,
     ):
         if data.count == 0:
             raise ValueError("no conversations to train on")
         self.data, self.seq_len, self.batch_size, self.seed = data, seq_len, batch_size, seed
-        self.eos_id, self.rank, self.world_size = eos_id, rank, world_size
+        self.eos_id, self.rank, self.world_size, self.shuffle = eos_id, rank, world_size, shuffle
         self._epoch, self._cursor = 0, 0
         self._order: tuple[int, np.ndarray] | None = None
 
@@ -111,11 +125,22 @@ class PackedChats:
 
     def _permutation(self) -> np.ndarray:
         if self._order is None or self._order[0] != self._epoch:
-            rng = np.random.Generator(np.random.PCG64([self.seed, self._epoch]))
-            self._order = (self._epoch, rng.permutation(self.data.count))
+            if self.shuffle:
+                order = np.random.Generator(np.random.PCG64([self.seed, self._epoch])).permutation(
+                    self.data.count
+                )
+            else:
+                order = np.arange(self.data.count)
+            self._order = (self._epoch, order)
         return self._order[1]
 
-    def _next_window(self) -> tuple[np.ndarray, np.ndarray]:
+    @property
+    def epoch(self) -> int:
+        """Whole passes over the conversations so far."""
+        return self._epoch
+
+    def next_window(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next window of the sequence: `seq_len + 1` tokens and their target flags."""
         width = self.seq_len + 1
         tokens = np.full(width, self.eos_id, dtype=np.int64)
         mask = np.zeros(width, dtype=bool)
@@ -134,9 +159,14 @@ class PackedChats:
             if used == width:
                 return tokens, mask
 
-    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+    def next_windows(self) -> tuple[np.ndarray, np.ndarray]:
         """This rank's rows of the next global batch: tokens (rows, seq_len + 1) int64 and their target flags."""
-        windows = [self._next_window() for _ in range(self.batch_size)]
+        windows = [self.next_window() for _ in range(self.batch_size)]
         per_rank = self.batch_size // self.world_size
         mine = windows[self.rank * per_rank : (self.rank + 1) * per_rank]
         return np.stack([t for t, _ in mine]), np.stack([m for _, m in mine])
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's inputs and targets (IGNORE_INDEX but on reply tokens) of the next global batch."""
+        tokens, flags = self.next_windows()
+        return tokens[:, :-1], shifted_targets(tokens, flags)

@@ -148,6 +148,22 @@ def lora_modules(model: nn.Module) -> Iterator[tuple[str, LoraLinear]]:
             yield name, module
 
 
+class Adapters(nn.Module):
+    """A model's adapters gathered as one module (sharing their parameters with it): what the
+    optimizer steps and a checkpoint holds, so both are the adapters' size, not the model's."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.adapters = nn.ModuleDict(
+            {
+                name.replace(".", "-"): nn.ModuleDict({"lora_A": m.lora_A, "lora_B": m.lora_B})
+                for name, m in lora_modules(model)
+            }
+        )
+        if not self.adapters:
+            raise LoraConfigError("the model has no LoRA adapters to gather; apply_lora first")
+
+
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The adapters' weights under our names (`layers.0.self_attn.q_proj.lora_A.weight`, ...)."""
     return {

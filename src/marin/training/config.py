@@ -65,8 +65,9 @@ class TrainRecipe(Checked):
 
     Post-training (`marin.experiment.posttrain`: `sft()`, `dpo()`) declares a recipe and finds the
     model in what it fine-tunes; `TrainConfig` is a recipe and the model it trains.
-    `steps_per_eval` counts optimizer steps (None: only at the end). A checkpoint is written every `checkpoint_every_minutes` of wall time (default 10, None:
-    never by time), every `checkpoint_every` optimizer steps (None: never by count), at the end,
+    `steps_per_eval` counts optimizer steps (None: only at the end). A checkpoint is written every
+    `checkpoint_every_minutes` of wall time (default 10, None: never by time), every
+    `checkpoint_every` optimizer steps (None: never by count), at the end,
     and when the run is stopped (a callback's `request_stop`, SIGTERM or SIGINT: the trainer
     finishes the step it is in, writes a checkpoint and exits; a second signal exits at once).
     `keep_last_k` checkpoints are kept. `eval_max_tokens` caps the validation tokens scored per

@@ -30,14 +30,18 @@ def export_hf(
     tokenizer_dir: str | None = None,
     eos_id: int | None = None,
     bos_id: int | None = None,
+    extra_files: dict[str, bytes] | None = None,
 ) -> str:
-    """Write `config.json`, `model.safetensors` and the tokenizer files of `model` into `out_dir`."""
+    """Write `config.json`, `model.safetensors` and the tokenizer files of `model` into `out_dir`, and
+    `extra_files` by name (a `generation_config.json`, say) before `config.json`."""
     storage.makedirs(out_dir)
     if tokenizer_dir:
         for name in storage.list_names(tokenizer_dir):
             data = storage.read_bytes(storage.join(tokenizer_dir, name))
             if data is not None:
                 storage.write_bytes(storage.join(out_dir, name), data)
+    for name, data in (extra_files or {}).items():
+        storage.write_bytes(storage.join(out_dir, name), data)
     weights = save_safetensors(hf_state_dict(model, config), metadata={"format": "pt"})
     storage.write_bytes(storage.join(out_dir, "model.safetensors"), weights)
     config_json = json.dumps(config.hf.config_json(config, eos_id=eos_id, bos_id=bos_id), indent=2)

@@ -66,7 +66,7 @@ def test_windows_hold_whole_conversations_and_a_restored_state_continues_exactly
     loader = PackedChats(data, seq_len=1024, batch_size=2, seed=3, eos_id=eos)
     seen = []
     for _ in range(4):
-        tokens, mask = loader.next_batch()
+        tokens, mask = loader.next_windows()
         for row, flags in zip(tokens, mask, strict=True):
             # every conversation starts right after an EOS (or the window's start) and is whole
             ends = np.flatnonzero(row == eos)
@@ -79,10 +79,10 @@ def test_windows_hold_whole_conversations_and_a_restored_state_continues_exactly
             assert not flags[row == eos].any()
     assert len(seen) >= 12  # more than an epoch went by
     state = loader.state_dict()
-    after = [loader.next_batch() for _ in range(3)]
+    after = [loader.next_windows() for _ in range(3)]
     again = PackedChats(data, seq_len=1024, batch_size=2, seed=3, eos_id=eos)
     again.load_state_dict(state)
-    for (t1, m1), (t2, m2) in zip(after, [again.next_batch() for _ in range(3)], strict=True):
+    for (t1, m1), (t2, m2) in zip(after, [again.next_windows() for _ in range(3)], strict=True):
         assert np.array_equal(t1, t2) and np.array_equal(m1, m2)
 
 
