@@ -14,3 +14,28 @@ def chat_tokenizer_dir(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("chat-tokenizer"))
     train_byte_level_bpe(stories(0, 300), vocab_size=512, dest=path, chat_template="llama3")
     return path
+
+
+@pytest.fixture(scope="session")
+def chat_model_dir(tmp_path_factory, chat_tokenizer_dir) -> str:
+    """A Hugging Face folder: a randomly initialised tiny Llama with the chat tokenizer (a fine-tuning source)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from marin.training.export import export_hf
+    from marin.training.models import LlamaConfig
+
+    path = str(tmp_path_factory.mktemp("chat-model"))
+    vocab = len(AutoTokenizer.from_pretrained(chat_tokenizer_dir))
+    config = LlamaConfig(
+        hidden_dim=32,
+        intermediate_dim=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
+        max_seq_len=512,
+        vocab_size=vocab,
+    )
+    torch.manual_seed(0)
+    export_hf(config.build(), config, path, tokenizer_dir=chat_tokenizer_dir, eos_id=1, bos_id=0)
+    return path

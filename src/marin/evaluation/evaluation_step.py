@@ -19,6 +19,8 @@ import orjson
 import storage
 from marin.evaluation.checkpoint import find_hf_export, load_hf_model
 from marin.evaluation.documents import EvalDocument, TextDataset, read_text_dataset, read_token_cache
+from marin.evaluation.errors import EvalDataError
+from marin.evaluation.exact_match import ExactMatchTask
 from marin.evaluation.samples import SamplingConfig, generate_samples
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY
@@ -63,8 +65,16 @@ class EvalOptions:
     batch_size: int = field(default=8, metadata=NOT_KEY)
     max_length: int | None = None
     max_documents: int | None = None
+    exact_match: ExactMatchTask | None = (
+        None  # chat prompts with known answers (marin.evaluation.exact_match)
+    )
 
     def __post_init__(self) -> None:
+        if self.exact_match is not None and not isinstance(self.exact_match, ExactMatchTask):
+            raise EvalDataError(
+                "exact_match must be an ExactMatchTask (marin.evaluation.exact_match), got "
+                f"{type(self.exact_match).__name__}"
+            )
         object.__setattr__(self, "harness_tasks", tuple(self.harness_tasks))
         object.__setattr__(self, "prompts", tuple(self.prompts))
 
@@ -128,6 +138,15 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
             for task in results["harness"]
             if storage.exists(storage.join(samples_dir, samples_file(task)))
         }
+    if config.exact_match is not None:
+        from marin.evaluation.exact_match import ITEMS_FILE, score_exact_match
+
+        results["exact_match"], items = score_exact_match(
+            loaded.model, loaded.tokenizer, config.exact_match, loaded.max_length
+        )
+        storage.write_atomic(
+            storage.join(output_path, ITEMS_FILE), b"".join(orjson.dumps(r) + b"\n" for r in items)
+        )
     if config.prompts:
         results["samples"] = generate_samples(
             loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
@@ -163,6 +182,11 @@ def summary(results: dict) -> dict:
                 (k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics))
             )
             artifact["headline"] = {"metric": f"{task}/{metric}", "value": metrics[metric]}
+    if results.get("exact_match"):
+        artifact["exact_match"] = results["exact_match"]
+        if "headline" not in artifact:
+            task = results["exact_match"]["task"]
+            artifact["headline"] = {"metric": f"{task}/exact_match", **results["exact_match"]["exact_match"]}
     if results.get("samples"):
         artifact["samples_path"] = SAMPLES_FILE
     return artifact

@@ -38,13 +38,15 @@ class Evaluation(EvalOptions, StepOptions):
 
     `evaluate` is this class: its parameters are `name`, `model_step`, `datasets`, then by keyword
     the `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
-    `max_documents`, `harness_stories`, `harness_items`), the `StepOptions` every step has
+    `max_documents`, `harness_stories`, `harness_items`, `exact_match`), the `StepOptions` every step has
     (`version`, `adopt`, `resources`) and the step's own below, each declared once, so editors
     complete and type-check the call. `datasets` holds `tokenized()` handles / StepSpecs of token
     caches (their `eval_split` is scored) and `TextDataset`s of raw text.
     `harness_tasks` names lm-eval-harness tasks, such as our own `marin_story_endings` and
     `marin_text_perplexity`. `prompts` get a greedy continuation and seeded samples
-    (`sampling=SamplingConfig(...)`). `adopt=True` takes an existing folder at the step's output
+    (`sampling=SamplingConfig(...)`). `exact_match=ExactMatchTask()` scores the model's greedy replies
+    to chat prompts with known answers (by default 400 held-out questions of `marin://tinystories-qa`)
+    by exact match, with Wilson intervals. `adopt=True` takes an existing folder at the step's output
     path as its result (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every
     option but `batch_size`, which changes no score.
     """
@@ -64,9 +66,9 @@ class Evaluation(EvalOptions, StepOptions):
                 f"{type(self.model_step).__name__}"
             )
         object.__setattr__(self, "datasets", tuple(self.datasets))
-        if not (self.datasets or self.harness_tasks or self.prompts):
+        if not (self.datasets or self.harness_tasks or self.prompts or self.exact_match):
             raise StepDefinitionError(
-                f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts"
+                f"evaluation {name!r} has nothing to do: give datasets, harness_tasks, prompts or exact_match"
             )
         for dataset in self.datasets:
             if not isinstance(dataset, (TextDataset, StepSpec, LazyStep)):
