@@ -4,15 +4,19 @@ Story `i` of `marin://tinystories-synth` is generated from a scene (a hero, a fr
 two feelings) and an arc (`marin.data.corpus.story_record`). Each question here is asked only when its
 answer is in the story's text and unambiguous there:
 
-- `who`:     "Who is this story about?"                     -> the hero's name
-- `friend`:  "Who helped Lily look for the kite?" (per arc) -> the friend's name
-- `where`:   "Where does the story happen?"                 -> the place (not for trips, which go elsewhere)
-- `object`:  "What did Lily lose?" (per arc)                -> the object
-- `feeling`: "How did Lily feel when the kite was gone?"    -> the feeling the arc names
+- `who`:     "Who is this story about?"                       -> "It is about Lily." (the hero)
+- `friend`:  "Who helped look for the lost thing?" (per arc)  -> "It was Tom." (the friend)
+- `where`:   "Where does the story happen?"                    -> "In the park." (not for trips, which go elsewhere)
+- `object`:  "What got lost?" (per arc)                        -> "The kite."
+- `feeling`: "How did the main character feel when it was gone?" -> "She felt sad." (the feeling the arc names)
 
-Each item also carries a plausible wrong answer, for preference pairs: the other character's name for
-`who`, a name of the same kind not in the story for `friend`, another place or object not in the story,
-the opposite feeling. The splits are by story, so no story is in both: `train` is stories 0-44,999,
+No question names a character, place or object, so in a conversation of several questions none
+gives away the answer to another. A reply is a short sentence, so the fact in it is tokenized as in
+the stories (after a space).
+
+Each item also carries a plausible wrong reply, for preference pairs: the other character for `who`,
+a name of the same kind not in the story for `friend`, another place or object not in the story, the
+opposite feeling. The splits are by story, so no story is in both: `train` is stories 0-44,999,
 `validation` (held out) 45,000-49,999, the tail of the corpus that pretraining on a sample of it rarely
 reaches. Everything is a pure function of the story index (the wrong answers and the order of the
 questions come from a `random.Random` seeded by it).
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 
 from marin.data.corpus import lexicon as lx
 from marin.data.corpus import story_record
-from marin.data.corpus.scene import Character
+from marin.data.corpus.scene import Character, cap
 
 SOURCE_NAME = "marin://tinystories-qa"
 SPLITS = {"train": (0, 45_000), "validation": (45_000, 50_000)}
@@ -44,37 +48,45 @@ _QA_SEED = 0x0A_5EED
 
 @dataclass(frozen=True)
 class QaItem:
-    """One question about story `story`, its answer and a plausible wrong answer."""
+    """One question about story `story`: the reply that answers it and a plausible wrong one, and the
+    facts they state (`fact` is in the story's text; `wrong_fact` is not, or is the other character
+    or feeling)."""
 
     story: int
     kind: str
     question: str
     answer: str
     wrong: str
+    fact: str
+    wrong_fact: str
 
 
+# No question names a character, place or object: in a conversation of several questions about one
+# story, a question that did would hand the model the answer to another (the hero's name in "What did
+# Lily lose?" answers "Who is this story about?"), and it would learn to copy from the questions
+# instead of reading the story.
 _FRIEND_QUESTIONS = {
-    "lost_thing": "Who helped {h} look for the {thing}?",
-    "new_friend": "Who did {h} play with?",
-    "fear": "Who helped {h} feel brave?",
-    "sharing": "Who wanted to play with {h}'s {thing}?",
-    "skill": "Who helped {h} learn?",
-    "helping": "Who did {h} help?",
-    "trip": "Who went on the trip with {h}?",
-    "mistake": "Who did {h} bump into?",
+    "lost_thing": "Who helped look for the lost thing?",
+    "new_friend": "Who became a new friend?",
+    "fear": "Who helped the main character be brave?",
+    "sharing": "Who wanted to play too?",
+    "skill": "Who helped the main character learn?",
+    "helping": "Who needed help?",
+    "trip": "Who went on the trip too?",
+    "mistake": "Who did the main character bump into?",
 }
 _OBJECT_QUESTIONS = {
-    "lost_thing": "What did {h} lose?",
-    "sharing": "What did {h} not want to share at first?",
+    "lost_thing": "What got lost?",
+    "sharing": "What did the main character not want to share at first?",
     "mistake": "What broke?",
-    "trip": "What did {h} and {f} pack besides the {food}?",
+    "trip": "What did they pack besides food?",
 }
 _FEELING_QUESTIONS = {  # arc -> (question, which feeling answers it)
-    "lost_thing": ("How did {h} feel when the {thing} was gone?", "sad"),
-    "new_friend": ("How did {h} feel with no one to play with?", "sad"),
-    "sharing": ("How did {f} feel when {h} would not share?", "sad"),
-    "fear": ("How did {h} feel at the end?", "happy"),
-    "skill": ("How did {h} feel at the end?", "happy"),
+    "lost_thing": ("How did the main character feel when it was gone?", "sad"),
+    "new_friend": ("How did the main character feel with no one to play with?", "sad"),
+    "sharing": ("How did the friend feel when the main character would not share?", "sad"),
+    "fear": ("How did the main character feel at the end?", "happy"),
+    "skill": ("How did the main character feel at the end?", "happy"),
 }
 
 
@@ -92,30 +104,46 @@ def _other(rng: random.Random, options, text: str) -> str:
     return rng.choice(candidates)
 
 
+# A reply is a short sentence ("It is about Lily.", "In the park.", "She felt sad."), so its fact
+# follows a word as it does in the stories: the tokens of " Lily" and " park" are the story's own
+# (a bare "park" at the start of a reply would be split into pieces the model has rarely seen).
+def _reply(kind: str, fact: str, scene, subject: Character | None = None) -> str:
+    if kind == "who":
+        return f"It is about {fact}."
+    if kind == "friend":
+        return f"It was {fact}."
+    if kind == "where":
+        return f"{cap(dict(lx.PLACES)[fact])} {fact}."
+    if kind == "object":
+        return f"The {fact}."
+    return f"{cap(subject.p.subj)} felt {fact}."
+
+
 def questions(i: int) -> list[QaItem]:
     """The questions about story `i`, in a fixed order drawn for that story."""
     record = story_record(i)
     s, text, arc = record.scene, record.text, record.arc
     h, f = s.hero, s.friend
     rng = random.Random(i ^ _QA_SEED)
-    fill = {"h": h.name, "f": f.name, "thing": s.thing, "food": s.food}
-    items = [QaItem(i, "who", "Who is this story about?", h.name, f.name)]
-    items.append(
-        QaItem(i, "friend", _FRIEND_QUESTIONS[arc].format(**fill), f.name, _other(rng, _names_like(f), text))
-    )
+    facts = [("who", "Who is this story about?", h.name, f.name, None)]
+    facts.append(("friend", _FRIEND_QUESTIONS[arc], f.name, _other(rng, _names_like(f), text), None))
     if arc != "trip" and s.place in text:
-        wrong = _other(rng, [p for p, _ in lx.PLACES], text)
-        items.append(QaItem(i, "where", "Where does the story happen?", s.place, wrong))
+        facts.append(
+            ("where", "Where does the story happen?", s.place, _other(rng, dict(lx.PLACES), text), None)
+        )
     things = [t for t, _ in lx.OBJECTS]
     if arc in _OBJECT_QUESTIONS:
-        question = _OBJECT_QUESTIONS[arc].format(**fill)
-        items.append(QaItem(i, "object", question, s.thing, _other(rng, things, text)))
+        facts.append(("object", _OBJECT_QUESTIONS[arc], s.thing, _other(rng, things, text), None))
     elif f" {s.thing}" in text:
-        items.append(QaItem(i, "object", "Which object is in the story?", s.thing, _other(rng, things, text)))
+        facts.append(("object", "Which object is in the story?", s.thing, _other(rng, things, text), None))
     if arc in _FEELING_QUESTIONS:
         question, which = _FEELING_QUESTIONS[arc]
         right, wrong = (s.sad, s.happy) if which == "sad" else (s.happy, s.sad)
-        items.append(QaItem(i, "feeling", question.format(**fill), right, wrong))
+        facts.append(("feeling", question, right, wrong, f if arc == "sharing" else h))
+    items = [
+        QaItem(i, kind, question, _reply(kind, fact, s, who), _reply(kind, wrong, s, who), fact, wrong)
+        for kind, question, fact, wrong, who in facts
+    ]
     rng.shuffle(items)
     return items
 
