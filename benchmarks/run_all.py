@@ -49,6 +49,11 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["--steps", "6", "--warmup", "2", "--seq-len", "64", "--batch-size", "2", "--rounds", "1"],
     ),
     "train_gpu_mfu": (["--parallelism", "fsdp", "--model", "150m", "1b"], ["--smoke"]),
+    "posttrain_sft_throughput": (
+        [],
+        ["--steps", "5", "--warmup", "1", "--seq-len", "256", "--batch-size", "2", "--repeats", "1"],
+    ),
+    "posttrain_lora_memory": ([], []),
     "eval_perplexity": ([], []),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
