@@ -2,8 +2,8 @@
 
 Each item is a conversation ending with a user turn, and the answer. The prompt is the conversation
 rendered by the tokenizer's chat template with the generation prompt (`marin.data.chat_template`);
-the reply is generated greedily until the template's end-of-turn token or EOS, at most
-`max_new_tokens` tokens. Reply and answer are compared after SQuAD's normalization (lower case;
+the reply is generated greedily (Hugging Face's `generate`, with its KV cache) until the template's
+end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared after SQuAD's normalization (lower case;
 punctuation and the articles a, an, the removed; whitespace collapsed), so "The park." matches "the
 park". The score is an accuracy with its Wilson interval (`marin.evaluation.stats.accuracy`),
 overall and per kind of question; every item's reply and correctness are written out, so two models
@@ -44,7 +44,7 @@ class ExactMatchTask:
     paths: tuple[str, ...] | None = None
     split: str = "validation"
     items: int | None = 400
-    max_new_tokens: int = 16
+    max_new_tokens: int = 12
 
     def __post_init__(self) -> None:
         if self.paths is not None:
@@ -106,25 +106,33 @@ def normalize_answer(text: str) -> str:
 def greedy_replies(
     model: Any, tokenizer: Any, prompts: Sequence[list[int]], max_new_tokens: int, max_length: int
 ) -> list[list[int]]:
-    """The greedy continuation of each prompt, stopped at the end-of-turn token or EOS (not included)."""
+    """The greedy continuation of each prompt, stopped at the end-of-turn token or EOS (not included).
+
+    Each prompt is continued on its own by `model.generate` (greedy, with its KV cache), so no
+    padding enters the computation; a prompt is cut to its last `max_length - max_new_tokens` tokens.
+    """
     import torch
 
     from marin.data.chat_template import end_of_turn_id
 
-    stops = {i for i in (end_of_turn_id(tokenizer), tokenizer.eos_token_id) if i is not None}
+    stops = [i for i in (end_of_turn_id(tokenizer), tokenizer.eos_token_id) if i is not None]
     device = next(model.parameters()).device
+    keep = max(1, max_length - max_new_tokens)
     replies = []
     with torch.inference_mode():
         for ids in prompts:
-            tokens, new = list(ids), []
-            for _ in range(max_new_tokens):
-                window = tokens[-max_length:]
-                token = int(model(torch.tensor([window], device=device)).logits[0, -1].argmax())
-                if token in stops:
-                    break
-                tokens.append(token)
-                new.append(token)
-            replies.append(new)
+            window = torch.tensor([list(ids)[-keep:]], device=device)
+            out = model.generate(
+                window,
+                attention_mask=torch.ones_like(window),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=stops,
+                pad_token_id=stops[-1],
+            )
+            new = out[0, window.shape[1] :].tolist()
+            cut = next((n for n, token in enumerate(new) if token in stops), len(new))
+            replies.append(new[:cut])
     return replies
 
 
