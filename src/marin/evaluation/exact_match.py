@@ -2,10 +2,10 @@
 
 Each item is a conversation ending with a user turn, and the answer. The prompt is the conversation
 rendered by the tokenizer's chat template with the generation prompt (`marin.data.chat_template`);
-the reply is generated greedily (Hugging Face's `generate`, with its KV cache) until the template's
-end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared after SQuAD's normalization (lower case;
-punctuation and the articles a, an, the removed; whitespace collapsed), so "The park." matches "the
-park". The score is an accuracy with its Wilson interval (`marin.evaluation.stats.accuracy`),
+the reply is generated greedily (Hugging Face's `generate`, with its KV cache) until the
+template's end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared
+after SQuAD's normalization (lower case; punctuation and the articles a, an, the removed; whitespace
+collapsed), so "The park." matches "the park". The score is an accuracy with its Wilson interval (`marin.evaluation.stats.accuracy`),
 overall and per kind of question; every item's reply and correctness are written out, so two models
 scored on the same items can be compared item by item (`stats.paired_difference`).
 
