@@ -1,0 +1,1 @@
+"""The model architectures: one module per architecture."""

@@ -1,0 +1,211 @@
+"""A mixture-of-experts feed-forward: a top-k softmax router, experts run as grouped matmuls, an
+optional shared expert, and the router's auxiliary losses.
+
+Routing follows Hugging Face's `OlmoeSparseMoeBlock` / `Qwen3MoeSparseMoeBlock` exactly: softmax over
+all experts in float32, the top k of those probabilities, optionally renormalised to sum to one
+(OLMoE does not, Qwen3-MoE does), each expert a SwiGLU, the token's output the weighted sum of its
+k experts' outputs. Parameter names and layouts are HF's in-memory ones (`gate.weight` (E, H),
+`experts.gate_up_proj` (E, 2I, H) with the gate half first, `experts.down_proj` (E, H, I)), so a
+block's state dict loads into theirs unchanged; the checkpoint format HF writes to disk (one
+`experts.{e}.gate_proj.weight` ... per expert) is `experts_to_hf` / `experts_from_hf`.
+
+The experts run without a Python loop over tokens or experts: the (token, slot) pairs are sorted by
+expert id, the sorted rows go through one `torch._grouped_mm` per projection (each expert's rows a
+contiguous group, `offs` the groups' ends), and the results are put back in token order and summed
+with the routing weights. Every step has a fixed shape (T·k rows), so nothing waits on the device
+to learn how many tokens an expert got. On CPU this is the fastest of the vectorised ways measured
+(benchmarks/moe_block.py): per-expert padded capacity with `bmm` pays for its padding, and a loop
+over experts is no faster at 8 experts and scales worse.
+
+The block returns its output and a `RouterStats`: the load-balancing loss, the router z-loss and
+the fraction of routed tokens each expert got. The losses are not added to anything here; the
+model weights them, adds them to the training loss and reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from marin.training.errors import TrainingConfigError
+
+
+@dataclass(frozen=True)
+class RouterStats:
+    """What one MoE block's router did on one forward pass.
+
+    `load_balancing_loss` is Switch Transformer's `E · Σ_e f_e · P_e` as HF's
+    `load_balancing_loss_func` computes it: f_e the routed (token, slot) pairs that went to expert e
+    over the number of tokens (so Σ f_e = k), P_e the mean router probability of expert e; it is k
+    when the experts are evenly loaded, more otherwise, and carries gradient through P only. `router_z_loss` is ST-MoE's
+    mean over tokens of logsumexp(router logits)². `expert_fractions` (E,) is each expert's share of
+    the routed pairs (sums to 1), detached: for logging.
+    """
+
+    load_balancing_loss: torch.Tensor
+    router_z_loss: torch.Tensor
+    expert_fractions: torch.Tensor
+
+
+def load_balancing_loss(probs: torch.Tensor, top_experts: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """Switch Transformer's auxiliary loss of one layer: probs (T, E) float32, top_experts (T, k)."""
+    tokens = probs.shape[0]
+    routed = expert_counts(top_experts, num_experts).to(probs.dtype) / tokens
+    return num_experts * torch.dot(routed, probs.mean(dim=0))
+
+
+def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
+    """ST-MoE's z-loss: the mean over tokens of logsumexp(logits)², in float32. logits (T, E)."""
+    return torch.logsumexp(logits.float(), dim=-1).square().mean()
+
+
+def expert_counts(top_experts: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """How many (token, slot) pairs each expert was given, int64 (E,), without a device sync."""
+    flat = top_experts.reshape(-1)
+    return torch.zeros(num_experts, dtype=torch.int64, device=flat.device).scatter_add_(
+        0, flat, torch.ones_like(flat)
+    )
+
+
+class TopKRouter(nn.Module):
+    """Scores each token against every expert and keeps the k most probable."""
+
+    def __init__(self, hidden_dim: int, num_experts: int, top_k: int, normalize_top_k: bool):
+        super().__init__()
+        self.num_experts, self.top_k, self.normalize_top_k = num_experts, top_k, normalize_top_k
+        self.weight = nn.Parameter(torch.empty(num_experts, hidden_dim))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For x (T, H): router logits (T, E), float32 probabilities (T, E), and the top-k weights
+        (T, k, in x's dtype) and expert ids (T, k)."""
+        logits = F.linear(x, self.weight)
+        probs = logits.float().softmax(dim=-1)
+        weights, experts = probs.topk(self.top_k, dim=-1)
+        if self.normalize_top_k:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return logits, probs, weights.to(logits.dtype), experts
+
+
+def _matmul_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    # grouped_mm is not covered by autocast: follow autocast's choice where it is on, else the weights'.
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return weight.dtype
+
+
+class GroupedExperts(nn.Module):
+    """`num_experts` SwiGLU experts held as stacked weights and applied with grouped matmuls."""
+
+    def __init__(self, hidden_dim: int, expert_dim: int, num_experts: int):
+        super().__init__()
+        self.num_experts = num_experts
+        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * expert_dim, hidden_dim))
+        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden_dim, expert_dim))
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
+        """x (T, H); weights and experts (T, k) from the router. Returns Σ_slots weight · expert(x), (T, H)."""
+        tokens, k = experts.shape
+        flat = experts.reshape(-1)
+        order = flat.argsort(stable=True)  # (token, slot) pairs grouped by expert, tokens in order
+        ends = expert_counts(experts, self.num_experts).cumsum(0).to(torch.int32)
+        dtype = _matmul_dtype(x, self.gate_up_proj)
+        rows = x.to(dtype)[order // k]
+        gate, up = torch._grouped_mm(rows, self.gate_up_proj.to(dtype).transpose(-2, -1), offs=ends).chunk(
+            2, -1
+        )
+        out = torch._grouped_mm(F.silu(gate) * up, self.down_proj.to(dtype).transpose(-2, -1), offs=ends)
+        unsort = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
+        per_slot = out.index_select(0, unsort).view(tokens, k, -1)
+        return torch.bmm(weights.to(per_slot.dtype).unsqueeze(1), per_slot).squeeze(1).to(x.dtype)
+
+
+class SharedExpert(nn.Module):
+    """A SwiGLU every token goes through, beside its routed experts (DeepSeek-MoE's shared expert)."""
+
+    def __init__(self, hidden_dim: int, dim: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden_dim, dim, bias=False)
+        self.up_proj = nn.Linear(hidden_dim, dim, bias=False)
+        self.down_proj = nn.Linear(dim, hidden_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MoEFeedForward(nn.Module):
+    """The MoE block: router, routed experts, optional shared expert. `forward` returns (output, stats)."""
+
+    def __init__(
+        self,
+        hidden_dim: int,
+        expert_dim: int,
+        num_experts: int,
+        top_k: int,
+        *,
+        normalize_top_k: bool = False,
+        shared_expert_dim: int = 0,
+    ):
+        super().__init__()
+        if not 1 <= top_k <= num_experts:
+            raise TrainingConfigError(f"MoE top_k={top_k} must be between 1 and num_experts={num_experts}")
+        for name, value in (("hidden_dim", hidden_dim), ("expert_dim", expert_dim)):
+            if value % 8:  # grouped_mm wants 16-byte row strides, in bf16 too
+                raise TrainingConfigError(f"MoE {name}={value} must be a multiple of 8 (grouped matmul rows)")
+        self.num_experts = num_experts
+        self.gate = TopKRouter(hidden_dim, num_experts, top_k, normalize_top_k)
+        self.experts = GroupedExperts(hidden_dim, expert_dim, num_experts)
+        self.shared_expert = SharedExpert(hidden_dim, shared_expert_dim) if shared_expert_dim else None
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RouterStats]:
+        """x (..., H) -> (output of x's shape, RouterStats over all of x's tokens)."""
+        flat = x.reshape(-1, x.shape[-1])
+        logits, probs, weights, experts = self.gate(flat)
+        out = self.experts(flat, weights, experts)
+        if self.shared_expert is not None:
+            out = out + self.shared_expert(flat)
+        counts = expert_counts(experts, self.num_experts).detach()
+        stats = RouterStats(
+            load_balancing_loss=load_balancing_loss(probs, experts, self.num_experts),
+            router_z_loss=router_z_loss(logits),
+            expert_fractions=counts.float() / experts.numel(),
+        )
+        return out.view_as(x), stats
+
+
+def experts_to_hf(prefix: str, experts: GroupedExperts) -> dict[str, torch.Tensor]:
+    """The experts' weights as HF checkpoints store them: `{prefix}.{e}.gate_proj.weight` (I, H),
+    `up_proj` (I, H) and `down_proj` (H, I) for each expert e (`prefix` ends in `experts`)."""
+    gate, up = experts.gate_up_proj.detach().chunk(2, dim=1)
+    down = experts.down_proj.detach()
+    out = {}
+    for e in range(experts.num_experts):
+        out[f"{prefix}.{e}.gate_proj.weight"] = gate[e]
+        out[f"{prefix}.{e}.up_proj.weight"] = up[e]
+        out[f"{prefix}.{e}.down_proj.weight"] = down[e]
+    return out
+
+
+def experts_from_hf(
+    tensors: dict[str, torch.Tensor], prefix: str, num_experts: int
+) -> dict[str, torch.Tensor]:
+    """The inverse of `experts_to_hf`: `{prefix}.gate_up_proj` and `{prefix}.down_proj` stacked from the
+    per-expert tensors it pops from `tensors`. A checkpoint already in HF's fused in-memory layout
+    (`{prefix}.gate_up_proj`, `{prefix}.down_proj`) passes through."""
+    if f"{prefix}.gate_up_proj" in tensors:
+        return {f"{prefix}.{name}": tensors.pop(f"{prefix}.{name}") for name in ("gate_up_proj", "down_proj")}
+    try:
+        gate = [tensors.pop(f"{prefix}.{e}.gate_proj.weight") for e in range(num_experts)]
+        up = [tensors.pop(f"{prefix}.{e}.up_proj.weight") for e in range(num_experts)]
+        down = [tensors.pop(f"{prefix}.{e}.down_proj.weight") for e in range(num_experts)]
+    except KeyError as e:
+        raise TrainingConfigError(
+            f"the Hugging Face weights have no {e.args[0]}: the model config's num_experts={num_experts} "
+            "does not match the checkpoint"
+        ) from None
+    return {
+        f"{prefix}.gate_up_proj": torch.cat([torch.stack(gate), torch.stack(up)], dim=1),
+        f"{prefix}.down_proj": torch.stack(down),
+    }
