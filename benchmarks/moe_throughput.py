@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from marin.training.models.moe import MoEFeedForward, SharedExpert, expert_counts  # noqa: E402
+from marin.training.models.moe import MoEFeedForward, MoEFeedForwardConfig, SharedExpert, expert_counts  # noqa: E402
 
 NUM_EXPERTS, TOP_K = 8, 2
 GOAL = 0.5
@@ -79,7 +79,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     args = parser.parse_args()
     torch.manual_seed(0)
-    moe = MoEFeedForward(args.hidden, args.expert_dim, NUM_EXPERTS, TOP_K)
+    moe = MoEFeedForwardConfig(
+        args.hidden, args.expert_dim, NUM_EXPERTS, TOP_K, load_balancing_weight=0.01, router_z_weight=0.001
+    ).build()
     dense = SharedExpert(args.hidden, TOP_K * args.expert_dim)
     with torch.no_grad():
         for p in [*moe.parameters(), *dense.parameters()]:

@@ -14,12 +14,13 @@ expert id, the sorted rows go through one `torch._grouped_mm` per projection (ea
 contiguous group, `offs` the groups' ends), and the results are put back in token order and summed
 with the routing weights. Every step has a fixed shape (T·k rows), so nothing waits on the device
 to learn how many tokens an expert got. On CPU this is the fastest of the vectorised ways measured
-(benchmarks/moe_block.py): per-expert padded capacity with `bmm` pays for its padding, and a loop
+(benchmarks/moe_throughput.py): per-expert padded capacity with `bmm` pays for its padding, and a loop
 over experts is no faster at 8 experts and scales worse.
 
-The block returns its output and a `RouterStats`: the load-balancing loss, the router z-loss and
-the fraction of routed tokens each expert got. The losses are not added to anything here; the
-model weights them, adds them to the training loss and reports them.
+The block returns its output and its auxiliary losses, Switch Transformer's load-balancing loss and
+ST-MoE's router z-loss, weighted but not added to anything: the model sums them over layers, and
+the trainer adds them to the objective and logs each. Each block also counts how many tokens each
+expert got, for the per-expert token fractions the model reports after each step.
 """
 
 from __future__ import annotations
@@ -34,24 +35,60 @@ from marin.training.errors import TrainingConfigError
 
 
 @dataclass(frozen=True)
-class RouterStats:
-    """What one MoE block's router did on one forward pass.
+class MoEFeedForwardConfig:
+    """A mixture-of-experts feed-forward: `num_experts` SwiGLU experts of width `expert_dim`, each token
+    routed to `top_k` of them, plus a shared SwiGLU of width `shared_expert_dim` (0: none).
 
-    `load_balancing_loss` is Switch Transformer's `E · Σ_e f_e · P_e` as HF's
-    `load_balancing_loss_func` computes it: f_e the routed (token, slot) pairs that went to expert e
-    over the number of tokens (so Σ f_e = k), P_e the mean router probability of expert e; it is k
-    when the experts are evenly loaded, more otherwise, and carries gradient through P only. `router_z_loss` is ST-MoE's
-    mean over tokens of logsumexp(router logits)². `expert_fractions` (E,) is each expert's share of
-    the routed pairs (sums to 1), detached: for logging.
+    `normalize_top_k` renormalises the k routing weights to sum to one (HF's `norm_topk_prob`: off in
+    OLMoE, on in Qwen3-MoE). The auxiliary losses the block returns are already multiplied by
+    `load_balancing_weight` and `router_z_weight`.
     """
 
-    load_balancing_loss: torch.Tensor
-    router_z_loss: torch.Tensor
-    expert_fractions: torch.Tensor
+    hidden_dim: int
+    expert_dim: int
+    num_experts: int
+    top_k: int
+    normalize_top_k: bool = False
+    shared_expert_dim: int = 0
+    load_balancing_weight: float = 0.0
+    router_z_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_dim", "expert_dim", "num_experts", "top_k", "shared_expert_dim"):
+            value = getattr(self, name)
+            least = 0 if name == "shared_expert_dim" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise TrainingConfigError(f"MoE {name} must be an int >= {least}, got {value!r}")
+        if not 1 <= self.top_k <= self.num_experts:
+            raise TrainingConfigError(
+                f"MoE top_k={self.top_k} must be between 1 and num_experts={self.num_experts}"
+            )
+        for name in ("hidden_dim", "expert_dim", "shared_expert_dim"):
+            if getattr(self, name) % 8:  # grouped_mm wants 16-byte row strides, in bf16 too
+                raise TrainingConfigError(
+                    f"MoE {name}={getattr(self, name)} must be a multiple of 8 (grouped matmul rows)"
+                )
+
+    def build(self) -> MoEFeedForward:
+        return MoEFeedForward(self)
+
+    def num_parameters(self) -> int:
+        """Every parameter: the router, all experts, the shared expert."""
+        h = self.hidden_dim
+        return self.num_experts * h + 3 * h * (self.num_experts * self.expert_dim + self.shared_expert_dim)
+
+    def matmul_parameters(self) -> int:
+        """The weights one token multiplies by: the router, its top_k experts, the shared expert."""
+        h = self.hidden_dim
+        return self.num_experts * h + 3 * h * (self.top_k * self.expert_dim + self.shared_expert_dim)
 
 
 def load_balancing_loss(probs: torch.Tensor, top_experts: torch.Tensor, num_experts: int) -> torch.Tensor:
-    """Switch Transformer's auxiliary loss of one layer: probs (T, E) float32, top_experts (T, k)."""
+    """Switch Transformer's auxiliary loss of one layer, `E · Σ_e f_e · P_e`, as HF's
+    `load_balancing_loss_func` computes it: f_e the (token, slot) pairs routed to expert e over the
+    number of tokens (so Σ f_e = k), P_e the mean router probability of expert e. It is k when the
+    experts are evenly loaded, more otherwise, and carries gradient through P only.
+    probs (T, E) float32, top_experts (T, k)."""
     tokens = probs.shape[0]
     routed = expert_counts(top_experts, num_experts).to(probs.dtype) / tokens
     return num_experts * torch.dot(routed, probs.mean(dim=0))
@@ -136,43 +173,47 @@ class SharedExpert(nn.Module):
 
 
 class MoEFeedForward(nn.Module):
-    """The MoE block: router, routed experts, optional shared expert. `forward` returns (output, stats)."""
+    """The MoE block: router, routed experts, optional shared expert.
 
-    def __init__(
-        self,
-        hidden_dim: int,
-        expert_dim: int,
-        num_experts: int,
-        top_k: int,
-        *,
-        normalize_top_k: bool = False,
-        shared_expert_dim: int = 0,
-    ):
+    `forward(x)` returns `(output, aux_losses)`: {"load_balancing_loss", "router_z_loss"}, each
+    already weighted (`MoEFeedForwardConfig`). In training mode the block also counts the (token,
+    slot) pairs each expert was given; `take_expert_fractions()` returns their shares and restarts the
+    count. The count lives in a plain attribute, not a buffer, so no checkpoint or DDP broadcast sees it.
+    """
+
+    def __init__(self, config: MoEFeedForwardConfig):
         super().__init__()
-        if not 1 <= top_k <= num_experts:
-            raise TrainingConfigError(f"MoE top_k={top_k} must be between 1 and num_experts={num_experts}")
-        for name, value in (("hidden_dim", hidden_dim), ("expert_dim", expert_dim)):
-            if value % 8:  # grouped_mm wants 16-byte row strides, in bf16 too
-                raise TrainingConfigError(f"MoE {name}={value} must be a multiple of 8 (grouped matmul rows)")
-        self.num_experts = num_experts
-        self.gate = TopKRouter(hidden_dim, num_experts, top_k, normalize_top_k)
-        self.experts = GroupedExperts(hidden_dim, expert_dim, num_experts)
-        self.shared_expert = SharedExpert(hidden_dim, shared_expert_dim) if shared_expert_dim else None
+        self.config = config
+        self.gate = TopKRouter(config.hidden_dim, config.num_experts, config.top_k, config.normalize_top_k)
+        self.experts = GroupedExperts(config.hidden_dim, config.expert_dim, config.num_experts)
+        self.shared_expert = (
+            SharedExpert(config.hidden_dim, config.shared_expert_dim) if config.shared_expert_dim else None
+        )
+        self.routed_counts: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, RouterStats]:
-        """x (..., H) -> (output of x's shape, RouterStats over all of x's tokens)."""
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """x (..., H) -> (output of x's shape, weighted auxiliary losses over all of x's tokens)."""
+        config = self.config
         flat = x.reshape(-1, x.shape[-1])
         logits, probs, weights, experts = self.gate(flat)
         out = self.experts(flat, weights, experts)
         if self.shared_expert is not None:
             out = out + self.shared_expert(flat)
-        counts = expert_counts(experts, self.num_experts).detach()
-        stats = RouterStats(
-            load_balancing_loss=load_balancing_loss(probs, experts, self.num_experts),
-            router_z_loss=router_z_loss(logits),
-            expert_fractions=counts.float() / experts.numel(),
-        )
-        return out.view_as(x), stats
+        if self.training:
+            with torch.no_grad():
+                counts = expert_counts(experts, config.num_experts)
+                self.routed_counts = counts if self.routed_counts is None else self.routed_counts + counts
+        aux = {
+            "load_balancing_loss": config.load_balancing_weight
+            * load_balancing_loss(probs, experts, config.num_experts),
+            "router_z_loss": config.router_z_weight * router_z_loss(logits),
+        }
+        return out.view_as(x), aux
+
+    def take_expert_fractions(self) -> torch.Tensor | None:
+        """Each expert's share of the (token, slot) pairs routed since the last call (None if none were)."""
+        counts, self.routed_counts = self.routed_counts, None
+        return None if counts is None else counts.double() / counts.sum()
 
 
 def experts_to_hf(prefix: str, experts: GroupedExperts) -> dict[str, torch.Tensor]:

@@ -13,7 +13,7 @@ from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBl
 from transformers.models.switch_transformers.modeling_switch_transformers import router_z_loss_func
 
 from marin.training.errors import TrainingConfigError
-from marin.training.models.moe import MoEFeedForward, experts_from_hf, experts_to_hf
+from marin.training.models.moe import MoEFeedForward, MoEFeedForwardConfig, experts_from_hf, experts_to_hf
 
 HIDDEN, EXPERT_DIM, EXPERTS, TOP_K = 32, 48, 8, 2
 
@@ -35,10 +35,15 @@ def _hf_block(kind: str) -> torch.nn.Module:
     return block
 
 
-def _ours_like(hf: torch.nn.Module, **kwargs) -> MoEFeedForward:
-    ours = MoEFeedForward(
-        HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, normalize_top_k=hf.gate.norm_topk_prob, **kwargs
+def _config(**kwargs) -> MoEFeedForwardConfig:
+    """The block's config with unit loss weights, so its aux losses are the raw ones."""
+    return MoEFeedForwardConfig(
+        HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, load_balancing_weight=1.0, router_z_weight=1.0, **kwargs
     )
+
+
+def _ours_like(hf: torch.nn.Module, **kwargs) -> MoEFeedForward:
+    ours = _config(normalize_top_k=hf.gate.norm_topk_prob, **kwargs).build()
     ours.load_state_dict(hf.state_dict(), strict=not kwargs)
     return ours
 
@@ -50,7 +55,7 @@ def test_block_gives_hf_outputs_and_gradients_in_float32(kind):
     x = torch.randn(3, 17, HIDDEN, generator=torch.Generator().manual_seed(1))
     x_hf, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
     expected = hf(x_hf)
-    got, stats = ours(x_ours)
+    got, _ = ours(x_ours)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
     grad = torch.randn_like(expected)
     expected.backward(grad)
@@ -59,38 +64,62 @@ def test_block_gives_hf_outputs_and_gradients_in_float32(kind):
     hf_params = dict(hf.named_parameters())
     for name, p in ours.named_parameters():
         torch.testing.assert_close(p.grad, hf_params[name].grad, rtol=1e-5, atol=1e-5, msg=name)
-    assert stats.expert_fractions.sum().item() == pytest.approx(1.0)
 
 
 def test_aux_losses_equal_hf_load_balancing_loss_and_switch_z_loss():
     hf = _hf_block("olmoe")
     ours = _ours_like(hf)
     x = torch.randn(2, 40, HIDDEN, generator=torch.Generator().manual_seed(2))
-    _, stats = ours(x)
+    _, aux = ours(x)
     logits = torch.nn.functional.linear(x.reshape(-1, HIDDEN), hf.gate.weight)
     expected_balance = load_balancing_loss_func((logits,), EXPERTS, TOP_K)
-    torch.testing.assert_close(stats.load_balancing_loss, expected_balance, rtol=1e-6, atol=0)
+    torch.testing.assert_close(aux["load_balancing_loss"], expected_balance, rtol=1e-6, atol=0)
     torch.testing.assert_close(
-        stats.router_z_loss, router_z_loss_func(logits.view(2, 40, EXPERTS)), rtol=1e-6, atol=0
+        aux["router_z_loss"], router_z_loss_func(logits.view(2, 40, EXPERTS)), rtol=1e-6, atol=0
     )
-    chosen = logits.topk(TOP_K, dim=-1).indices.flatten()
-    assert stats.expert_fractions.tolist() == pytest.approx(
-        (torch.bincount(chosen, minlength=EXPERTS) / chosen.numel()).tolist()
+    weighted = MoEFeedForwardConfig(
+        HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, load_balancing_weight=0.01, router_z_weight=0.001
     )
-    assert stats.expert_fractions.grad_fn is None  # for logging only
+    weighted_block = weighted.build()
+    weighted_block.load_state_dict(ours.state_dict())
+    _, weighted_aux = weighted_block(x)
+    torch.testing.assert_close(weighted_aux["load_balancing_loss"], 0.01 * expected_balance)
+    torch.testing.assert_close(weighted_aux["router_z_loss"], 0.001 * aux["router_z_loss"])
+
+
+def test_the_block_counts_the_tokens_each_expert_got_while_training_only():
+    hf = _hf_block("olmoe")
+    ours = _ours_like(hf)
+    batches = [torch.randn(2, 40, HIDDEN, generator=torch.Generator().manual_seed(s)) for s in (6, 7)]
+    for x in batches:
+        ours(x)
+    ours.eval()
+    ours(torch.randn(5, HIDDEN))  # an evaluation pass is not counted
+    chosen = torch.cat(
+        [
+            torch.nn.functional.linear(x.reshape(-1, HIDDEN), hf.gate.weight).topk(TOP_K).indices.flatten()
+            for x in batches
+        ]
+    )
+    expected = torch.bincount(chosen, minlength=EXPERTS) / chosen.numel()
+    fractions = ours.take_expert_fractions()
+    assert fractions.tolist() == pytest.approx(expected.tolist()) and fractions.sum().item() == pytest.approx(
+        1.0
+    )
+    assert ours.take_expert_fractions() is None  # taking them restarts the count
 
 
 def test_balance_loss_trains_only_the_router_and_is_top_k_when_probabilities_are_uniform():
     ours = _ours_like(_hf_block("olmoe"))
     x = torch.randn(64, HIDDEN, generator=torch.Generator().manual_seed(3))
-    _, stats = ours(x)
-    stats.load_balancing_loss.backward()
+    _, aux = ours(x)
+    aux["load_balancing_loss"].backward()
     assert ours.gate.weight.grad.abs().sum() > 0 and ours.experts.down_proj.grad is None
     with torch.no_grad():
         ours.gate.weight.zero_()  # every P_e = 1/E, so E · Σ f_e · P_e = Σ f_e = k whatever top-k picks
-    _, stats = ours(x)
-    assert stats.load_balancing_loss.item() == pytest.approx(TOP_K)
-    assert stats.router_z_loss.item() == pytest.approx(torch.log(torch.tensor(float(EXPERTS))).item() ** 2)
+    _, aux = ours(x)
+    assert aux["load_balancing_loss"].item() == pytest.approx(TOP_K)
+    assert aux["router_z_loss"].item() == pytest.approx(torch.log(torch.tensor(float(EXPERTS))).item() ** 2)
 
 
 def test_experts_no_token_chooses_contribute_nothing_and_match_hf():
@@ -100,8 +129,8 @@ def test_experts_no_token_chooses_contribute_nothing_and_match_hf():
         hf.gate.weight[5:] *= -1
     ours = _ours_like(hf)
     x = torch.randn(20, HIDDEN, generator=torch.Generator().manual_seed(4)).abs()
-    got, stats = ours(x)
-    assert stats.expert_fractions[5:].sum().item() == 0.0
+    got, _ = ours(x)
+    assert ours.take_expert_fractions()[5:].sum().item() == 0.0
     torch.testing.assert_close(got, hf(x.unsqueeze(0)).squeeze(0), rtol=0, atol=1e-5)
 
 
@@ -120,8 +149,8 @@ def test_a_shared_expert_adds_a_dense_swiglu_to_the_routed_output():
 def test_bfloat16_block_runs_forward_and_backward():
     ours = _ours_like(_hf_block("olmoe")).to(torch.bfloat16)
     x = torch.randn(4, 8, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    out, stats = ours(x)
-    (out.float().square().mean() + stats.load_balancing_loss).backward()
+    out, aux = ours(x)
+    (out.float().square().mean() + aux["load_balancing_loss"]).backward()
     assert out.dtype == torch.bfloat16 and x.grad is not None and ours.experts.gate_up_proj.grad is not None
 
 
@@ -146,7 +175,7 @@ def test_expert_weights_round_trip_through_the_per_expert_layout_hf_saves(tmp_pa
     torch.testing.assert_close(stacked[f"{prefix}.gate_up_proj"], hf_experts.gate_up_proj.detach())
     torch.testing.assert_close(stacked[f"{prefix}.down_proj"], hf_experts.down_proj.detach())
     assert not any(name.startswith(f"{prefix}.") for name in on_disk)  # every expert tensor was taken
-    ours = MoEFeedForward(HIDDEN, EXPERT_DIM, EXPERTS, TOP_K)
+    ours = _config().build()
     ours.experts.load_state_dict({k.removeprefix(f"{prefix}."): v for k, v in stacked.items()})
     again = experts_to_hf(prefix, ours.experts)
     reloaded = load_file(str(tmp_path / "model.safetensors"))
@@ -156,7 +185,7 @@ def test_expert_weights_round_trip_through_the_per_expert_layout_hf_saves(tmp_pa
 
 
 def test_a_checkpoint_with_fewer_experts_than_the_config_is_refused_naming_the_tensor():
-    ours = MoEFeedForward(HIDDEN, EXPERT_DIM, 4, TOP_K)
+    ours = MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, 4, TOP_K).build()
     tensors = experts_to_hf("m.experts", ours.experts)
     with pytest.raises(TrainingConfigError, match=r"m\.experts\.4\.gate_proj\.weight.*num_experts=6"):
         experts_from_hf(tensors, "m.experts", 6)
@@ -164,6 +193,15 @@ def test_a_checkpoint_with_fewer_experts_than_the_config_is_refused_naming_the_t
 
 def test_bad_block_shapes_are_refused_naming_the_field():
     with pytest.raises(TrainingConfigError, match="top_k"):
-        MoEFeedForward(HIDDEN, EXPERT_DIM, 4, 5)
+        MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, 4, 5)
     with pytest.raises(TrainingConfigError, match="expert_dim"):
-        MoEFeedForward(HIDDEN, 20, 4, 2)
+        MoEFeedForwardConfig(HIDDEN, 20, 4, 2)
+    with pytest.raises(TrainingConfigError, match="num_experts"):
+        MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, 0, 1)
+
+
+def test_parameter_counts_match_the_module_and_count_top_k_experts_as_active():
+    config = MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, shared_expert_dim=16)
+    assert config.num_parameters() == sum(p.numel() for p in config.build().parameters())
+    per_expert = 3 * HIDDEN * EXPERT_DIM
+    assert config.num_parameters() - config.matmul_parameters() == (EXPERTS - TOP_K) * per_expert
