@@ -177,8 +177,8 @@ class MoEFeedForward(nn.Module):
 
     `forward(x)` returns `(output, aux_losses)`: {"load_balancing_loss", "router_z_loss"}, each
     already weighted (`MoEFeedForwardConfig`). In training mode the block also counts the (token,
-    slot) pairs each expert was given; `take_expert_fractions()` returns their shares and restarts the
-    count. The count lives in a plain attribute, not a buffer, so no checkpoint or DDP broadcast sees it.
+    slot) pairs each expert was given; `take_routed_counts()` returns them and restarts the count.
+    The count lives in a plain attribute, not a buffer, so no checkpoint or DDP broadcast sees it.
     """
 
     def __init__(self, config: MoEFeedForwardConfig):
@@ -210,22 +210,26 @@ class MoEFeedForward(nn.Module):
         }
         return out.view_as(x), aux
 
-    def take_expert_fractions(self) -> torch.Tensor | None:
-        """Each expert's share of the (token, slot) pairs routed since the last call (None if none were)."""
+    def take_routed_counts(self) -> torch.Tensor | None:
+        """How many (token, slot) pairs each expert got since the last call, int64 (E,); None if no
+        training forward ran since. Each expert's share of the load is count / total: activation
+        checkpointing, which runs a block's forward twice, doubles every count of that block alike."""
         counts, self.routed_counts = self.routed_counts, None
-        return None if counts is None else counts.double() / counts.sum()
+        return counts
 
 
-def experts_to_hf(prefix: str, experts: GroupedExperts) -> dict[str, torch.Tensor]:
-    """The experts' weights as HF checkpoints store them: `{prefix}.{e}.gate_proj.weight` (I, H),
+def experts_to_hf(
+    prefix: str, gate_up_proj: torch.Tensor, down_proj: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """An expert bank's weights as HF checkpoints store them: `{prefix}.{e}.gate_proj.weight` (I, H),
     `up_proj` (I, H) and `down_proj` (H, I) for each expert e (`prefix` ends in `experts`)."""
-    gate, up = experts.gate_up_proj.detach().chunk(2, dim=1)
-    down = experts.down_proj.detach()
+    gate, up = gate_up_proj.detach().chunk(2, dim=1)
+    down = down_proj.detach()
     out = {}
-    for e in range(experts.num_experts):
-        out[f"{prefix}.{e}.gate_proj.weight"] = gate[e]
-        out[f"{prefix}.{e}.up_proj.weight"] = up[e]
-        out[f"{prefix}.{e}.down_proj.weight"] = down[e]
+    for e in range(gate.shape[0]):
+        out[f"{prefix}.{e}.gate_proj.weight"] = gate[e].contiguous()
+        out[f"{prefix}.{e}.up_proj.weight"] = up[e].contiguous()
+        out[f"{prefix}.{e}.down_proj.weight"] = down[e].contiguous()
     return out
 
 

@@ -101,12 +101,8 @@ def test_the_block_counts_the_tokens_each_expert_got_while_training_only():
             for x in batches
         ]
     )
-    expected = torch.bincount(chosen, minlength=EXPERTS) / chosen.numel()
-    fractions = ours.take_expert_fractions()
-    assert fractions.tolist() == pytest.approx(expected.tolist()) and fractions.sum().item() == pytest.approx(
-        1.0
-    )
-    assert ours.take_expert_fractions() is None  # taking them restarts the count
+    assert ours.take_routed_counts().tolist() == torch.bincount(chosen, minlength=EXPERTS).tolist()
+    assert ours.take_routed_counts() is None  # taking them restarts the count
 
 
 def test_balance_loss_trains_only_the_router_and_is_top_k_when_probabilities_are_uniform():
@@ -130,7 +126,7 @@ def test_experts_no_token_chooses_contribute_nothing_and_match_hf():
     ours = _ours_like(hf)
     x = torch.randn(20, HIDDEN, generator=torch.Generator().manual_seed(4)).abs()
     got, _ = ours(x)
-    assert ours.take_expert_fractions()[5:].sum().item() == 0.0
+    assert ours.take_routed_counts()[5:].sum().item() == 0
     torch.testing.assert_close(got, hf(x.unsqueeze(0)).squeeze(0), rtol=0, atol=1e-5)
 
 
@@ -177,7 +173,7 @@ def test_expert_weights_round_trip_through_the_per_expert_layout_hf_saves(tmp_pa
     assert not any(name.startswith(f"{prefix}.") for name in on_disk)  # every expert tensor was taken
     ours = _config().build()
     ours.experts.load_state_dict({k.removeprefix(f"{prefix}."): v for k, v in stacked.items()})
-    again = experts_to_hf(prefix, ours.experts)
+    again = experts_to_hf(prefix, ours.experts.gate_up_proj, ours.experts.down_proj)
     reloaded = load_file(str(tmp_path / "model.safetensors"))
     assert set(again) == {k for k in reloaded if k.startswith(f"{prefix}.")}
     for name, tensor in again.items():
@@ -186,7 +182,7 @@ def test_expert_weights_round_trip_through_the_per_expert_layout_hf_saves(tmp_pa
 
 def test_a_checkpoint_with_fewer_experts_than_the_config_is_refused_naming_the_tensor():
     ours = MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, 4, TOP_K).build()
-    tensors = experts_to_hf("m.experts", ours.experts)
+    tensors = experts_to_hf("m.experts", ours.experts.gate_up_proj, ours.experts.down_proj)
     with pytest.raises(TrainingConfigError, match=r"m\.experts\.4\.gate_proj\.weight.*num_experts=6"):
         experts_from_hf(tensors, "m.experts", 6)
 
