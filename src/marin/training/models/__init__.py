@@ -4,7 +4,7 @@ Adding an architecture is one module here with a `@register`ed config, and one i
 (docs/training.md, "Adding an architecture").
 """
 
-from marin.training.models import llama  # noqa: F401  (registers "llama")
+from marin.training.models import llama, moe  # noqa: F401  (each registers its architecture)
 from marin.training.models.base import (
     ModelConfig,
     architecture,
@@ -17,9 +17,11 @@ from marin.training.models.base import (
     register,
 )
 from marin.training.models.llama import LlamaConfig
+from marin.training.models.moe import MoEConfig
 
 __all__ = [
     "LlamaConfig",
+    "MoEConfig",
     "ModelConfig",
     "architecture",
     "architectures",

@@ -25,13 +25,21 @@ expert got, for the per-expert token fractions the model reports after each step
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any, ClassVar
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from marin.training.errors import TrainingConfigError
+from marin.training.models.base import register
+from marin.training.models.decoder import Decoder, DecoderConfig
+from marin.training.models.hf import DecoderHF
+from marin.training.models.layers import AttentionConfig, QKNorm, SwiGLUConfig
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ class TopKRouter(nn.Module):
     def __init__(self, hidden_dim: int, num_experts: int, top_k: int, normalize_top_k: bool):
         super().__init__()
         self.num_experts, self.top_k, self.normalize_top_k = num_experts, top_k, normalize_top_k
-        self.weight = nn.Parameter(torch.empty(num_experts, hidden_dim))
+        self.weight = nn.Parameter(torch.empty(num_experts, hidden_dim).normal_(0.0, 0.02))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """For x (T, H): router logits (T, E), float32 probabilities (T, E), and the top-k weights
@@ -139,8 +147,10 @@ class GroupedExperts(nn.Module):
     def __init__(self, hidden_dim: int, expert_dim: int, num_experts: int):
         super().__init__()
         self.num_experts = num_experts
-        self.gate_up_proj = nn.Parameter(torch.empty(num_experts, 2 * expert_dim, hidden_dim))
-        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden_dim, expert_dim))
+        self.gate_up_proj = nn.Parameter(
+            torch.empty(num_experts, 2 * expert_dim, hidden_dim).normal_(0.0, 0.02)
+        )
+        self.down_proj = nn.Parameter(torch.empty(num_experts, hidden_dim, expert_dim).normal_(0.0, 0.02))
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
         """x (T, H); weights and experts (T, k) from the router. Returns Σ_slots weight · expert(x), (T, H)."""
@@ -159,19 +169,6 @@ class GroupedExperts(nn.Module):
         return torch.bmm(weights.to(per_slot.dtype).unsqueeze(1), per_slot).squeeze(1).to(x.dtype)
 
 
-class SharedExpert(nn.Module):
-    """A SwiGLU every token goes through, beside its routed experts (DeepSeek-MoE's shared expert)."""
-
-    def __init__(self, hidden_dim: int, dim: int):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden_dim, dim, bias=False)
-        self.up_proj = nn.Linear(hidden_dim, dim, bias=False)
-        self.down_proj = nn.Linear(dim, hidden_dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
 class MoEFeedForward(nn.Module):
     """The MoE block: router, routed experts, optional shared expert.
 
@@ -186,9 +183,9 @@ class MoEFeedForward(nn.Module):
         self.config = config
         self.gate = TopKRouter(config.hidden_dim, config.num_experts, config.top_k, config.normalize_top_k)
         self.experts = GroupedExperts(config.hidden_dim, config.expert_dim, config.num_experts)
-        self.shared_expert = (
-            SharedExpert(config.hidden_dim, config.shared_expert_dim) if config.shared_expert_dim else None
-        )
+        # DeepSeek-MoE's shared expert: a SwiGLU every token goes through beside its routed experts
+        shared = config.shared_expert_dim
+        self.shared_expert = SwiGLUConfig(config.hidden_dim, shared).build() if shared else None
         self.routed_counts: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -254,3 +251,182 @@ def experts_from_hf(
         f"{prefix}.gate_up_proj": torch.cat([torch.stack(gate), torch.stack(up)], dim=1),
         f"{prefix}.down_proj": torch.stack(down),
     }
+
+
+class MoEFormat(StrEnum):
+    """The Hugging Face class a `MoEConfig` exports as, which fixes where attention normalises its
+    queries and keys. OLMOE: `OlmoeForCausalLM`, QK-norm over the whole projection. QWEN3_MOE:
+    `Qwen3MoeForCausalLM`, QK-norm per head."""
+
+    OLMOE = "olmoe"
+    QWEN3_MOE = "qwen3_moe"
+
+
+_QK_NORM = {MoEFormat.OLMOE: QKNorm.FULL, MoEFormat.QWEN3_MOE: QKNorm.HEAD}
+
+
+class MoEHF(DecoderHF):
+    """The MoE's Hugging Face adapter: `OlmoeForCausalLM` or `Qwen3MoeForCausalLM` by `hf_format`.
+
+    Our expert banks (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`) are stored as HF's
+    checkpoints store them, one `mlp.experts.{e}.{gate,up,down}_proj.weight` per expert; on load,
+    either that layout or HF's in-memory stacked one is taken.
+    """
+
+    CLASSES = {
+        MoEFormat.OLMOE: ("OlmoeForCausalLM", "OlmoeConfig"),
+        MoEFormat.QWEN3_MOE: ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
+    }
+
+    def __init__(self) -> None:
+        super().__init__("olmoe", "OlmoeForCausalLM", "OlmoeConfig")
+        self.model_types = tuple(str(f) for f in MoEFormat)
+
+    def config_json(self, config: Any, *, eos_id: int | None = None, bos_id: int | None = None) -> dict:
+        if config.shared_expert_dim:
+            raise TrainingConfigError(
+                "MoEConfig.shared_expert_dim: neither OlmoeForCausalLM nor Qwen3MoeForCausalLM has a shared "
+                "expert, so this model has no Hugging Face export; set shared_expert_dim=0 to export"
+            )
+        return super().config_json(config, eos_id=eos_id, bos_id=bos_id)
+
+    def classes(self, config: Any) -> tuple[str, str]:
+        return self.CLASSES[config.hf_format]
+
+    def config_kwargs(self, config: Any) -> dict[str, Any]:
+        kwargs = super().config_kwargs(config) | dict(
+            num_experts=config.num_experts,
+            num_experts_per_tok=config.top_k,
+            norm_topk_prob=config.normalize_top_k,
+            router_aux_loss_coef=config.load_balancing_coef,
+        )
+        if config.hf_format == MoEFormat.QWEN3_MOE:
+            kwargs |= dict(
+                moe_intermediate_size=config.intermediate_dim, decoder_sparse_step=1, mlp_only_layers=[]
+            )
+        return kwargs
+
+    def from_config_json(self, hf: Mapping[str, Any]) -> Any:
+        kind = hf.get("model_type")
+        where = f"Hugging Face {kind} config"
+        if kind == MoEFormat.QWEN3_MOE:
+            if hf.get("mlp_only_layers") or int(hf.get("decoder_sparse_step", 1)) != 1:
+                raise TrainingConfigError(
+                    f"{where} has dense layers (mlp_only_layers / decoder_sparse_step); ours are all MoE"
+                )
+            if hf.get("use_sliding_window"):
+                raise TrainingConfigError(
+                    f"{where} uses sliding-window attention; ours attends to every position"
+                )
+            hf = {**hf, "intermediate_size": hf["moe_intermediate_size"]}
+        elif hf.get("clip_qkv") is not None:
+            raise TrainingConfigError(f"{where} clips q, k and v (clip_qkv={hf['clip_qkv']}); ours does not")
+        return super().from_config_json(hf)
+
+    def extra_fields(self, hf: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(
+            num_experts=int(hf.get("num_experts") or hf["num_local_experts"]),  # Qwen3-MoE writes the latter
+            top_k=int(hf["num_experts_per_tok"]),
+            normalize_top_k=bool(hf.get("norm_topk_prob", False)),
+            load_balancing_coef=float(hf.get("router_aux_loss_coef", 0.01)),
+            hf_format=MoEFormat(hf["model_type"]),
+        )
+
+    def to_hf_state_dict(self, config: Any, weights: Mapping[str, Any]) -> dict:
+        tensors = super().to_hf_state_dict(config, weights)
+        for i in range(config.num_layers):
+            prefix = f"model.layers.{i}.mlp.experts"
+            tensors |= experts_to_hf(
+                prefix, tensors.pop(f"{prefix}.gate_up_proj"), tensors.pop(f"{prefix}.down_proj")
+            )
+        return tensors
+
+    def from_hf_state_dict(self, config: Any, tensors: Mapping[str, Any]) -> dict:
+        tensors = dict(tensors)
+        stacked = {}
+        for i in range(config.num_layers):
+            stacked |= experts_from_hf(tensors, f"model.layers.{i}.mlp.experts", config.num_experts)
+        return super().from_hf_state_dict(config, tensors | stacked)
+
+
+@register
+@dataclass(frozen=True)
+class MoEConfig(DecoderConfig):
+    """A decoder whose every feed-forward is a mixture of experts (the shared fields are `DecoderConfig`'s).
+
+    `intermediate_dim` is one expert's width; each token goes to `top_k` of `num_experts` experts
+    (plus a shared expert of width `shared_expert_dim`, if not 0). `normalize_top_k` is HF's
+    `norm_topk_prob`. `load_balancing_coef` and `router_z_coef` weight the mean over layers of each
+    layer's load-balancing loss and router z-loss, so their meaning does not depend on depth
+    (`load_balancing_coef` is HF's `router_aux_loss_coef`; HF's classes have no z-loss).
+    `hf_format` picks the Hugging Face class of the export (`MoEFormat`); a shared expert has none.
+    """
+
+    architecture: ClassVar[str] = "moe"
+    hf: ClassVar[MoEHF] = MoEHF()
+
+    num_experts: int = 8
+    top_k: int = 2
+    normalize_top_k: bool = False
+    shared_expert_dim: int = 0
+    load_balancing_coef: float = 0.01
+    router_z_coef: float = 0.001
+    hf_format: MoEFormat = MoEFormat.OLMOE
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "hf_format", MoEFormat(self.hf_format))
+        if self.intermediate_dim % 8:
+            raise TrainingConfigError(
+                f"MoEConfig.intermediate_dim={self.intermediate_dim} (each expert's width) must be a multiple of 8"
+            )
+        self.feed_forward()  # checks the router and expert shapes
+        if self.hf_format == MoEFormat.OLMOE and self.attention_head_dim * self.num_heads != self.hidden_dim:
+            raise TrainingConfigError(
+                f"MoEConfig: hf_format='olmoe' needs head_dim × num_heads = hidden_dim (OLMoE's QK-norm "
+                f"spans hidden_dim); got {self.attention_head_dim} × {self.num_heads}; use hf_format='qwen3_moe'"
+            )
+
+    def attention(self) -> AttentionConfig:
+        return replace(super().attention(), qk_norm=_QK_NORM[self.hf_format])
+
+    def feed_forward(self) -> MoEFeedForwardConfig:
+        return MoEFeedForwardConfig(
+            hidden_dim=self.hidden_dim,
+            expert_dim=self.intermediate_dim,
+            num_experts=self.num_experts,
+            top_k=self.top_k,
+            normalize_top_k=self.normalize_top_k,
+            shared_expert_dim=self.shared_expert_dim,
+            load_balancing_weight=self.load_balancing_coef / self.num_layers,
+            router_z_weight=self.router_z_coef / self.num_layers,
+        )
+
+    def build(self) -> MoEDecoder:
+        return MoEDecoder(self)
+
+    def active_parameters(self, vocab_size: int | None = None, *, include_embeddings: bool = True) -> int:
+        """The parameters one token uses: `num_parameters` less the experts it is not routed to."""
+        idle = (self.num_experts - self.top_k) * 3 * self.hidden_dim * self.intermediate_dim
+        return self.num_parameters(vocab_size, include_embeddings=include_embeddings) - self.num_layers * idle
+
+
+class MoEDecoder(Decoder):
+    """The decoder with mixture-of-experts feed-forwards; `step_metrics()` reports the experts' load."""
+
+    def step_metrics(self) -> dict[str, float]:
+        """Each expert's share of the routed tokens since the last call, averaged over layers
+        (`expert_fraction_{e}`), and the largest and smallest share of any expert in any layer;
+        summed over processes when there are several (every process calls this after each step)."""
+        per_layer = [m.take_routed_counts() for m in self.modules() if isinstance(m, MoEFeedForward)]
+        if any(c is None for c in per_layer):
+            return {}
+        counts = torch.stack(per_layer).double()
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(counts)
+        fractions = counts / counts.sum(dim=1, keepdim=True)
+        mean = fractions.mean(dim=0).tolist()
+        metrics = {f"expert_fraction_{e}": value for e, value in enumerate(mean)}
+        metrics["expert_fraction_max"] = fractions.max().item()
+        metrics["expert_fraction_min"] = fractions.min().item()
+        return metrics
