@@ -141,6 +141,22 @@ def _matmul_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
     return weight.dtype
 
 
+def grouped_linear(rows: torch.Tensor, weight: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """rows (N, in) @ weight[e].T for each group e of consecutive rows (`ends`: the groups' int32 ends);
+    weight (E, out, in). One `torch._grouped_mm`."""
+    if torch.compiler.is_compiling() and rows.dtype != torch.bfloat16:
+        return _grouped_mm_outside_the_graph(rows, weight, ends)
+    return torch._grouped_mm(rows, weight.transpose(-2, -1), offs=ends)
+
+
+@torch.compiler.disable
+def _grouped_mm_outside_the_graph(
+    rows: torch.Tensor, weight: torch.Tensor, ends: torch.Tensor
+) -> torch.Tensor:
+    # torch.compile traces grouped_mm in bfloat16 only; other dtypes run it eagerly, between graphs.
+    return torch._grouped_mm(rows, weight.transpose(-2, -1), offs=ends)
+
+
 class GroupedExperts(nn.Module):
     """`num_experts` SwiGLU experts held as stacked weights and applied with grouped matmuls."""
 
@@ -160,10 +176,8 @@ class GroupedExperts(nn.Module):
         ends = expert_counts(experts, self.num_experts).cumsum(0).to(torch.int32)
         dtype = _matmul_dtype(x, self.gate_up_proj)
         rows = x.to(dtype)[order // k]
-        gate, up = torch._grouped_mm(rows, self.gate_up_proj.to(dtype).transpose(-2, -1), offs=ends).chunk(
-            2, -1
-        )
-        out = torch._grouped_mm(F.silu(gate) * up, self.down_proj.to(dtype).transpose(-2, -1), offs=ends)
+        gate, up = grouped_linear(rows, self.gate_up_proj.to(dtype), ends).chunk(2, -1)
+        out = grouped_linear(F.silu(gate) * up, self.down_proj.to(dtype), ends)
         unsort = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel(), device=order.device))
         per_slot = out.index_select(0, unsort).view(tokens, k, -1)
         return torch.bmm(weights.to(per_slot.dtype).unsqueeze(1), per_slot).squeeze(1).to(x.dtype)

@@ -201,3 +201,22 @@ def test_parameter_counts_match_the_module_and_count_top_k_experts_as_active():
     assert config.num_parameters() == sum(p.numel() for p in config.build().parameters())
     per_expert = 3 * HIDDEN * EXPERT_DIM
     assert config.num_parameters() - config.matmul_parameters() == (EXPERTS - TOP_K) * per_expert
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_torch_compile_gives_the_eager_blocks_outputs_gradients_and_counts(dtype):
+    """compile traces grouped_mm in bfloat16 only; in float32 the grouped matmuls run between graphs."""
+    eager = _ours_like(_hf_block("qwen3_moe")).to(dtype)
+    twin = _ours_like(_hf_block("qwen3_moe")).to(dtype)
+    compiled = torch.compile(twin, backend="aot_eager")
+    x = torch.randn(2, 12, HIDDEN, dtype=dtype, generator=torch.Generator().manual_seed(8))
+    results = []
+    for block in (eager, compiled):
+        out, aux = block(x)
+        (out.float().square().mean() + aux["load_balancing_loss"] + aux["router_z_loss"]).backward()
+        results.append((out, aux, block.gate.weight.grad))
+    (out_a, aux_a, grad_a), (out_b, aux_b, grad_b) = results
+    torch.testing.assert_close(out_b, out_a, rtol=0, atol=0)
+    torch.testing.assert_close(grad_b, grad_a)
+    assert {k: v.item() for k, v in aux_b.items()} == pytest.approx({k: v.item() for k, v in aux_a.items()})
+    assert twin.take_routed_counts().tolist() == eager.take_routed_counts().tolist()
