@@ -91,15 +91,14 @@ class MoEFeedForwardConfig:
         return self.num_experts * h + 3 * h * (self.top_k * self.expert_dim + self.shared_expert_dim)
 
 
-def load_balancing_loss(probs: torch.Tensor, top_experts: torch.Tensor, num_experts: int) -> torch.Tensor:
+def load_balancing_loss(probs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """Switch Transformer's auxiliary loss of one layer, `E · Σ_e f_e · P_e`, as HF's
     `load_balancing_loss_func` computes it: f_e the (token, slot) pairs routed to expert e over the
     number of tokens (so Σ f_e = k), P_e the mean router probability of expert e. It is k when the
     experts are evenly loaded, more otherwise, and carries gradient through P only.
-    probs (T, E) float32, top_experts (T, k)."""
-    tokens = probs.shape[0]
-    routed = expert_counts(top_experts, num_experts).to(probs.dtype) / tokens
-    return num_experts * torch.dot(routed, probs.mean(dim=0))
+    probs (T, E) float32; counts (E,) from `expert_counts`."""
+    routed = counts.to(probs.dtype) / probs.shape[0]
+    return probs.shape[1] * torch.dot(routed, probs.mean(dim=0))
 
 
 def router_z_loss(logits: torch.Tensor) -> torch.Tensor:
@@ -168,12 +167,14 @@ class GroupedExperts(nn.Module):
         )
         self.down_proj = nn.Parameter(torch.empty(num_experts, hidden_dim, expert_dim).normal_(0.0, 0.02))
 
-    def forward(self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor) -> torch.Tensor:
-        """x (T, H); weights and experts (T, k) from the router. Returns Σ_slots weight · expert(x), (T, H)."""
+    def forward(
+        self, x: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor, counts: torch.Tensor
+    ) -> torch.Tensor:
+        """x (T, H); weights and experts (T, k) from the router, counts (E,) their `expert_counts`.
+        Returns Σ_slots weight · expert(x), (T, H)."""
         tokens, k = experts.shape
-        flat = experts.reshape(-1)
-        order = flat.argsort(stable=True)  # (token, slot) pairs grouped by expert, tokens in order
-        ends = expert_counts(experts, self.num_experts).cumsum(0).to(torch.int32)
+        order = experts.reshape(-1).argsort(stable=True)  # (token, slot) pairs by expert, tokens in order
+        ends = counts.cumsum(0).to(torch.int32)
         dtype = _matmul_dtype(x, self.gate_up_proj)
         rows = x.to(dtype)[order // k]
         gate, up = grouped_linear(rows, self.gate_up_proj.to(dtype), ends).chunk(2, -1)
@@ -207,16 +208,14 @@ class MoEFeedForward(nn.Module):
         config = self.config
         flat = x.reshape(-1, x.shape[-1])
         logits, probs, weights, experts = self.gate(flat)
-        out = self.experts(flat, weights, experts)
+        counts = expert_counts(experts, config.num_experts)
+        out = self.experts(flat, weights, experts, counts)
         if self.shared_expert is not None:
             out = out + self.shared_expert(flat)
         if self.training:
-            with torch.no_grad():
-                counts = expert_counts(experts, config.num_experts)
-                self.routed_counts = counts if self.routed_counts is None else self.routed_counts + counts
+            self.routed_counts = counts if self.routed_counts is None else self.routed_counts + counts
         aux = {
-            "load_balancing_loss": config.load_balancing_weight
-            * load_balancing_loss(probs, experts, config.num_experts),
+            "load_balancing_loss": config.load_balancing_weight * load_balancing_loss(probs, counts),
             "router_z_loss": config.router_z_weight * router_z_loss(logits),
         }
         return out.view_as(x), aux
