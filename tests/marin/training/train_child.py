@@ -1,7 +1,8 @@
-"""A training process for the resume tests: `python train_child.py CACHE OUT STEPS [KILL_AFTER]`.
+"""A training process for the resume tests: `python train_child.py CACHE OUT STEPS [KILL_AFTER [ARCH]]`.
 
-With KILL_AFTER it SIGKILLs itself once step KILL_AFTER is recorded (and checkpointed when due), as
-a preemption would. Also the callbacks the trainer's tests share.
+With KILL_AFTER (0: never) it SIGKILLs itself once step KILL_AFTER is recorded (and checkpointed
+when due), as a preemption would. ARCH trains that architecture's nano size (`arch_config`)
+instead of `tiny_config`'s Llama. Also the callbacks the trainer's tests share.
 """
 
 import os
@@ -32,6 +33,24 @@ def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
         eval_max_tokens=512,
         checkpoint_every=3,
         keep_last_k=2,
+        cpu_threads=1,
+    )
+    fields.update(overrides)
+    return TrainConfig(**fields)
+
+
+def arch_config(arch: str, num_train_steps: int, **overrides) -> TrainConfig:
+    """The nano size of architecture `arch` (experiments.models.NANO), trained as the architecture tests do."""
+    from experiments.models import NANO
+
+    fields = dict(
+        model=NANO[arch],
+        optimizer=AdamConfig(learning_rate=6e-3, warmup=3),
+        batch_size=16,
+        seq_len=64,
+        num_train_steps=num_train_steps,
+        eval_max_tokens=1024,
+        checkpoint_every=10,
         cpu_threads=1,
     )
     fields.update(overrides)
@@ -79,8 +98,11 @@ if __name__ == "__main__":
     cache, out, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kill_after = int(sys.argv[4]) if len(sys.argv) > 4 else None
     callbacks = (KillAfterStep(kill_after),) if kill_after else ()
+    arch = sys.argv[5] if len(sys.argv) > 5 else None
     job = TrainJob(
-        config=tiny_config(steps, callbacks=callbacks),
+        config=arch_config(arch, steps, callbacks=callbacks)
+        if arch
+        else tiny_config(steps, callbacks=callbacks),
         datasets=(DatasetInput("stories", cache, 1.0),),
         output_path=out,
     )
