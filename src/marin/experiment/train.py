@@ -28,7 +28,7 @@ from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.step_spec import StepSpec
-from marin.training.checkpoint import CHECKSUMS
+from marin.training.checkpoint import CHECKSUMS, resume_note
 from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
@@ -200,6 +200,7 @@ class TrainLm(TrainConfig):
             version=self.version,
             resources=self.resources,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
+            resume_note=resume_note,  # the plan says from which step, or that none is there
             adopt=self.adopt,
         )
 
