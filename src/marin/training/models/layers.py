@@ -144,11 +144,18 @@ class Attention(nn.Module):
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Causal attention of (batch, heads, seq, head_dim) queries over grouped keys and values."""
-        if self.kv_heads != self.num_heads:
+        """Causal attention of (batch, heads, seq, head_dim) queries over grouped keys and values.
+
+        On CUDA the kernel shares each key/value head with its group of query heads (`enable_gqa`,
+        nothing copied); elsewhere the heads are repeated first, which gives the same forward and
+        keeps the CPU gradients bit-identical to the earlier trainer's (the two sum the group's
+        gradients in different orders)."""
+        grouped = self.kv_heads != self.num_heads
+        if grouped and not q.is_cuda:
             repeat = self.num_heads // self.kv_heads
             k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            grouped = False
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
 
 
 class FeedForwardConfig(Protocol):
