@@ -16,9 +16,9 @@ from train_child import FailAfterStep, Stop, arch_config, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
+from marin.execution.arguments import DeclarationError
 from marin.training.config import Parallelism
 from marin.training.datasets import DatasetInput
-from marin.training.errors import TrainingConfigError
 from marin.training.init_weights import load_init_weights
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
@@ -216,9 +216,7 @@ def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single
 
 def test_parallelism_must_be_ddp_or_fsdp():
     assert tiny_config(1, parallelism="fsdp").parallelism is Parallelism.FSDP
-    with pytest.raises(
-        TrainingConfigError, match=r"parallelism must be one of \['ddp', 'fsdp'\], got 'zero3'"
-    ):
+    with pytest.raises(DeclarationError, match=r"parallelism='zero3' is not one of 'ddp', 'fsdp'"):
         tiny_config(1, parallelism="zero3")
 
 
