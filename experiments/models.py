@@ -26,7 +26,7 @@ The mixture-of-experts sizes (`moe_nano`, ...) live in their own module and are 
 from experiments.llama import REFERENCE_VOCAB_SIZE, llama_1_4b, llama_150m, llama_nano
 from marin.training.models import Olmo2Config, Qwen3Config
 
-qwen3_nano = Qwen3Config(
+NANO_SHAPE = dict(
     hidden_dim=32,
     intermediate_dim=128,
     num_layers=2,
@@ -35,6 +35,9 @@ qwen3_nano = Qwen3Config(
     max_seq_len=2048,
     output_multiplier=8.0,
 )
+"""`llama_nano`'s shape, which every family's nano size has (see experiments/llama.py for the multiplier)."""
+
+qwen3_nano = Qwen3Config(**NANO_SHAPE)
 qwen3_150m = Qwen3Config(
     hidden_dim=640,
     intermediate_dim=1792,
@@ -56,15 +59,7 @@ qwen3_1b = Qwen3Config(
     max_seq_len=4096,
 )
 
-olmo2_nano = Olmo2Config(
-    hidden_dim=32,
-    intermediate_dim=128,
-    num_layers=2,
-    num_heads=2,
-    num_kv_heads=2,
-    max_seq_len=2048,
-    output_multiplier=8.0,
-)
+olmo2_nano = Olmo2Config(**NANO_SHAPE)
 olmo2_150m = Olmo2Config(hidden_dim=512, intermediate_dim=1792, num_layers=6, num_heads=8, max_seq_len=4096)
 olmo2_1b = Olmo2Config(hidden_dim=2048, intermediate_dim=8192, num_layers=16, num_heads=16, max_seq_len=4096)
 
@@ -98,6 +93,7 @@ __all__ = [
     "DENSE_SIZES",
     "DOCUMENTED_PARAMETER_COUNTS",
     "NANO",
+    "NANO_SHAPE",
     "REFERENCE_VOCAB_SIZE",
     "llama_1_4b",
     "llama_150m",

@@ -44,17 +44,10 @@ def arch_config(arch: str, num_train_steps: int, **overrides) -> TrainConfig:
     from experiments.models import NANO
 
     fields = dict(
-        model=NANO[arch],
-        optimizer=AdamConfig(learning_rate=6e-3, warmup=3),
-        batch_size=16,
-        seq_len=64,
-        num_train_steps=num_train_steps,
-        eval_max_tokens=1024,
-        checkpoint_every=10,
-        cpu_threads=1,
+        model=NANO[arch], optimizer=AdamConfig(learning_rate=6e-3, warmup=3), batch_size=16, seq_len=64
     )
-    fields.update(overrides)
-    return TrainConfig(**fields)
+    fields |= dict(seed=0, steps_per_eval=None, eval_max_tokens=1024, checkpoint_every=10)
+    return tiny_config(num_train_steps, **(fields | overrides))
 
 
 class Stop(Exception):
