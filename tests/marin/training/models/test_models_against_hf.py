@@ -23,9 +23,10 @@ VOCAB = 211
 SHAPE = dict(hidden_dim=64, intermediate_dim=96, num_layers=3, num_heads=4, vocab_size=VOCAB, max_seq_len=128)
 
 CASES = {
-    "llama-gqa": LlamaConfig(**SHAPE, num_kv_heads=2, rope_theta=500000.0),
+    "llama-gqa-output-multiplier": LlamaConfig(
+        **SHAPE, num_kv_heads=2, rope_theta=500000.0, output_multiplier=8.0
+    ),
     "llama-tied-mqa": LlamaConfig(**SHAPE, num_kv_heads=1, tie_embeddings=True),
-    "llama-output-multiplier": LlamaConfig(**SHAPE, num_kv_heads=4, output_multiplier=8.0),
     "qwen3-gqa-head-dim-32": Qwen3Config(**SHAPE, num_kv_heads=2, head_dim=32),
     "qwen3-tied": Qwen3Config(**SHAPE, num_kv_heads=2, tie_embeddings=True),
     "olmo2-gqa": Olmo2Config(**SHAPE, num_kv_heads=2, output_multiplier=4.0),
