@@ -15,7 +15,7 @@ padded-capacity `bmm` (tokens scattered into an (E, max tokens of any expert, H)
 alternate round by round, so they share the machine's load; figures are medians over the rounds
 after the first two.
 
-Train level: marin's `train()` of `experiments.moe.moe_30m` against `train()` of its dense twin
+Train level: marin's `train()` of `experiments.models.moe_30m` against `train()` of its dense twin
 `experiments.llama.llama_30m`, on the token cache benchmarks/train_cpu_throughput.py builds, same
 batch, sequence length, optimizer and seed. The two alternate for `--train-rounds` rounds (the
 order flips each round); a figure is the median over every round's steps of the trainer's own
@@ -44,7 +44,7 @@ from train_cpu_throughput import build_cache  # noqa: E402
 
 import storage  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
-from experiments.moe import moe_30m  # noqa: E402
+from experiments.models import moe_30m  # noqa: E402
 from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.models.layers import SwiGLUConfig  # noqa: E402

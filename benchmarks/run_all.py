@@ -48,7 +48,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         [],
         ["--steps", "6", "--warmup", "2", "--seq-len", "64", "--batch-size", "2", "--rounds", "1"],
     ),
-    "train_gpu_mfu": (["--parallelism", "fsdp", "--model", "150m", "1b"], ["--smoke"]),
+    "train_gpu_mfu": (["--parallelism", "fsdp"], ["--smoke"]),
+    "activation_checkpointing_memory": ([], ["--small"]),
+    "train_checkpoint_by_time": ([], ["--steps", "10", "--repeats", "1"]),
     "moe_throughput": (
         [],
         [
