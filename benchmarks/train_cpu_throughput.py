@@ -6,7 +6,8 @@ for each architecture.
 The data is a real token cache: the embedded story corpus tokenized (through `tokenized()`) with a
 byte-level BPE trained on it (asked for 4,096 entries; 3,000 stories yield about 1,700). The model is
 `experiments.llama.llama_30m`'s shape in each registered architecture (llama, qwen3, olmo2, ...:
-the same width, depth, heads and MLP, with each one's norms and QK-norm), at that vocabulary.
+the same width, depth, heads and MLP, with each one's norms and QK-norm; a mixture-of-experts
+takes the MLP's width as each of its 8 experts', top-2), at that vocabulary.
 Baseline: the same module and AdamW, the same batches drawn beforehand from the same loader
 into memory, then forward to the model's loss (plus its auxiliary losses: a mixture-of-experts')
 / backward / step / zero_grad and nothing else. Ours:
