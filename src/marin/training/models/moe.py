@@ -1,26 +1,33 @@
-"""A mixture-of-experts feed-forward: a top-k softmax router, experts run as grouped matmuls, an
-optional shared expert, and the router's auxiliary losses.
+"""The `moe` architecture: a decoder whose feed-forwards are mixtures of experts, and its HF adapter.
 
-Routing follows Hugging Face's `OlmoeSparseMoeBlock` / `Qwen3MoeSparseMoeBlock` exactly: softmax over
-all experts in float32, the top k of those probabilities, optionally renormalised to sum to one
-(OLMoE does not, Qwen3-MoE does), each expert a SwiGLU, the token's output the weighted sum of its
-k experts' outputs. Parameter names and layouts are HF's in-memory ones (`gate.weight` (E, H),
-`experts.gate_up_proj` (E, 2I, H) with the gate half first, `experts.down_proj` (E, H, I)), so a
-block's state dict loads into theirs unchanged; the checkpoint format HF writes to disk (one
-`experts.{e}.gate_proj.weight` ... per expert) is `experts_to_hf` / `experts_from_hf`.
+The block: a top-k softmax router, experts run as grouped matmuls, an optional shared expert, and
+the router's auxiliary losses. Routing follows Hugging Face's `OlmoeSparseMoeBlock` /
+`Qwen3MoeSparseMoeBlock` / `Qwen2MoeSparseMoeBlock` exactly: softmax over all experts in float32, the
+top k of those probabilities, optionally renormalised to sum to one (OLMoE does not, Qwen3-MoE
+does), each expert a SwiGLU, the token's output the weighted sum of its k experts' outputs (plus
+Qwen2-MoE's gated shared expert). Parameter names and layouts are HF's in-memory ones
+(`gate.weight` (E, H), `experts.gate_up_proj` (E, 2I, H) with the gate half first,
+`experts.down_proj` (E, H, I)), so a block's state dict loads into theirs unchanged; the checkpoint
+format HF writes to disk (one `experts.{e}.gate_proj.weight` ... per expert) is `experts_to_hf` /
+`experts_from_hf`.
 
 The experts run without a Python loop over tokens or experts: the (token, slot) pairs are sorted by
 expert id, the sorted rows go through one `torch._grouped_mm` per projection (each expert's rows a
 contiguous group, `offs` the groups' ends), and the results are put back in token order and summed
 with the routing weights. Every step has a fixed shape (T·k rows), so nothing waits on the device
 to learn how many tokens an expert got. On CPU this is the fastest of the vectorised ways measured
-(benchmarks/moe_throughput.py): per-expert padded capacity with `bmm` pays for its padding, and a loop
-over experts is no faster at 8 experts and scales worse.
+(benchmarks/moe_throughput.py, on a quiet machine): per-expert padded capacity with `bmm` pays for
+its padding, and HF's Python loop over experts is no faster at 8 experts and launches a matmul per
+expert on a GPU.
 
 The block returns its output and its auxiliary losses, Switch Transformer's load-balancing loss and
 ST-MoE's router z-loss, weighted but not added to anything: the model sums them over layers, and
 the trainer adds them to the objective and logs each. Each block also counts how many tokens each
 expert got, for the per-expert token fractions the model reports after each step.
+
+The architecture: `MoEConfig`, a `DecoderConfig` whose feed-forward is the block, exported by `MoEHF`
+as `OlmoeForCausalLM`, `Qwen3MoeForCausalLM` or (with the shared expert) `Qwen2MoeForCausalLM`, as its
+`hf_format` says; `MoEDecoder.step_metrics()` reports the experts' load after each step.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from marin.training.models.layers import AttentionConfig, QKNorm, SwiGLUConfig
 @dataclass(frozen=True)
 class MoEFeedForwardConfig:
     """A mixture-of-experts feed-forward: `num_experts` SwiGLU experts of width `expert_dim`, each token
-    routed to `top_k` of them, plus a shared SwiGLU of width `shared_expert_dim` (0: none).
+    routed to `top_k` of them, plus a shared expert of width `shared_expert_dim` (0: none): a SwiGLU
+    every token goes through, its output scaled by sigmoid(w · x) per token (Qwen1.5/2-MoE's).
 
     `normalize_top_k` renormalises the k routing weights to sum to one (HF's `norm_topk_prob`: off in
     OLMoE, on in Qwen3-MoE). The auxiliary losses the block returns are already multiplied by
@@ -81,14 +89,16 @@ class MoEFeedForwardConfig:
         return MoEFeedForward(self)
 
     def num_parameters(self) -> int:
-        """Every parameter: the router, all experts, the shared expert."""
-        h = self.hidden_dim
-        return self.num_experts * h + 3 * h * (self.num_experts * self.expert_dim + self.shared_expert_dim)
+        """Every parameter: the router, all experts, the shared expert and its gate."""
+        return self._router_and_shared() + 3 * self.hidden_dim * self.num_experts * self.expert_dim
 
     def matmul_parameters(self) -> int:
         """The weights one token multiplies by: the router, its top_k experts, the shared expert."""
-        h = self.hidden_dim
-        return self.num_experts * h + 3 * h * (self.top_k * self.expert_dim + self.shared_expert_dim)
+        return self._router_and_shared() + 3 * self.hidden_dim * self.top_k * self.expert_dim
+
+    def _router_and_shared(self) -> int:
+        h, shared = self.hidden_dim, self.shared_expert_dim
+        return self.num_experts * h + (3 * h * shared + h if shared else 0)
 
 
 def load_balancing_loss(probs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -198,9 +208,10 @@ class MoEFeedForward(nn.Module):
         self.config = config
         self.gate = TopKRouter(config.hidden_dim, config.num_experts, config.top_k, config.normalize_top_k)
         self.experts = GroupedExperts(config.hidden_dim, config.expert_dim, config.num_experts)
-        # DeepSeek-MoE's shared expert: a SwiGLU every token goes through beside its routed experts
+        # Qwen2-MoE's shared expert: a SwiGLU every token goes through, gated per token
         shared = config.shared_expert_dim
         self.shared_expert = SwiGLUConfig(config.hidden_dim, shared).build() if shared else None
+        self.shared_expert_gate = nn.Linear(config.hidden_dim, 1, bias=False) if shared else None
         self.routed_counts: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -211,7 +222,7 @@ class MoEFeedForward(nn.Module):
         counts = expert_counts(experts, config.num_experts)
         out = self.experts(flat, weights, experts, counts)
         if self.shared_expert is not None:
-            out = out + self.shared_expert(flat)
+            out = out + torch.sigmoid(self.shared_expert_gate(flat)) * self.shared_expert(flat)
         if self.training:
             self.routed_counts = counts if self.routed_counts is None else self.routed_counts + counts
         aux = {
@@ -268,18 +279,22 @@ def experts_from_hf(
 
 class MoEFormat(StrEnum):
     """The Hugging Face class a `MoEConfig` exports as, which fixes where attention normalises its
-    queries and keys. OLMOE: `OlmoeForCausalLM`, QK-norm over the whole projection. QWEN3_MOE:
-    `Qwen3MoeForCausalLM`, QK-norm per head."""
+    queries and keys, and whether there is a shared expert. OLMOE: `OlmoeForCausalLM`, QK-norm over
+    the whole projection. QWEN3_MOE: `Qwen3MoeForCausalLM`, QK-norm per head. QWEN2_MOE:
+    `Qwen2MoeForCausalLM`, no QK-norm, and a shared expert (`shared_expert_dim` > 0), which the other
+    two classes have no place for."""
 
     OLMOE = "olmoe"
     QWEN3_MOE = "qwen3_moe"
+    QWEN2_MOE = "qwen2_moe"
 
 
-_QK_NORM = {MoEFormat.OLMOE: QKNorm.FULL, MoEFormat.QWEN3_MOE: QKNorm.HEAD}
+_QK_NORM = {MoEFormat.OLMOE: QKNorm.FULL, MoEFormat.QWEN3_MOE: QKNorm.HEAD, MoEFormat.QWEN2_MOE: QKNorm.NONE}
 
 
 class MoEHF(DecoderHF):
-    """The MoE's Hugging Face adapter: `OlmoeForCausalLM` or `Qwen3MoeForCausalLM` by `hf_format`.
+    """The MoE's Hugging Face adapter: `OlmoeForCausalLM`, `Qwen3MoeForCausalLM` or
+    `Qwen2MoeForCausalLM`, by `hf_format`.
 
     Our expert banks (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`) are stored as HF's
     checkpoints store them, one `mlp.experts.{e}.{gate,up,down}_proj.weight` per expert; on load,
@@ -289,19 +304,12 @@ class MoEHF(DecoderHF):
     CLASSES = {
         MoEFormat.OLMOE: ("OlmoeForCausalLM", "OlmoeConfig"),
         MoEFormat.QWEN3_MOE: ("Qwen3MoeForCausalLM", "Qwen3MoeConfig"),
+        MoEFormat.QWEN2_MOE: ("Qwen2MoeForCausalLM", "Qwen2MoeConfig"),
     }
 
     def __init__(self) -> None:
         super().__init__("olmoe", "OlmoeForCausalLM", "OlmoeConfig")
         self.model_types = tuple(str(f) for f in MoEFormat)
-
-    def config_json(self, config: Any, *, eos_id: int | None = None, bos_id: int | None = None) -> dict:
-        if config.shared_expert_dim:
-            raise TrainingConfigError(
-                "MoEConfig.shared_expert_dim: neither OlmoeForCausalLM nor Qwen3MoeForCausalLM has a shared "
-                "expert, so this model has no Hugging Face export; set shared_expert_dim=0 to export"
-            )
-        return super().config_json(config, eos_id=eos_id, bos_id=bos_id)
 
     def classes(self, config: Any) -> tuple[str, str]:
         return self.CLASSES[config.hf_format]
@@ -313,16 +321,20 @@ class MoEHF(DecoderHF):
             norm_topk_prob=config.normalize_top_k,
             router_aux_loss_coef=config.load_balancing_coef,
         )
-        if config.hf_format == MoEFormat.QWEN3_MOE:
+        if config.hf_format != MoEFormat.OLMOE:  # the Qwen classes could mix in dense layers; ours has none
             kwargs |= dict(
                 moe_intermediate_size=config.intermediate_dim, decoder_sparse_step=1, mlp_only_layers=[]
             )
+        if config.hf_format == MoEFormat.QWEN2_MOE:
+            kwargs |= dict(shared_expert_intermediate_size=config.shared_expert_dim, qkv_bias=False)
         return kwargs
 
     def from_config_json(self, hf: Mapping[str, Any]) -> Any:
         kind = hf.get("model_type")
         where = f"Hugging Face {kind} config"
-        if kind == MoEFormat.QWEN3_MOE:
+        if kind in (MoEFormat.QWEN3_MOE, MoEFormat.QWEN2_MOE):
+            if kind == MoEFormat.QWEN2_MOE and hf.get("qkv_bias", True):
+                raise TrainingConfigError(f"{where} has q, k and v biases (qkv_bias); ours has none")
             if hf.get("mlp_only_layers") or int(hf.get("decoder_sparse_step", 1)) != 1:
                 raise TrainingConfigError(
                     f"{where} has dense layers (mlp_only_layers / decoder_sparse_step); ours are all MoE"
@@ -343,6 +355,9 @@ class MoEHF(DecoderHF):
             normalize_top_k=bool(hf.get("norm_topk_prob", False)),
             load_balancing_coef=float(hf.get("router_aux_loss_coef", 0.01)),
             hf_format=MoEFormat(hf["model_type"]),
+            shared_expert_dim=int(hf["shared_expert_intermediate_size"])
+            if hf["model_type"] == "qwen2_moe"
+            else 0,
         )
 
     def to_hf_state_dict(self, config: Any, weights: Mapping[str, Any]) -> dict:
@@ -368,11 +383,11 @@ class MoEConfig(DecoderConfig):
     """A decoder whose every feed-forward is a mixture of experts (the shared fields are `DecoderConfig`'s).
 
     `intermediate_dim` is one expert's width; each token goes to `top_k` of `num_experts` experts
-    (plus a shared expert of width `shared_expert_dim`, if not 0). `normalize_top_k` is HF's
-    `norm_topk_prob`. `load_balancing_coef` and `router_z_coef` weight the mean over layers of each
-    layer's load-balancing loss and router z-loss, so their meaning does not depend on depth
-    (`load_balancing_coef` is HF's `router_aux_loss_coef`; HF's classes have no z-loss).
-    `hf_format` picks the Hugging Face class of the export (`MoEFormat`); a shared expert has none.
+    (plus a gated shared expert of width `shared_expert_dim`, if not 0: `hf_format="qwen2_moe"`).
+    `normalize_top_k` is HF's `norm_topk_prob`. `load_balancing_coef` and `router_z_coef` weight the
+    mean over layers of each layer's load-balancing loss and router z-loss, so their meaning does not
+    depend on depth (`load_balancing_coef` is HF's `router_aux_loss_coef`; HF's classes have no z-loss).
+    `hf_format` picks the Hugging Face class of the export and with it the QK-norm (`MoEFormat`).
     """
 
     architecture: ClassVar[str] = "moe"
@@ -394,6 +409,12 @@ class MoEConfig(DecoderConfig):
                 f"MoEConfig.intermediate_dim={self.intermediate_dim} (each expert's width) must be a multiple of 8"
             )
         self.feed_forward()  # checks the router and expert shapes
+        if (self.hf_format == MoEFormat.QWEN2_MOE) != bool(self.shared_expert_dim):
+            raise TrainingConfigError(
+                f"MoEConfig: shared_expert_dim={self.shared_expert_dim} with hf_format='{self.hf_format}': a "
+                "shared expert is Qwen2-MoE's (hf_format='qwen2_moe', whose class always has one); OLMoE and "
+                "Qwen3-MoE have none"
+            )
         if self.hf_format == MoEFormat.OLMOE and self.attention_head_dim * self.num_heads != self.hidden_dim:
             raise TrainingConfigError(
                 f"MoEConfig: hf_format='olmoe' needs head_dim × num_heads = hidden_dim (OLMoE's QK-norm "

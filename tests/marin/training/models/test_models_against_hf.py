@@ -40,6 +40,9 @@ CASES = {
         normalize_top_k=True,
         hf_format="qwen3_moe",
     ),
+    "moe-qwen2-shared-expert": MoEConfig(
+        **SHAPE | {"intermediate_dim": 32}, num_kv_heads=2, shared_expert_dim=48, hf_format="qwen2_moe"
+    ),
 }
 
 

@@ -90,17 +90,6 @@ def test_one_layer_aux_loss_equals_hf_olmoes_and_the_coefficient_weights_the_mea
     assert weights == {(0.5 / 4, 0.2 / 4)}  # the layers' sum is the coefficient times their mean
 
 
-def test_a_shared_expert_trains_but_has_no_hugging_face_class(tmp_path):
-    config = MoEConfig(**SHAPE, shared_expert_dim=24)
-    model = config.build()
-    tokens = torch.randint(0, 97, (2, 8))
-    loss, aux = model(tokens, tokens)
-    (loss + sum(aux.values())).backward()
-    assert model.layers[0].mlp.shared_expert.down_proj.weight.grad is not None
-    with pytest.raises(TrainingConfigError, match="shared_expert_dim"):
-        export_hf(model, config, str(tmp_path))
-
-
 def test_hf_configs_ours_cannot_hold_are_refused_naming_the_field():
     qwen = transformers.Qwen3MoeConfig(
         hidden_size=32, moe_intermediate_size=16, num_experts=4, num_attention_heads=4, mlp_only_layers=[1]
@@ -116,6 +105,13 @@ def test_hf_configs_ours_cannot_hold_are_refused_naming_the_field():
         MoEConfig(**SHAPE, head_dim=16)
     with pytest.raises(TrainingConfigError, match="intermediate_dim"):
         MoEConfig(**SHAPE | {"intermediate_dim": 20})
+    with pytest.raises(TrainingConfigError, match="qwen2_moe"):  # only Qwen2-MoE's class has a shared expert
+        MoEConfig(**SHAPE, shared_expert_dim=24)
+    with pytest.raises(TrainingConfigError, match="shared_expert_dim=0"):
+        MoEConfig(**SHAPE, hf_format="qwen2_moe")
+    biased = transformers.Qwen2MoeConfig(hidden_size=32, moe_intermediate_size=16, num_attention_heads=4)
+    with pytest.raises(TrainingConfigError, match="qkv_bias"):
+        config_from_hf(biased.to_dict())
 
 
 STEPS = 10

@@ -1,6 +1,7 @@
-"""The MoE feed-forward block against Hugging Face's: with the same weights it gives OLMoE's and
-Qwen3-MoE's outputs and gradients, HF's load-balancing loss and Switch Transformer's z-loss, and its
-per-expert weights round-trip through the layout HF checkpoints store."""
+"""The MoE feed-forward block against Hugging Face's: with the same weights it gives OLMoE's,
+Qwen3-MoE's and (with its shared expert) Qwen2-MoE's outputs and gradients, HF's load-balancing loss
+and Switch Transformer's z-loss, and its per-expert weights round-trip through the layout HF
+checkpoints store."""
 
 from __future__ import annotations
 
@@ -9,25 +10,32 @@ import torch
 import transformers
 from safetensors.torch import load_file
 from transformers.models.olmoe.modeling_olmoe import OlmoeSparseMoeBlock, load_balancing_loss_func
+from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
 from transformers.models.switch_transformers.modeling_switch_transformers import router_z_loss_func
 
 from marin.training.errors import TrainingConfigError
 from marin.training.models.moe import MoEFeedForward, MoEFeedForwardConfig, experts_from_hf, experts_to_hf
 
-HIDDEN, EXPERT_DIM, EXPERTS, TOP_K = 32, 48, 8, 2
+HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, SHARED = 32, 48, 8, 2, 16
 
 
 def _hf_block(kind: str) -> torch.nn.Module:
-    """A randomly initialised HF block; OLMoE keeps the raw top-k probabilities, Qwen3-MoE renormalises."""
+    """A randomly initialised HF block; OLMoE keeps the raw top-k probabilities, Qwen3-MoE renormalises,
+    Qwen2-MoE adds a gated shared expert of width SHARED."""
     common = dict(
         hidden_size=HIDDEN, num_experts=EXPERTS, num_experts_per_tok=TOP_K, experts_implementation="eager"
     )
     if kind == "olmoe":
         block = OlmoeSparseMoeBlock(transformers.OlmoeConfig(intermediate_size=EXPERT_DIM, **common))
-    else:
+    elif kind == "qwen3_moe":
         config = transformers.Qwen3MoeConfig(moe_intermediate_size=EXPERT_DIM, norm_topk_prob=True, **common)
         block = Qwen3MoeSparseMoeBlock(config)
+    else:
+        config = transformers.Qwen2MoeConfig(
+            moe_intermediate_size=EXPERT_DIM, shared_expert_intermediate_size=SHARED, **common
+        )
+        block = Qwen2MoeSparseMoeBlock(config)
     torch.manual_seed(0)
     with torch.no_grad():
         for p in block.parameters():
@@ -42,13 +50,14 @@ def _config(**kwargs) -> MoEFeedForwardConfig:
     )
 
 
-def _ours_like(hf: torch.nn.Module, **kwargs) -> MoEFeedForward:
-    ours = _config(normalize_top_k=hf.gate.norm_topk_prob, **kwargs).build()
-    ours.load_state_dict(hf.state_dict(), strict=not kwargs)
+def _ours_like(hf: torch.nn.Module) -> MoEFeedForward:
+    shared = hf.shared_expert.gate_proj.out_features if hasattr(hf, "shared_expert") else 0
+    ours = _config(normalize_top_k=hf.gate.norm_topk_prob, shared_expert_dim=shared).build()
+    ours.load_state_dict(hf.state_dict())
     return ours
 
 
-@pytest.mark.parametrize("kind", ["olmoe", "qwen3_moe"])
+@pytest.mark.parametrize("kind", ["olmoe", "qwen3_moe", "qwen2_moe"])
 def test_block_gives_hf_outputs_and_gradients_in_float32(kind):
     hf = _hf_block(kind)
     ours = _ours_like(hf)
@@ -130,18 +139,6 @@ def test_experts_no_token_chooses_contribute_nothing_and_match_hf():
     torch.testing.assert_close(got, hf(x.unsqueeze(0)).squeeze(0), rtol=0, atol=1e-5)
 
 
-def test_a_shared_expert_adds_a_dense_swiglu_to_the_routed_output():
-    hf = _hf_block("olmoe")
-    ours = _ours_like(hf, shared_expert_dim=16)
-    torch.nn.init.normal_(ours.shared_expert.gate_proj.weight)
-    torch.nn.init.normal_(ours.shared_expert.up_proj.weight)
-    torch.nn.init.normal_(ours.shared_expert.down_proj.weight)
-    x = torch.randn(1, 9, HIDDEN, generator=torch.Generator().manual_seed(5))
-    s = ours.shared_expert
-    dense = s.down_proj(torch.nn.functional.silu(s.gate_proj(x)) * s.up_proj(x))
-    torch.testing.assert_close(ours(x)[0], hf(x) + dense, rtol=0, atol=1e-5)
-
-
 def test_bfloat16_block_runs_forward_and_backward():
     ours = _ours_like(_hf_block("olmoe")).to(torch.bfloat16)
     x = torch.randn(4, 8, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
@@ -197,7 +194,7 @@ def test_bad_block_shapes_are_refused_naming_the_field():
 
 
 def test_parameter_counts_match_the_module_and_count_top_k_experts_as_active():
-    config = MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, shared_expert_dim=16)
+    config = MoEFeedForwardConfig(HIDDEN, EXPERT_DIM, EXPERTS, TOP_K, shared_expert_dim=SHARED)
     assert config.num_parameters() == sum(p.numel() for p in config.build().parameters())
     per_expert = 3 * HIDDEN * EXPERT_DIM
     assert config.num_parameters() - config.matmul_parameters() == (EXPERTS - TOP_K) * per_expert
