@@ -43,7 +43,7 @@ nano_tinystories_model = train_lm(
 
 nano_tinystories_eval = evaluate(
     name="evaluations/marin-nano-tinystories",
-    model_step=nano_tinystories_model,
+    model=nano_tinystories_model,
     datasets=[tinystories_tokenized],
     harness_tasks=("marin_story_endings",),
     prompts=("Once upon a time",),

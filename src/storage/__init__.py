@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         list_names,
         move,
         remove_matching,
+        walk_file_details,
         walk_files,
     )
     from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many
@@ -117,6 +118,7 @@ _LAZY = {
         "list_names",
         "move",
         "remove_matching",
+        "walk_file_details",
         "walk_files",
     ),
     "storage.overlap": (
@@ -203,6 +205,7 @@ __all__ = [
     "strip_compression",
     "temp_pattern",
     "upload",
+    "walk_file_details",
     "walk_files",
     "write_atomic",
     "write_bytes",
