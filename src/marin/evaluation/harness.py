@@ -27,7 +27,7 @@ from marin.evaluation.story_endings import story_ending_items
 from marin.evaluation.suites import Task
 
 OWN_DIR = "marin"  # a Task's harness_dir for our own tasks: the rendered templates of this run
-_TASK_LINE = re.compile(r"^task:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
+_TASK_LINE = re.compile(r"^['\"]?task['\"]?:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
 
 OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")
 SAMPLES_PER_TASK = 100  # per-sample records kept of each task; the metrics still cover every item
@@ -181,6 +181,7 @@ def write_task_files(tasks: Sequence[Task], tasks_dir: str) -> None:
             config["num_fewshot"] = task.shots
         if task.dataset_path is not None:
             config["dataset_path"] = task.dataset_path
+        config.update(task.overrides)
         storage.write_atomic(storage.join(tasks_dir, f"{task.name}.yaml"), _yaml(config))
 
 

@@ -11,7 +11,9 @@ all of it enters an evaluation's key:
   with letters and the model scores the letters), or `perplexity` (whole documents);
 - `metric` (what the suite aggregates) and `chance` (a random guesser's expected value of it);
 - `dataset_path`: None for the hub dataset the harness names, or another path (a local folder in
-  the same schema, as the tests use): `Suite.with_dataset_paths`.
+  the same schema, as the tests use): `Suite.with_dataset_paths`;
+- `overrides`: harness config fields set over its YAML, where the YAML cannot run as the suite
+  needs (agieval's answer key renders as a list, which the harness's few-shot builder refuses).
 
 Suites: `core` (the DCLM CORE tasks with the shot counts upstream Marin uses; aggregate: the mean
 of chance-centred accuracy, `(acc - chance) / (1 - chance)`), `mmlu_0shot` and `mmlu_5shot` (the 57
@@ -60,6 +62,7 @@ class Task:
     chance: float | None
     dataset: str  # the hub dataset the harness task reads ("" when not known)
     dataset_path: str | None = None  # None: `dataset` from the hub
+    overrides: tuple[tuple[str, str], ...] = ()  # harness config fields set over its YAML
 
 
 @dataclass(frozen=True)
@@ -107,14 +110,26 @@ def unknown(kind: str, name: str, known: list[str], where: str = "") -> str:
 
 
 def _core() -> Suite:
-    def task(name, harness, folder, shots, fmt, metric, chance, dataset):
-        return Task(name, harness, folder, shots, fmt, metric, chance, dataset)
+    def task(name, harness, folder, shots, fmt, metric, chance, dataset, overrides=()):
+        return Task(name, harness, folder, shots, fmt, metric, chance, dataset, overrides=overrides)
+
+    first_gold = (("doc_to_target", "{{gold[0]}}"),)
 
     c, mc = PromptFormat.CLOZE, PromptFormat.MULTIPLE_CHOICE
     return Suite(
         "core",
         (
-            task("agieval_lsat_ar", "agieval_lsat_ar", "agieval", 3, mc, "acc", 0.2, "hails/agieval-lsat-ar"),
+            task(
+                "agieval_lsat_ar",
+                "agieval_lsat_ar",
+                "agieval",
+                3,
+                mc,
+                "acc",
+                0.2,
+                "hails/agieval-lsat-ar",
+                first_gold,
+            ),
             task("arc_easy", "arc_easy", "arc", 10, c, "acc_norm", 0.25, "allenai/ai2_arc"),
             task("arc_challenge", "arc_challenge", "arc", 10, c, "acc_norm", 0.25, "allenai/ai2_arc"),
             task("boolq", "boolq", "super_glue/boolq", 10, c, "acc", 0.5, "aps/super_glue"),
