@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from marin.data.file_documents import ShardStats
 from marin.data.sources import SourceConfig, iter_documents
@@ -17,6 +17,9 @@ class TrainTokenizerConfig:
 
     `kind` is the algorithm: byte-level BPE, the only one there is.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("min_frequency",)
 
     input: SourceConfig
     vocab_size: int

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import orjson
@@ -60,6 +61,17 @@ class EvalOptions:
     `bootstrap_seed` set the resampling behind every interval (see `marin.evaluation.stats`).
     """
 
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "harness_tasks",
+        "harness_stories",
+        "harness_items",
+        "prompts",
+        "sampling",
+        "max_length",
+        "max_documents",
+    )
+
     harness_tasks: tuple[str, ...] = ()
     harness_stories: TextDataset | None = None  # None: the tail of the embedded story corpus
     harness_items: int = 50
@@ -84,6 +96,8 @@ class EvaluationConfig(EvalOptions):
     The step's key is `marin.execution.keyed.hash_attrs_of(config)`: every field but `batch_size`;
     a suite enters with every setting of every task.
     """
+
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*EvalOptions.KEYED_AT_DEFAULT, "datasets")
 
     model: ModelSource
     datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
