@@ -89,9 +89,8 @@ def test_every_task_setting_is_in_the_evaluation_key():
         "metric": "acc_norm",
         "chance": 0.25,
         "dataset": "Rowan/hellaswag",
-        "dataset_path": None,
-        "overrides": [],
-    }
+    }  # dataset_path and overrides at their defaults stay out of the key
+    assert keyed["tasks"][0]["overrides"] == [["doc_to_target", "{{gold[0]}}"]]
     fewer = SUITES["core"].only("arc_easy")
     assert (
         lower(evaluate("eval/core", model=model, suite=fewer)).hash_attrs
