@@ -1,4 +1,4 @@
-"""The evaluation pages: every evaluation's scores, and one evaluation's results and samples."""
+"""The evaluation pages: models side by side per metric with their intervals, and one evaluation's results."""
 
 from __future__ import annotations
 
@@ -8,27 +8,81 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from marin.evaluation.compare import interval, number
 from marin.ui import data as data_pages
-from marin.ui.index import RESULTS_FILE, Entry
+from marin.ui.index import RESULTS_FILE, Entry, artifact_of
 from marin.ui.paths import NotFound, is_dir, read_json_capped, resolve
 from marin.ui.site import Site
 
 HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
 
 
+_LOWER_IS_BETTER = ("bpb", "loss", "perplexity", "bits_per_byte")
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a larger value of `metric` is better (accuracies) or worse (losses, perplexities, bpb)."""
+    last = metric.rsplit("/", 1)[-1]
+    return not any(word in last for word in _LOWER_IS_BETTER) and last not in ("bpb", "loss")
+
+
 def evals(site: Site, request: Request) -> HTMLResponse:
-    rows = []
+    """Every evaluation's headline, then each metric with the models side by side, ranked by the interval's
+    worse end (the lower bound when higher is better), each with its interval drawn as a bar."""
+    from marin.evaluation.compare import Evaluated, metrics_of, ranked
+
+    rows, evaluated = [], []
     for e in site.index.entries(include_superseded=False):
-        if e.kind == "eval":
-            results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
-            rows.append(
-                {
-                    "entry": e,
-                    "perplexity": results.get("perplexity") or {},
-                    "harness": results.get("harness") or {},
-                }
-            )
-    return site.render("evals.html", request, rows=rows)
+        if e.kind != "eval":
+            continue
+        results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
+        metrics = metrics_of(results) if isinstance(results, dict) else {}
+        model = (results.get("model") or {}).get("label", "") if isinstance(results, dict) else ""
+        artifact = artifact_of(e.row.path)
+        result = artifact.result if artifact is not None and isinstance(artifact.result, dict) else {}
+        headline = result.get("headline") or {}
+        rows.append({"entry": e, "model": model, "headline": headline})
+        evaluated.append((e, model, Evaluated(e.row.name, e.row.path, {}, metrics)))
+    groups = []
+    by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
+    for metric in dict.fromkeys(m for _, _, ev in evaluated for m in ev.metrics):
+        better_high = higher_is_better(metric)
+        order = ranked([ev for _, _, ev in evaluated], metric, better_high)
+        shown = [ev.metrics[metric] for ev in order]
+        ends = [
+            x for m in shown for x in (m.get("ci95") or [m.get("value")] * 2) if isinstance(x, (int, float))
+        ]
+        lo, hi = (min(ends), max(ends)) if ends else (0.0, 1.0)
+        span = (hi - lo) or 1.0
+        groups.append(
+            {
+                "metric": metric,
+                "higher_is_better": better_high,
+                "rows": [
+                    {
+                        "entry": by_path[ev.path][0],
+                        "model": by_path[ev.path][1],
+                        "metric": m,
+                        "bar": _bar(m, lo, span),
+                    }
+                    for ev, m in zip(order, shown, strict=True)
+                ],
+                "axis": (lo, hi),
+            }
+        )
+    return site.render("evals.html", request, rows=rows, groups=groups, num=number, interval=interval)
+
+
+def _bar(metric: dict, lo: float, span: float) -> dict | None:
+    """Where the interval and the value sit on the group's axis, in percent (None without an interval)."""
+    ci, value = metric.get("ci95"), metric.get("value")
+    if not ci or not isinstance(value, (int, float)) or ci[0] is None or ci[1] is None:
+        return None
+    return {
+        "lo": 100 * (ci[0] - lo) / span,
+        "width": max(0.5, 100 * (ci[1] - ci[0]) / span),
+        "value": 100 * (value - lo) / span,
+    }
 
 
 def evaluation(site: Site, request: Request) -> HTMLResponse:
@@ -43,6 +97,8 @@ def evaluation(site: Site, request: Request) -> HTMLResponse:
         results=results,
         samples_page=f"/data/{quote(entry.rel)}/samples.jsonl",
         harness_samples=harness_samples_of(site, entry, results),
+        num=number,
+        interval=interval,
     )
 
 
