@@ -14,6 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 RUN = "marin run experiments/tutorials/compare_models.py"
 COMPARE = "marin compare evaluations/nano-lr6e-4 evaluations/nano-lr6e-3"
+COMPARE_JSON = "marin compare evaluations/nano-lr6e-4 evaluations/nano-lr6e-3 --format json"
+COMPARE_CSV = "marin compare evaluations/nano-lr6e-4 evaluations/nano-lr6e-3 --format csv"
 
 
 def _sh(command: str, prefix: Path) -> subprocess.CompletedProcess:
@@ -52,12 +54,12 @@ def test_compare_shows_the_differing_parameter_metrics_with_intervals_and_paired
 
 
 def test_compare_writes_csv_and_json(prefix):
-    as_json = json.loads(_sh(f"{COMPARE} --format json", prefix).stdout)
+    as_json = json.loads(_sh(COMPARE_JSON, prefix).stdout)
     assert [e["label"].split("-")[1] for e in as_json["evaluations"]] == ["lr6e", "lr6e"]
     assert as_json["params"]["model.optimizer.learning_rate"] == [0.0006, 0.006]
     difference = next(d for d in as_json["differences"] if d["metric"] == "bpb")
     assert difference["significant"] and difference["ci95"][0] > 0 and difference["n"] > 0
-    rows = list(csv.DictReader(io.StringIO(_sh(f"{COMPARE} --format csv", prefix).stdout)))
+    rows = list(csv.DictReader(io.StringIO(_sh(COMPARE_CSV, prefix).stdout)))
     assert {r["kind"] for r in rows} == {"param", "metric", "difference"}
     assert any(
         r["kind"] == "metric" and r["name"] == "bpb" and float(r["ci95_lo"]) < float(r["value"]) for r in rows

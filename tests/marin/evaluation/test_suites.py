@@ -183,3 +183,13 @@ def test_unknown_suite_or_task_names_the_nearest():
         suite("core").only("arc_eazy")
     with pytest.raises(SuiteError, match="harness_tasks: unknown task 'hellaswog'.*did you mean 'hellaswag'"):
         evaluate("eval/x", model=StepSpec("checkpoints/m", lambda: None), harness_tasks=("hellaswog",))
+
+
+def test_the_docs_suites_table_is_the_suites():
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "evaluation.md").read_text()
+    rows = re.findall(r"^\| `core` \| `(\w+)` \| (\d+) \| ([\w ]+) \| (\w+) \| ([\d.]+) \|$", doc, re.M)
+    documented = {
+        name: (int(shots), fmt.replace(" ", "_"), metric, float(chance))
+        for name, shots, fmt, metric, chance in rows
+    }
+    assert documented == {t.name: (t.shots, t.format.value, t.metric, t.chance) for t in SUITES["core"].tasks}
