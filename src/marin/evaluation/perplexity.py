@@ -105,12 +105,20 @@ def score_documents(
             for row, w in enumerate(batch):
                 ids[row, : len(w.inputs)] = torch.tensor(w.inputs, dtype=torch.long)
             # Right padding needs no attention mask: a causal model never looks ahead at the pad.
-            logprobs = torch.log_softmax(model(ids.to(device)).logits.float(), dim=-1)
-            for row, w in enumerate(batch):
-                n, p = len(w.inputs), len(w.targets)
-                target = torch.tensor(w.targets, dtype=torch.long, device=device)
-                picked = logprobs[row, n - p : n].gather(-1, target[:, None])
-                nll[w.doc_index] -= float(picked.double().sum())
+            logits = model(ids.to(device)).logits
+            # Only the positions that score a target are normalised (not the padding, nor the
+            # context of a later window); one transfer per batch, not one per row.
+            scored = torch.cat(
+                [logits[row, len(w.inputs) - len(w.targets) : len(w.inputs)] for row, w in enumerate(batch)]
+            )
+            targets = torch.tensor([t for w in batch for t in w.targets], dtype=torch.long, device=device)
+            per_token = torch.nn.functional.cross_entropy(scored.float(), targets, reduction="none").double()
+            bounds = torch.tensor([0] + [len(w.targets) for w in batch]).cumsum(0).tolist()
+            sums = torch.stack(
+                [per_token[a:b].sum() for a, b in zip(bounds, bounds[1:], strict=False)]
+            ).tolist()
+            for w, value in zip(batch, sums, strict=True):
+                nll[w.doc_index] += value
     return [
         DocumentScore(d.dataset, d.domain, nll[i], len(token_lists[i]), d.num_bytes)
         for i, d in enumerate(docs)
