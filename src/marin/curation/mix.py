@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from marin.curation.dedup import position
 from marin.curation.documents import CurationStats, InputShard, read_records, resolve_inputs, write_output
-from marin.curation.steps import finish, run_shards
+from marin.curation.steps import check_not_empty, finish, run_shards
 from marin.execution.keyed import NOT_KEY, key_fields
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class MixConfig:
     text_key: str = "text"
     bad_records: str = "fail"
     zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)  # inputs that yield no document succeed
     kind: str = field(default="mix", init=False)
 
     def describe(self) -> dict:
@@ -108,6 +109,8 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
     shortfall = {}
     for i, (spec, _w) in enumerate(config.inputs):
         candidates = [c for k, cs in enumerate(per_shard) if owner[k] == i for c in cs]
+        if shares[i]:  # an input whose share rounds to 0 is asked for nothing
+            check_not_empty(len(candidates), (spec,), config.allow_empty)
         chosen = heapq.nsmallest(shares[i], candidates)
         selected.update(p for _, p in chosen)
         if len(chosen) < shares[i]:
@@ -121,4 +124,6 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
         results,
         output_path,
         {"shares": dict(zip([s for s, _ in config.inputs], shares, strict=False)), "shortfall": shortfall},
+        inputs=[s for s, _ in config.inputs],
+        allow_empty=config.allow_empty,
     )

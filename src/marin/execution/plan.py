@@ -111,8 +111,12 @@ class Plan(msgspec.Struct):
     steps: list[PlannedStep]
     index: dict[int, int] = msgspec.field(default_factory=dict)  # id(spec) -> position
 
-    def of(self, spec: StepSpec) -> PlannedStep:
-        """The planned step for a spec of this plan."""
+    def of(self, spec: StepSpec | Any) -> PlannedStep:
+        """The planned step for a spec (or a lazy handle) of this plan."""
+        if not isinstance(spec, StepSpec):
+            from marin.execution.lazy import lower
+
+            spec = lower(spec)
         return self.steps[self.index[id(spec)]]
 
     def counts(self) -> dict[str, int]:

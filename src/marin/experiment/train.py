@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import storage
-from fray.cluster import ResourceConfig, TpuConfig
+from fray.cluster import TpuConfig
 from marin.execution.context import current
-from marin.execution.keyed import NOT_KEY, hash_attrs_of
-from marin.execution.lazy import LazyStep, lower
+from marin.execution.keyed import hash_attrs_of
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.mixture import Mixture
 from marin.training.checkpoint import CHECKSUMS
 from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
@@ -67,39 +68,14 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
     return run_job(job, config.num_processes)
 
 
-class Mixture(Mapping):
-    """The datasets of a train step and their weights: an immutable, hashable, ordered mapping."""
-
-    def __init__(self, pairs: Mapping[Any, float]):
-        self._pairs = tuple((handle, float(weight)) for handle, weight in pairs.items())
-        self._weights = dict(self._pairs)
-
-    def __getitem__(self, handle: Any) -> float:
-        return self._weights[handle]
-
-    def __iter__(self) -> Iterator[Any]:
-        return (handle for handle, _ in self._pairs)
-
-    def __len__(self) -> int:
-        return len(self._pairs)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mixture) and self._pairs == other._pairs
-
-    def __hash__(self) -> int:
-        return hash(self._pairs)
-
-    def __repr__(self) -> str:
-        return f"Mixture({dict(self._pairs)!r})"
-
-
 @dataclass(frozen=True)
-class TrainLm(TrainConfig):
+class TrainLm(TrainConfig, StepOptions):
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
     `train_lm` is this class: its parameters are `name`, then, by keyword, every field of
     `marin.training.config.TrainConfig` (the run: model, optimizer, batch_size, seq_len,
-    num_train_steps, seed, steps_per_eval, ...; see its docstring) and the step's own wiring below.
+    num_train_steps, seed, steps_per_eval, ...; see its docstring), the `StepOptions` every step has
+    (version, adopt, resources) and the step's own wiring below.
     Declared once there, they need no list here, and editors complete and type-check the call like
     any dataclass's. A train step's cache key is the TrainConfig's key fields (those not marked
     execution-only) plus its datasets' steps and weights and its `init_from` source.
@@ -120,13 +96,10 @@ class TrainLm(TrainConfig):
     step's output path without training.
     """
 
-    name: str
+    helper: ClassVar[str] = "train_lm"
     _: KW_ONLY
     datasets: Mapping[TokenizedData, float]
-    resources: ResourceConfig | None = field(default=None, metadata=NOT_KEY)
-    version: str | None = None
     init_from: TrainLm | StepSpec | LazyStep | str | os.PathLike | None = None
-    adopt: bool = False  # take an existing run folder at the output path (see StepSpec.adopt)
 
     def __post_init__(self) -> None:
         name = self.name
@@ -138,10 +111,6 @@ class TrainLm(TrainConfig):
             raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
         object.__setattr__(self, "datasets", _mixture(name, self.datasets))
         object.__setattr__(self, "init_from", _init_source(name, self.init_from))
-        if self.resources is not None and not isinstance(self.resources, ResourceConfig):
-            raise TrainingConfigError(
-                f"train_lm {name!r}: resources must be a fray ResourceConfig, got {type(self.resources).__name__}"
-            )
         if self.resources is not None and isinstance(self.resources.device, TpuConfig):
             raise TrainingConfigError(
                 f"train_lm {name!r}: resources ask for a TPU ({self.resources.device.type}), and marin's trainer "
@@ -193,14 +162,11 @@ class TrainLm(TrainConfig):
             hash_attrs["init_from"] = {"path": self.init_from}
         return StepSpec(
             inputs=_init_weight_inputs(self.init_from) if isinstance(self.init_from, str) else (),
-            name=self.name,
             fn=functools.partial(run_train_step, step_config),
             deps=deps,
             hash_attrs=hash_attrs,
-            version=self.version,
-            resources=self.resources,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
-            adopt=self.adopt,
+            **self.spec_options(),
         )
 
 

@@ -289,6 +289,50 @@ def load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer
     set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"])
 
 
+class Checkpointer:
+    """A run's checkpoints under `directory`, in the one format its parallelism calls for.
+
+    `sharded=False`: the whole format (safetensors), written by rank 0 alone: under DDP every rank
+    holds the same state. `sharded=True` (FSDP): `torch.distributed.checkpoint`, every rank writing
+    its own shards. Either loads at any world size. `save` is collective: every rank calls it, and
+    it returns when the checkpoint is in place.
+    """
+
+    def __init__(self, directory: str, *, sharded: bool, keep_last_k: int | None):
+        self.directory, self.sharded, self.keep_last_k = directory, sharded, keep_last_k
+
+    def save(self, *, model: nn.Module, optimizer: torch.optim.Optimizer, state: TrainState) -> str:
+        """Write the checkpoint of `state.step` (pruning beyond `keep_last_k`); its path."""
+        import torch.distributed as dist
+
+        distributed = dist.is_initialized() and dist.get_world_size() > 1
+        if self.sharded:
+            return save_sharded_checkpoint(
+                self.directory, model=model, optimizer=optimizer, state=state, keep_last_k=self.keep_last_k
+            )
+        path = storage.join(self.directory, step_name(state.step))
+        if not distributed or dist.get_rank() == 0:
+            path = save_checkpoint(
+                self.directory, model=model, optimizer=optimizer, state=state, keep_last_k=self.keep_last_k
+            )
+        if distributed:
+            dist.barrier()
+        return path
+
+    def load_latest(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        config_fingerprint: str,
+        log: Callable[[str], None] = print,
+    ) -> TrainState | None:
+        """Load the newest intact checkpoint into `model` and `optimizer` (see `load_latest_intact`)."""
+        return load_latest_intact(
+            self.directory, model=model, optimizer=optimizer, config_fingerprint=config_fingerprint, log=log
+        )
+
+
 def load_latest_intact(
     directory: str,
     *,

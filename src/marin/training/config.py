@@ -13,14 +13,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from marin.execution.keyed import NOT_KEY, hash_attrs_of
+from marin.execution.arguments import Checked
+from marin.execution.keyed import NOT_KEY, hash_attrs_of, key_as
 from marin.training.errors import TrainingConfigError
-from marin.training.model import LlamaConfig
+from marin.training.models import ModelConfig, architectures, is_model_config, model_key
 from marin.training.optim import AdamConfig
 
 if TYPE_CHECKING:
+    from marin.training.callbacks import Callback
     from marin.training.datasets import DatasetInput
 
 
@@ -37,15 +39,35 @@ class Parallelism(StrEnum):
     FSDP = "fsdp"
 
 
+class ActivationCheckpointing(StrEnum):
+    """What each block keeps for the backward pass.
+
+    NONE: every activation (fastest, most memory). FULL: only the block's input; the block's
+    forward runs again during backward (about a third more compute, least memory). SELECTIVE: the
+    outputs of the matrix multiplies and of attention are kept, the cheap elementwise work (norms,
+    activations, RoPE) is recomputed (torch's selective activation checkpointing, per op).
+    """
+
+    NONE = "none"
+    FULL = "full"
+    SELECTIVE = "selective"
+
+
 _POSITIVE = ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps")
 _POSITIVE_OR_NONE = ("steps_per_eval", "checkpoint_every", "keep_last_k", "num_processes", "cpu_threads")
+_COMPILE = ("auto", True, False)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class TrainConfig(Checked):
     """Everything that defines a training run except where its data and output live.
 
-    `steps_per_eval` and `checkpoint_every` count optimizer steps (None: only at the end);
+    `model` is any registered architecture's config (`marin.training.models`: `LlamaConfig`,
+    `Qwen3Config`, `Olmo2Config`, ...). `steps_per_eval` counts optimizer steps (None: only at the
+    end). A checkpoint is written every `checkpoint_every_minutes` of wall time (default 10, None:
+    never by time), every `checkpoint_every` optimizer steps (None: never by count), at the end,
+    and when the run is stopped (a callback's `request_stop`, SIGTERM or SIGINT: the trainer
+    finishes the step it is in, writes a checkpoint and exits; a second signal exits at once).
     `keep_last_k` checkpoints are kept. `eval_max_tokens` caps the validation tokens scored per
     dataset at each evaluation.
     `parallelism` is "ddp" or "fsdp" (see `Parallelism`).
@@ -54,10 +76,15 @@ class TrainConfig:
     size, and memory holds one microbatch.
     `num_processes` is the number of data-parallel processes (None: one per requested GPU, else 1;
     on CPU >1 uses gloo, which is how DDP is tested without GPUs). `device` is "auto", "cpu" or
-    "cuda". `compile` wraps the model in `torch.compile`. `cpu_threads` pins torch's intra-op
-    threads; float reductions depend on it, so pin it when you need bit-identical reruns across
-    machines. `loggers` may name "tensorboard", "wandb". `peak_flops` is one device's peak for the
-    MFU figure (None: looked up). `prefetch` is how many batches the loader prepares ahead.
+    "cuda". `compile` is "auto" (torch.compile each block on CUDA, nothing on CPU), True (each
+    block, on any device) or False. `activation_checkpointing` is "none", "full" or "selective"
+    (see `ActivationCheckpointing`). `cpu_threads` pins torch's intra-op threads; float reductions
+    depend on it, so pin it when you need bit-identical reruns across machines. `loggers` may name
+    "tensorboard", "wandb". `peak_flops` is one device's peak for the MFU figure (None: looked up).
+    `prefetch` is how many batches the loader prepares ahead. `callbacks` are called at each step
+    (`marin.training.callbacks.Callback`); they must pickle (module-level classes), run on every
+    process, and are not part of the key: a callback that changes what the run computes (one that
+    stops it early) belongs with a `version`.
     """
 
     # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
@@ -69,7 +96,7 @@ class TrainConfig:
         "keep_last_k",
     )
 
-    model: LlamaConfig
+    model: ModelConfig = field(metadata=key_as(model_key))
     optimizer: AdamConfig
     batch_size: int
     seq_len: int
@@ -81,7 +108,12 @@ class TrainConfig:
     keep_last_k: int | None = 2
     num_processes: int | None = field(default=None, metadata=NOT_KEY)
     device: str = field(default="auto", metadata=NOT_KEY)
-    compile: bool = field(default=False, metadata=NOT_KEY)
+    compile: bool | str = field(default="auto", metadata=NOT_KEY)
+    activation_checkpointing: ActivationCheckpointing = field(
+        default=ActivationCheckpointing.NONE, metadata=NOT_KEY
+    )
+    checkpoint_every_minutes: float | None = field(default=10.0, metadata=NOT_KEY)
+    callbacks: tuple[Callback, ...] = field(default=(), metadata=NOT_KEY)
     cpu_threads: int | None = field(default=None, metadata=NOT_KEY)
     loggers: tuple[str, ...] = field(default=(), metadata=NOT_KEY)
     peak_flops: float | None = field(default=None, metadata=NOT_KEY)
@@ -90,8 +122,11 @@ class TrainConfig:
     parallelism: Parallelism = field(default=Parallelism.DDP, metadata=NOT_KEY)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, LlamaConfig):
-            raise TrainingConfigError(f"model must be a LlamaConfig, got {type(self.model).__name__}")
+        if not is_model_config(self.model):
+            known = ", ".join(f"{cls.__name__} ({name})" for name, cls in sorted(architectures().items()))
+            raise TrainingConfigError(
+                f"model must be the config of a registered architecture ({known}), got {type(self.model).__name__}"
+            )
         if not isinstance(self.optimizer, AdamConfig):
             raise TrainingConfigError(
                 f"optimizer must be a marin.training.optim.AdamConfig, got {type(self.optimizer).__name__}"
@@ -101,7 +136,34 @@ class TrainConfig:
                 f"parallelism must be one of {[p.value for p in Parallelism]}, got {self.parallelism!r}"
             )
         object.__setattr__(self, "parallelism", Parallelism(self.parallelism))
+        if self.activation_checkpointing not in tuple(ActivationCheckpointing):
+            raise TrainingConfigError(
+                "activation_checkpointing must be one of "
+                f"{[m.value for m in ActivationCheckpointing]}, got {self.activation_checkpointing!r}"
+            )
+        object.__setattr__(
+            self, "activation_checkpointing", ActivationCheckpointing(self.activation_checkpointing)
+        )
+        if not any(
+            self.compile is c or self.compile == c and type(self.compile) is type(c) for c in _COMPILE
+        ):
+            raise TrainingConfigError(f"compile must be 'auto', True or False, got {self.compile!r}")
+        minutes = self.checkpoint_every_minutes
+        if minutes is not None and (
+            isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes > 0
+        ):
+            raise TrainingConfigError(
+                f"checkpoint_every_minutes must be a number > 0 or None, got {minutes!r}"
+            )
         object.__setattr__(self, "loggers", tuple(self.loggers))
+        object.__setattr__(self, "callbacks", tuple(self.callbacks))
+        from marin.training.callbacks import Callback
+
+        for callback in self.callbacks:
+            if not isinstance(callback, Callback):
+                raise TrainingConfigError(
+                    f"callbacks take marin.training.callbacks.Callback instances, got {type(callback).__name__}"
+                )
         for name in _POSITIVE:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -118,10 +180,13 @@ class TrainConfig:
         if self.device not in ("auto", "cpu", "cuda"):
             raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
 
-    def to_json(self) -> dict:
-        """The whole configuration as JSON (recorded with the run's metrics)."""
-        out = asdict(self)
-        out["loggers"] = list(self.loggers)
+    def to_json(self) -> dict[str, Any]:
+        """The whole configuration as JSON (recorded with the run's metrics); callbacks by class name."""
+        out = _plain(
+            {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("model", "callbacks")}
+        )
+        out["model"] = {"architecture": self.model.architecture, **asdict(self.model)}
+        out["callbacks"] = [type(c).__qualname__ for c in self.callbacks]
         return out
 
     def result_json(self) -> dict:
@@ -133,6 +198,18 @@ class TrainConfig:
         fields = self.result_json()
         fields["datasets"] = [[d.name, d.weight] for d in datasets]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """Dataclass values as dicts, tuples as lists: JSON-ready."""
+    out = {}
+    for name, value in values.items():
+        if hasattr(value, "__dataclass_fields__"):
+            value = asdict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
 
 
 def config_of(value: TrainConfig) -> TrainConfig:

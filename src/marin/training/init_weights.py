@@ -1,7 +1,8 @@
 """`train_lm(init_from=...)`: copy existing weights into a fresh model before step 0.
 
 The source is a train step's output (its newest intact checkpoint), one checkpoint folder, or a
-Hugging Face Llama folder; only weights are taken, the optimizer, data order and RNG start fresh.
+Hugging Face folder of the run's architecture; only weights are taken, the optimizer, data order
+and RNG start fresh.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from marin.training.checkpoint import (
     step_name,
 )
 from marin.training.errors import CheckpointError, CorruptCheckpointError
+from marin.training.models import ModelConfig
 
 
-def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
-    """Copy the weights at `source` into `model` (train_lm's `init_from`) and say where they came from.
+def load_init_weights(source: str, model: nn.Module, config: ModelConfig) -> dict[str, Any]:
+    """Copy the weights at `source` into `model` (of `config`; train_lm's `init_from`) and say where they came from.
 
     `source` is a train step's output (its newest intact checkpoint is used), one checkpoint folder
-    (verified against its checksums), or a Hugging Face Llama folder (`config.json` and
-    `model.safetensors`). Only weights are taken: the optimizer, data order and RNG start fresh.
-    Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
+    (verified against its checksums), or a Hugging Face folder (`config.json` and
+    `model.safetensors`) of `config`'s architecture. Only weights are taken: the optimizer, data
+    order and RNG start fresh. Returns {"path", "kind", "xxh3_128"} of the weights file that was loaded.
     """
     checkpoints = storage.join(source, "checkpoints")
     steps = list_checkpoints(checkpoints)
@@ -48,15 +50,13 @@ def load_init_weights(source: str, model: nn.Module) -> dict[str, Any]:
         return _load_checkpoint_weights(source, model)
     hf_weights = storage.join(source, "model.safetensors")
     if storage.exists(storage.join(source, "config.json")) and storage.exists(hf_weights):
-        from marin.training.export import from_hf_state_dict
-
         data = storage.read_bytes(hf_weights)
         assert data is not None
         try:
             tensors = load_safetensors(data)
         except Exception as e:
             raise CheckpointError(f"init_from {hf_weights} cannot be read: {type(e).__name__}: {e}") from None
-        copy_weights(from_hf_state_dict(tensors, model.config), model, hf_weights)
+        copy_weights(config.hf.from_hf_state_dict(config, tensors), model, hf_weights)
         return {"path": hf_weights, "kind": "hf", DIGEST: bytes_digest(data)}
     raise CheckpointError(
         f"init_from {source}: not a train step's output (no checkpoints/), a checkpoint folder (no {CHECKSUMS}) "

@@ -9,13 +9,14 @@ from typing import ClassVar, Literal
 import torch
 from torch import nn
 
+from marin.execution.arguments import Checked
 from marin.training.errors import TrainingConfigError
 
 LrSchedule = Literal["cosine", "linear", "constant"]
 
 
 @dataclass(frozen=True)
-class AdamConfig:
+class AdamConfig(Checked):
     """AdamW hyperparameters and the learning-rate schedule.
 
     `warmup` is a number of steps when ≥ 1, or a fraction of the run when below 1. After warmup the

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from marin.training.datasets import OpenedDataset
@@ -62,10 +61,9 @@ def validation_sums(
                     continue
                 tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(device)
                 with autocast:
-                    logits = model(tokens[:, :-1])
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum")
-                nll += loss.item()
+                    loss, _ = model(tokens[:, :-1], tokens[:, 1:])
                 predicted = tokens[:, 1:].numel()
+                nll += loss.item() * predicted  # the model's loss is the mean over the targets
                 count += predicted
                 nbytes += predicted * split.num_bytes / split.num_tokens
     finally:

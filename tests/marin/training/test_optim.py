@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from marin.training.errors import TrainingConfigError
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 
 
 def _model():
-    return Llama(LlamaConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=50))
+    return LlamaConfig(hidden_dim=16, intermediate_dim=32, num_layers=1, num_heads=2, vocab_size=50).build()
 
 
 def test_weight_decay_applies_to_matrices_and_not_to_norm_weights():

@@ -1,0 +1,35 @@
+"""`Mixture`: inputs and their weights as an immutable, hashable, ordered mapping.
+
+train_lm's datasets and mix's inputs are held as one, so that their handles stay hashable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+
+class Mixture(Mapping):
+    """Inputs (a train step's datasets, a mix's sources) and their weights, in the order given."""
+
+    def __init__(self, pairs: Mapping[Any, float]):
+        self._pairs = tuple((handle, float(weight)) for handle, weight in pairs.items())
+        self._weights = dict(self._pairs)
+
+    def __getitem__(self, handle: Any) -> float:
+        return self._weights[handle]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (handle for handle, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mixture) and self._pairs == other._pairs
+
+    def __hash__(self) -> int:
+        return hash(self._pairs)
+
+    def __repr__(self) -> str:
+        return f"Mixture({dict(self._pairs)!r})"
