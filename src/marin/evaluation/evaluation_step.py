@@ -102,6 +102,7 @@ class EvaluationConfig(EvalOptions):
     model: ModelSource
     datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
     suite: Suite | None = None
+    checkpoints: str | tuple[int, ...] | None = None  # "all" or steps: the train step's intermediate exports
 
     def to_json(self) -> dict:
         """The whole config as plain JSON (recorded in results.json)."""
@@ -135,17 +136,34 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
     """Evaluate the model; write results under `output_path`; return the summary for `.artifact.json`."""
     ctx = current()
     folder, source = local_model_folder(config.model, ctx.path_of)
-    loaded = load_hf_model(folder, config.max_length)
-    results: dict = {
+    results, items = _score(config, folder, output_path, ctx.path_of, prompts=True)
+    results = {
         "model": {**dataclasses.asdict(config.model), "label": config.model.label()},
         "hf_path": source,
-        "max_length": loaded.max_length,
+        **results,
         "bootstrap": {"iters": config.bootstrap_iters, "seed": config.bootstrap_seed},
         "config": config.to_json(),
     }
-    items: dict = {}
+    if config.checkpoints is not None:
+        results["checkpoints"] = _score_checkpoints(config, output_path, ctx.path_of)
+    results["items"] = ITEMS_FILE
+    storage.write_many(
+        [
+            (storage.join(output_path, ITEMS_FILE), orjson.dumps(items)),
+            (storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+        ]
+    )
+    return summary(results)
 
-    docs = _documents(config, loaded.model.config.vocab_size, ctx.path_of)
+
+def _score(
+    config: EvaluationConfig, folder: str, output_path: str, path_of, prompts: bool
+) -> tuple[dict, dict]:
+    """Score the model in the local `folder` on the datasets and tasks (and prompts); (results, items)."""
+    loaded = load_hf_model(folder, config.max_length)
+    results: dict = {"max_length": loaded.max_length}
+    items: dict = {}
+    docs = _documents(config, loaded.model.config.vocab_size, path_of)
     if docs:
         from marin.evaluation.perplexity import score_documents, summarize
 
@@ -155,7 +173,7 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
     tasks = config.tasks
     if tasks:
         _run_harness(config, tasks, loaded, output_path, results, items)
-    if config.prompts:
+    if prompts and config.prompts:
         results["samples"] = generate_samples(
             loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
         )
@@ -163,14 +181,75 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
             storage.join(output_path, SAMPLES_FILE),
             b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
         )
-    results["items"] = ITEMS_FILE
-    storage.write_many(
-        [
-            (storage.join(output_path, ITEMS_FILE), orjson.dumps(items)),
-            (storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
-        ]
-    )
-    return summary(results)
+    return results, items
+
+
+def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> dict:
+    """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
+
+    Each checkpoint's results and items are written under `checkpoints/step-NNNNNNNN/`.
+    """
+    from marin.evaluation.compare import metrics_of
+    from marin.evaluation.errors import CheckpointNotReadyError
+
+    step = config.model.location
+    train_output = path_of(step)
+    exports, tokens_per_step = checkpoint_exports(step, train_output)
+    wanted = sorted(exports) if config.checkpoints == "all" else list(config.checkpoints or ())
+    missing = [s for s in wanted if s not in exports]
+    if missing:
+        raise CheckpointNotReadyError(
+            f"checkpoints={list(config.checkpoints or ())}: model step {step!r} has no export of step(s) {missing}; "
+            f"it exported steps {sorted(exports)} (train_lm(..., export_every=N) exports every N steps and the last)"
+        )
+    curves: dict[str, list[dict]] = {}
+    points = []
+    for number in wanted:
+        url = storage.join(train_output, exports[number])
+        folder = _local_export(step, train_output, url)
+        where = storage.join(output_path, "checkpoints", storage.basename(exports[number]))
+        results, items = _score(config, folder, where, path_of, prompts=False)
+        storage.write_many(
+            [
+                (storage.join(where, ITEMS_FILE), orjson.dumps(items)),
+                (storage.join(where, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+            ]
+        )
+        tokens = number * tokens_per_step if tokens_per_step else None
+        points.append(
+            {"step": number, "tokens": tokens, "results": f"checkpoints/{storage.basename(exports[number])}"}
+        )
+        for name, metric in metrics_of(results).items():
+            curves.setdefault(name, []).append({"step": number, "tokens": tokens, **metric})
+    return {"steps": wanted, "points": points, "curves": curves}
+
+
+def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], int | None]:
+    """The intermediate exports a train step recorded ({step: folder under its output}) and its tokens per step."""
+    from marin.evaluation.errors import CheckpointNotReadyError
+    from marin.execution.artifact import read_artifact
+
+    find_hf_export(step, train_output)  # finished, with its final export
+    record = read_artifact(train_output)
+    result = record.result if record is not None and isinstance(record.result, dict) else {}
+    exports = {int(k): v for k, v in (result.get("exports") or {}).items()}
+    if not exports:
+        raise CheckpointNotReadyError(
+            f"model step {step!r} wrote no intermediate exports; train it with train_lm(..., export_every=N) "
+            "to evaluate its checkpoints"
+        )
+    return exports, result.get("tokens_per_step")
+
+
+def _local_export(step: str, train_output: str, url: str) -> str:
+    from marin.evaluation import export_cache
+    from marin.execution.artifact import read_artifact
+
+    if storage.is_local(url):
+        return storage.local_path(url)
+    record = read_artifact(train_output)
+    prefix = url[len(train_output.rstrip("/")) + 1 :].strip("/") + "/"
+    return export_cache.fetch(url, record.files if record is not None else None, prefix)
 
 
 def _run_harness(

@@ -11,6 +11,8 @@ The invariant, and the order of writes that keeps it:
 2. `digest` is the xxh3-128 of the export's file list: each file's name, size and content digest
    from the train step's `.artifact.json` manifest (so an export is fetched once, whichever step,
    run or prefix wants it), else, for a folder no step wrote, the checksums its store reports.
+   The intermediate exports a train step keeps inside its `hf/` (`hf/step-NNNNNNNN/`) are not part
+   of the final export's files; each is fetched as an export of its own.
 3. A fetch lists the export once, reads every file at once (one read per file) into a private
    `<root>/.partial-<digest>-<id>/` folder whose `PARTIAL_RECORD` lists, before any download,
    the files it will hold; each file is checked against the manifest's size and digest; then the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -47,6 +50,7 @@ PARTIAL_PREFIX = ".partial-"
 IN_USE_S = 3600.0
 STALE_PARTIAL_S = 86400.0
 DEFAULT_BOUND_GB = 50.0
+_NESTED_EXPORT = re.compile(r"^step-\d{8}/")  # a train step's intermediate exports inside its hf/
 
 
 def cache_root() -> str:
@@ -80,7 +84,11 @@ def export_digest(files: Sequence[RemoteFile], checksums: dict[str, str | None] 
 
 def fetch(url: str, manifest: Sequence[dict[str, Any]] | None = None, prefix_in_manifest: str = "hf/") -> str:
     """A local folder holding the export at `url`: a cached entry, or one fetched now (see the module docstring)."""
-    listed = {name: (size, checksum) for name, size, checksum in storage.walk_file_details(url)}
+    listed = {
+        name: (size, checksum)
+        for name, size, checksum in storage.walk_file_details(url)
+        if not _NESTED_EXPORT.match(name)
+    }
     files = _checked(url, listed, manifest, prefix_in_manifest)
     digest = export_digest(files, {name: checksum for name, (_, checksum) in listed.items()})
     root = cache_root()
@@ -130,7 +138,11 @@ def _checked(
         raise CheckpointNotReadyError(f"no files at {url}: the model export is missing")
     if manifest is None:
         return [RemoteFile(name, size, None) for name, (size, _) in sorted(listed.items())]
-    recorded = {e["path"][len(prefix) :]: e for e in manifest if e["path"].startswith(prefix)}
+    recorded = {
+        e["path"][len(prefix) :]: e
+        for e in manifest
+        if e["path"].startswith(prefix) and not _NESTED_EXPORT.match(e["path"][len(prefix) :])
+    }
     differ = sorted(
         name
         for name in recorded.keys() | listed.keys()

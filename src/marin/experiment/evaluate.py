@@ -65,6 +65,7 @@ class Evaluation(EvalOptions, StepOptions):
     datasets: Sequence[TokenizedData | StepSpec | LazyStep | TextDataset] = ()
     _: KW_ONLY
     suite: str | Suite | None = None
+    checkpoints: str | Sequence[int] | None = None
     eval_split: str = "validation"
 
     def __post_init__(self) -> None:
@@ -86,6 +87,7 @@ class Evaluation(EvalOptions, StepOptions):
             except SuiteError as e:
                 raise SuiteError(f"evaluation {name!r}: suite={self.suite!r}: {e}") from None
         self._check_task_names()
+        self._check_checkpoints()
         object.__setattr__(self, "datasets", tuple(self.datasets))
         if not (self.datasets or self.harness_tasks or self.prompts or self.suite):
             raise StepDefinitionError(
@@ -97,6 +99,40 @@ class Evaluation(EvalOptions, StepOptions):
                     f"evaluation {name!r}: datasets take tokenized() handles, StepSpecs or TextDataset, "
                     f"got {type(dataset).__name__}"
                 )
+
+    def _check_checkpoints(self) -> None:
+        """`checkpoints="all"` or a list of steps, of a train step that exports them; refused now when it cannot."""
+        chosen = self.checkpoints
+        if chosen is None:
+            return
+        where = f"evaluation {self.name!r}: checkpoints={chosen!r}"
+        if isinstance(self.model, ModelSource):
+            raise StepDefinitionError(
+                f"{where}: scores a train step's intermediate exports; model= is not a step"
+            )
+        if chosen != "all":
+            if isinstance(chosen, str) or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in chosen
+            ):
+                raise StepDefinitionError(f'{where}: give "all" or a list of positive step numbers')
+            object.__setattr__(self, "checkpoints", tuple(sorted(set(chosen))))
+        config = getattr(self.model, "config", None)  # a train_lm() handle knows what it will export
+        every = getattr(config, "export_every", None) if config is not None else None
+        if config is None or not hasattr(config, "num_train_steps"):
+            return  # a StepSpec: its exports are checked when the evaluation runs
+        if not every:
+            raise StepDefinitionError(
+                f"{where}: the model step exports no checkpoints; train it with train_lm(..., export_every=N)"
+            )
+        from marin.training.callbacks import export_steps
+
+        exported = export_steps(every, config.num_train_steps)
+        missing = [s for s in self.checkpoints if s not in exported] if self.checkpoints != "all" else []
+        if missing:
+            raise StepDefinitionError(
+                f"{where}: step(s) {missing} will not exist; with export_every={every} and "
+                f"num_train_steps={config.num_train_steps} the exports are steps {exported}"
+            )
 
     def _check_task_names(self) -> None:
         """An unknown name in `harness_tasks` is refused now, with the nearest known name."""
@@ -142,7 +178,9 @@ class Evaluation(EvalOptions, StepOptions):
                     deps.append(spec)
                 datasets.append(TokenCacheRef(spec.name, self.eval_split))
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalOptions)}
-        config = EvaluationConfig(model=source, datasets=tuple(datasets), suite=self.suite, **options)
+        config = EvaluationConfig(
+            model=source, datasets=tuple(datasets), suite=self.suite, checkpoints=self.checkpoints, **options
+        )
         return StepSpec(
             fn=functools.partial(run_evaluation, config),
             deps=deps,

@@ -1,0 +1,90 @@
+"""Intermediate exports and the evaluation of every one of them: a curve per metric over steps and tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from marin.execution.errors import StepDefinitionError
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.experiment.evaluate import evaluate
+
+STEPS, EVERY, BATCH, SEQ = 40, 10, 4, 64
+
+
+@pytest.fixture(scope="module")
+def trained():
+    from marin.data.corpus import SOURCE_NAME
+    from marin.experiment.data import tokenized, train_tokenizer
+    from marin.experiment.train import train_lm
+    from marin.training.models import LlamaConfig
+    from marin.training.optim import AdamConfig
+    from zephyr import ZephyrConfig
+
+    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=384, sample_count=200)
+    data = tokenized(
+        name="tokenized/stories",
+        tokenizer=tokenizer,
+        source=SOURCE_NAME,
+        sample_count=160,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
+    model = train_lm(
+        name="checkpoints/tiny",
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=SEQ),
+        optimizer=AdamConfig(learning_rate=3e-3),
+        datasets={data: 1.0},
+        batch_size=BATCH,
+        seq_len=SEQ,
+        num_train_steps=STEPS,
+        export_every=EVERY,
+        cpu_threads=1,
+    )
+    return data, model
+
+
+def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, tmp_path):
+    data, model = trained
+    ev = evaluate(
+        "eval/curve",
+        model=model,
+        datasets=[data],
+        harness_tasks=("marin_story_endings",),
+        harness_items=8,
+        checkpoints="all",
+    )
+    run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1).run([ev])
+
+    train_out = Path(run.output_path(lower(model)))
+    train = json.loads((train_out / ".artifact.json").read_text())["result"]
+    assert train["exports"] == {str(s): f"hf/step-{s:08d}" for s in (10, 20, 30, 40)}
+    assert sorted(p.name for p in (train_out / "hf").iterdir() if p.is_dir()) == [
+        f"step-{s:08d}" for s in (10, 20, 30, 40)
+    ]
+    results = json.loads((Path(run.output_path(lower(ev))) / "results.json").read_text())
+    checkpoints = results["checkpoints"]
+    assert checkpoints["steps"] == [10, 20, 30, 40]
+    bpb = checkpoints["curves"]["bpb"]
+    assert [p["step"] for p in bpb] == [10, 20, 30, 40]
+    assert [p["tokens"] for p in bpb] == [s * BATCH * SEQ for s in (10, 20, 30, 40)]
+    assert all(p["ci95"][0] <= p["value"] <= p["ci95"][1] for p in bpb)
+    assert bpb[0]["value"] > bpb[-1]["value"]  # it learned
+    final = results["perplexity"]["micro"]["bpb"]
+    assert bpb[-1]["value"] == final["value"] and bpb[-1]["ci95"] == final["ci95"]  # the same weights
+    acc = checkpoints["curves"]["marin_story_endings/acc"]
+    assert len(acc) == 4 and acc[-1]["value"] == results["harness"]["marin_story_endings"]["acc"]["value"]
+
+
+def test_a_checkpoint_that_will_not_exist_is_one_error_naming_the_exports(trained, tmp_path):
+    _, model = trained
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(
+        StepDefinitionError, match=r"checkpoints=\[15\]: step\(s\) \[15\] will not exist.*\[10, 20, 30, 40\]"
+    ):
+        evaluate("eval/x", model=model, harness_tasks=("marin_story_endings",), checkpoints=[15])
+    with pytest.raises(StepDefinitionError, match="model= is not a step"):
+        evaluate("eval/x", model=str(tmp_path), harness_tasks=("marin_story_endings",), checkpoints="all")
