@@ -78,6 +78,24 @@ def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, t
     acc = checkpoints["curves"]["marin_story_endings/acc"]
     assert len(acc) == 4 and acc[-1]["value"] == results["harness"]["marin_story_endings"]["acc"]["value"]
 
+    # the sweep report draws the curve (with its intervals) against training tokens
+    from marin.experiment.evaluate import sweep_report
+
+    report = sweep_report("reports/curve", {"tiny": ev}, metrics=("bpb",))
+    out = Path(StepRunner(prefix=str(tmp_path), progress=False).run([report]).output_path(lower(report)))
+    assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    assert len((out / "table.csv").read_text().splitlines()) == 5  # a header and 4 points
+
+    # and Marina's evaluation page draws it
+    from starlette.testclient import TestClient
+
+    from marin.ui.app import UiConfig, create_app
+
+    rel = Path(run.output_path(lower(ev))).relative_to(tmp_path)
+    with TestClient(create_app(UiConfig(str(tmp_path)))) as client:
+        page = client.get(f"/evals/{rel}").text
+    assert "Over training" in page and page.count('class="checkpoint-curve"') == len(checkpoints["curves"])
+
 
 def test_a_checkpoint_that_will_not_exist_is_one_error_naming_the_exports(trained, tmp_path):
     _, model = trained

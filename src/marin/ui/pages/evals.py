@@ -99,7 +99,37 @@ def evaluation(site: Site, request: Request) -> HTMLResponse:
         harness_samples=harness_samples_of(site, entry, results),
         num=number,
         interval=interval,
+        curves=checkpoint_curves(results),
     )
+
+
+def checkpoint_curves(results: dict, width: float = 300.0, height: float = 90.0) -> list[dict]:
+    """Each metric's curve over an evaluation's checkpoints as SVG coordinates: the values as a line,
+    the 95% intervals as a band, x by training tokens (or steps)."""
+    curves = ((results.get("checkpoints") or {}).get("curves") or {}) if isinstance(results, dict) else {}
+    drawn = []
+    for metric, points in curves.items():
+        xs = [p.get("tokens") or p["step"] for p in points]
+        values = [p.get("value") for p in points]
+        ends = [
+            x for p in points for x in (p.get("ci95") or [p.get("value")] * 2) if isinstance(x, (int, float))
+        ]
+        if not ends or not all(isinstance(v, (int, float)) for v in values):
+            continue
+        lo, hi, x0, x1 = min(ends), max(ends), min(xs), max(xs)
+
+        def at(x, y, lo=lo, hi=hi, x0=x0, x1=x1):
+            return (
+                round(width * (x - x0) / ((x1 - x0) or 1), 1),
+                round(height - height * (y - lo) / ((hi - lo) or 1), 1),
+            )
+
+        line = " ".join(f"{a},{b}" for a, b in (at(x, v) for x, v in zip(xs, values, strict=True)))
+        upper = [at(x, (p.get("ci95") or [v, v])[1]) for x, v, p in zip(xs, values, points, strict=True)]
+        lower = [at(x, (p.get("ci95") or [v, v])[0]) for x, v, p in zip(xs, values, points, strict=True)]
+        band = " ".join(f"{a},{b}" for a, b in upper + lower[::-1])
+        drawn.append({"metric": metric, "points": points, "line": line, "band": band, "range": (lo, hi)})
+    return drawn
 
 
 def harness_samples_of(site: Site, entry: Entry, results: dict) -> list[dict]:
