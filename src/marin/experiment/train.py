@@ -16,6 +16,7 @@ bytes of its files (declared as the step's inputs), so replacing the weights the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping
@@ -100,6 +101,11 @@ class TrainLm(TrainConfig, StepOptions):
     _: KW_ONLY
     datasets: Mapping[TokenizedData, float]
     init_from: TrainLm | StepSpec | LazyStep | str | os.PathLike | None = None
+    eval_tasks: tuple[
+        str, ...
+    ] = ()  # harness tasks scored on the live model (see marin.experiment.in_loop_eval)
+    eval_tasks_every: int | None = None  # None: only at the last step
+    eval_task_items: int = 50
 
     def __post_init__(self) -> None:
         name = self.name
@@ -125,8 +131,15 @@ class TrainLm(TrainConfig, StepOptions):
 
     @functools.cached_property
     def config(self) -> TrainConfig:
-        """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads."""
-        return config_of(self)
+        """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads; with
+        `eval_tasks`, their in-loop evaluator among its callbacks."""
+        config = config_of(self)
+        if not self.eval_tasks:
+            return config
+        from marin.experiment.in_loop_eval import HarnessTasks
+
+        evaluator = HarnessTasks(self.eval_tasks, self.eval_tasks_every, self.eval_task_items)
+        return dataclasses.replace(config, callbacks=(*config.callbacks, evaluator))
 
     @property
     def processes_per_replica(self) -> int:
@@ -155,6 +168,12 @@ class TrainLm(TrainConfig, StepOptions):
         # the datasets' and init_from step's own keys enter through deps; here, their names and weights
         hash_attrs = hash_attrs_of(self.config)
         hash_attrs["datasets"] = [{"step": name, "weight": weight} for name, weight in weights]
+        if self.eval_tasks:  # what metrics.jsonl holds, not what the weights become
+            hash_attrs["eval_tasks"] = {
+                "tasks": list(self.eval_tasks),
+                "every": self.eval_tasks_every,
+                "items": self.eval_task_items,
+            }
         if init_step is not None:
             deps.append(init_step)
             hash_attrs["init_from"] = {"step": init_step.name}

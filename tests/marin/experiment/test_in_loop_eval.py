@@ -1,0 +1,64 @@
+"""Harness tasks on the live model during training agree with a post-hoc evaluate() of the final export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import storage
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.experiment.evaluate import evaluate
+
+TASKS = ("marin_story_endings", "marin_text_perplexity")
+
+
+def test_in_loop_metrics_at_the_last_step_equal_the_final_exports_evaluation(tmp_path):
+    from marin.data.corpus import SOURCE_NAME
+    from marin.experiment.data import tokenized, train_tokenizer
+    from marin.experiment.train import train_lm
+    from marin.training.models import LlamaConfig
+    from marin.training.optim import AdamConfig
+    from zephyr import ZephyrConfig
+
+    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=384, sample_count=200)
+    data = tokenized(
+        name="tokenized/stories",
+        tokenizer=tokenizer,
+        source=SOURCE_NAME,
+        sample_count=120,
+        validation_fraction=0.1,
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
+    )
+    model = train_lm(
+        name="checkpoints/in-loop",
+        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=64),
+        optimizer=AdamConfig(learning_rate=3e-3),
+        datasets={data: 1.0},
+        batch_size=4,
+        seq_len=64,
+        num_train_steps=12,
+        eval_tasks=TASKS,
+        eval_tasks_every=6,
+        eval_task_items=8,
+        cpu_threads=1,
+    )
+    ev = evaluate("eval/after", model=model, harness_tasks=TASKS, harness_items=8)
+    run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1).run([ev])
+
+    records = storage.read_records(str(Path(run.output_path(lower(model))) / "metrics.jsonl"))
+    logged = [r for r in records if "marin_story_endings/acc" in r]
+    assert [r["step"] for r in logged] == [6, 12]
+    last = logged[-1]
+    results = json.loads((Path(run.output_path(lower(ev))) / "results.json").read_text())["harness"]
+    for task, metric in (
+        ("marin_story_endings", "acc"),
+        ("marin_story_endings", "acc_norm"),
+        ("marin_text_perplexity", "bits_per_byte"),
+    ):
+        after = results[task][metric]
+        assert last[f"{task}/{metric}"] == pytest.approx(after["value"], abs=1e-5)
+        assert last[f"{task}/{metric}_stderr"] == pytest.approx(after["stderr"], abs=1e-5)
+        assert last[f"{task}/{metric}_n"] == after["n"] == 8
