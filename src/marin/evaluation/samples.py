@@ -7,6 +7,7 @@ every rerun and do not depend on (or disturb) the process's global random state.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -85,6 +86,8 @@ def _decode_cached(model, rows: list, config: SamplingConfig, eos: int | None) -
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     new: list[list[int]] = [[] for _ in rows]
     done = [False] * len(rows)
+    # transformers 5 names the cache `cache`; 4.x, `past_key_values`
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     past = None
     with torch.inference_mode():
         for _ in range(config.max_new_tokens):
@@ -92,10 +95,10 @@ def _decode_cached(model, rows: list, config: SamplingConfig, eos: int | None) -
                 input_ids=input_ids,
                 attention_mask=mask,
                 position_ids=positions,
-                past_key_values=past,
+                **{name: past},
                 use_cache=True,
             )
-            past = out.past_key_values
+            past = getattr(out, name)
             logits = out.logits[:, -1].float().cpu()
             step = []
             for r, (_, generator) in enumerate(rows):
