@@ -29,7 +29,9 @@ from marin.evaluation.suites import Task
 OWN_DIR = "marin"  # a Task's harness_dir for our own tasks: the rendered templates of this run
 _TASK_LINE = re.compile(r"^['\"]?task['\"]?:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
 
-OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")
+OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")  # loss-based: these run in the training loop too
+GENERATION_TASKS = ("marin_next_word",)  # exact match of generated text
+ALL_OWN_TASKS = OWN_TASKS + GENERATION_TASKS
 SAMPLES_PER_TASK = 100  # per-sample records kept of each task; the metrics still cover every item
 SAMPLE_TEXT_CHARS = 2000  # longer strings in a kept record are cut, marked with "…"
 
@@ -38,7 +40,8 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     """Write our tasks' JSONL data and rendered YAMLs under `work_dir`; return the task directory.
 
     The multiple-choice items come from `stories` (see `story_endings`); the perplexity task
-    scores the same stories as whole documents.
+    scores the same stories as whole documents; the generation task asks for the last word of each
+    story's first sentence (`next_word_items`).
     """
     if not storage.is_local(work_dir):
         raise HarnessError(f"lm-eval-harness reads local files only; {work_dir} is not a local path")
@@ -52,7 +55,8 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     _write_jsonl(
         storage.join(data_dir, "marin_text_perplexity.jsonl"), [{"text": s} for s in stories[:num_items]]
     )
-    for task in OWN_TASKS:
+    _write_jsonl(storage.join(data_dir, "marin_next_word.jsonl"), next_word_items(stories[:num_items]))
+    for task in ALL_OWN_TASKS:
         template = (
             resources.files("marin.evaluation").joinpath(f"harness_tasks/{task}.yaml").read_text("utf-8")
         )
@@ -60,6 +64,16 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
             storage.join(tasks_dir, f"{task}.yaml"), template.replace("{data_dir}", data_dir).encode()
         )
     return tasks_dir
+
+
+def next_word_items(stories: Sequence[str]) -> list[dict]:
+    """`{"context", "target"}` per story: its first sentence but the last word, then that word."""
+    items = []
+    for story in stories:
+        words = re.split(r"(?<=[.!?])\s", story.strip(), maxsplit=1)[0].rstrip(".!?").split()
+        if len(words) >= 3:
+            items.append({"context": " ".join(words[:-1]) + " ", "target": words[-1].strip(",;:\"'")})
+    return items
 
 
 def _write_jsonl(path: str, records: Sequence[dict]) -> None:
@@ -83,6 +97,7 @@ def harness_tasks(names: Sequence[str]) -> tuple[Task, ...]:
     own = {
         "marin_story_endings": (PromptFormat.CLOZE, "acc", 0.25),
         "marin_text_perplexity": (PromptFormat.PERPLEXITY, "bits_per_byte", 0.0),
+        "marin_next_word": (PromptFormat.GENERATION, "exact_match", 0.0),
     }
     tasks = []
     for name in names:

@@ -136,10 +136,10 @@ class Evaluation(EvalOptions, StepOptions):
 
     def _check_task_names(self) -> None:
         """An unknown name in `harness_tasks` is refused now, with the nearest known name."""
-        from marin.evaluation.harness import OWN_TASKS
+        from marin.evaluation.harness import ALL_OWN_TASKS
         from marin.evaluation.suites import SUITES, unknown
 
-        known = set(OWN_TASKS) | {t.harness_task for s in SUITES.values() for t in s.tasks}
+        known = set(ALL_OWN_TASKS) | {t.harness_task for s in SUITES.values() for t in s.tasks}
         for task in self.harness_tasks:
             if task in known:
                 continue

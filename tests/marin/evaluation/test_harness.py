@@ -162,3 +162,38 @@ def test_saved_harness_samples_are_bounded_in_count_and_text(tmp_path):
         "response": [-1.0],
         "metrics": {"acc": 1.0},
     }
+
+
+def test_a_generation_task_scores_exact_match_with_an_interval(tiny_export, stories, tmp_path):
+    """Generation through the same bridge: the harness's greedy answer is our sampler's, and exact match
+    gets a Wilson interval over the items."""
+    import re
+
+    from marin.evaluation.harness import next_word_items
+    from marin.evaluation.samples import SamplingConfig, generate_samples
+
+    tasks_dir = write_own_tasks(str(tmp_path / "harness"), stories, num_items=len(stories))
+    loaded = load_hf_model(tiny_export)
+    result = run_tasks(
+        loaded.model, loaded.tokenizer, harness_tasks(("marin_next_word",)), tasks_dir, batch_size=4
+    )
+    metric = result["marin_next_word"].metrics["exact_match"]
+    items = next_word_items(stories)
+    assert metric.n == len(items) and metric.ci95 == stats.wilson_interval(
+        round(metric.value * metric.n), metric.n
+    )
+
+    contexts = [item["context"] for item in items]
+    ours = generate_samples(
+        loaded.model,
+        loaded.tokenizer,
+        contexts,
+        SamplingConfig(max_new_tokens=8, num_samples=0),
+        loaded.max_length,
+    )
+    for row, mine in zip(
+        sorted(result["marin_next_word"].samples, key=lambda r: r["doc_id"]), ours, strict=True
+    ):
+        answer = re.split(r"[ \n.]", mine["text"], maxsplit=1)[0]
+        assert row["filtered_resps"][0] == answer
+        assert row["exact_match"] == float(answer.lower().strip(".,;:!?\"'") == row["target"].lower())
