@@ -46,7 +46,8 @@ class StepOutput:
     step's callbacks (data wait included, evaluation and checkpoints not), `data_wait` the part
     spent waiting for the batch. `clock` is the run's wall seconds so far on rank 0, the same number
     on every rank. `last` is whether this is the run's final step (`num_train_steps` reached, or
-    stopping). `record` is the step's `metrics.jsonl` line; callbacks may add to it.
+    stopping). `skipped` is whether the update was skipped (`skip_bad_steps`: the loss was not
+    finite or spiked). `record` is the step's `metrics.jsonl` line; callbacks may add to it.
     """
 
     step: int
@@ -58,6 +59,7 @@ class StepOutput:
     data_wait: float
     clock: float
     last: bool
+    skipped: bool = False
     record: dict[str, Any] = field(default_factory=dict)
 
 

@@ -19,11 +19,12 @@ from marin.execution.arguments import Checked
 from marin.execution.keyed import NOT_KEY, hash_attrs_of, key_as
 from marin.training.errors import TrainingConfigError
 from marin.training.models import ModelConfig, architectures, is_model_config, model_key
-from marin.training.optim import AdamConfig
+from marin.training.optim import OptimizerConfig
 
 if TYPE_CHECKING:
     from marin.training.callbacks import Callback
     from marin.training.datasets import DatasetInput
+    from marin.training.mixture import MixtureSchedule
 
 
 class Parallelism(StrEnum):
@@ -94,6 +95,13 @@ class TrainConfig(Checked):
     (`marin.training.callbacks.Callback`); they must pickle (module-level classes), run on every
     process, and are not part of the key: a callback that changes what the run computes (one that
     stops it early) belongs with a `version`.
+
+    The recipes (docs/training.md): `z_loss` is the coefficient of the z-loss on the logits (0: off;
+    1e-4 is PaLM's); `ema` the decay of an exponential moving average of the weights (None: none),
+    which the export holds instead of the last weights while `export_ema`; `skip_bad_steps` k skips
+    the update of a step whose loss is not finite or above k times its running mean (None: never);
+    `document_masking` keeps attention within the documents of a window (at EOS) and restarts
+    positions at each.
     """
 
     # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
@@ -106,7 +114,7 @@ class TrainConfig(Checked):
     )
 
     model: ModelConfig = field(metadata=key_as(model_key))
-    optimizer: AdamConfig
+    optimizer: OptimizerConfig
     batch_size: int
     seq_len: int
     num_train_steps: int
@@ -116,6 +124,11 @@ class TrainConfig(Checked):
     checkpoint_every: int | None = None
     keep_last_k: int | None = 2
     export_every: int | None = None
+    z_loss: float = 0.0
+    ema: float | None = None
+    export_ema: bool = True
+    skip_bad_steps: float | None = None
+    document_masking: bool = False
     num_processes: int | None = field(default=None, metadata=NOT_KEY)
     device: str = field(default="auto", metadata=NOT_KEY)
     compile: bool | str = field(default="auto", metadata=NOT_KEY)
@@ -137,9 +150,10 @@ class TrainConfig(Checked):
             raise TrainingConfigError(
                 f"model must be the config of a registered architecture ({known}), got {type(self.model).__name__}"
             )
-        if not isinstance(self.optimizer, AdamConfig):
+        if not isinstance(self.optimizer, OptimizerConfig):
             raise TrainingConfigError(
-                f"optimizer must be a marin.training.optim.AdamConfig, got {type(self.optimizer).__name__}"
+                "optimizer must be a marin.training.optim OptimizerConfig (AdamConfig, MuonConfig), got "
+                f"{type(self.optimizer).__name__}"
             )
         if self.parallelism not in tuple(Parallelism):
             raise TrainingConfigError(
@@ -187,8 +201,28 @@ class TrainConfig(Checked):
                 f"seq_len={self.seq_len} is above the model's max_seq_len={self.model.max_seq_len}; lower "
                 "seq_len or use a model config with a larger max_seq_len"
             )
+        self.optimizer.check_run(self.num_train_steps, sharded=self.parallelism == Parallelism.FSDP)
+        self._check_recipes()
         if self.device not in ("auto", "cpu", "cuda"):
             raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+
+    def _check_recipes(self) -> None:
+        z = self.z_loss
+        if isinstance(z, bool) or not isinstance(z, int | float) or not 0 <= z < float("inf"):
+            raise TrainingConfigError(f"z_loss must be a coefficient ≥ 0 (e.g. 1e-4; 0 is off), got {z!r}")
+        if self.ema is not None and not (isinstance(self.ema, int | float) and 0 < self.ema < 1):
+            raise TrainingConfigError(f"ema must be a decay in (0, 1), e.g. 0.999, or None, got {self.ema!r}")
+        if self.ema is not None and self.parallelism == Parallelism.FSDP:
+            raise TrainingConfigError(
+                "ema keeps a whole copy of the weights beside each process's model, which FSDP shards; "
+                "use parallelism='ddp' with ema"
+            )
+        k = self.skip_bad_steps
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int | float) or not k > 1):
+            raise TrainingConfigError(
+                f"skip_bad_steps must be a factor > 1 (skip a step whose loss is above that many times "
+                f"its running mean, e.g. 3.0) or None, got {k!r}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """The whole configuration as JSON (recorded with the run's metrics); callbacks by class name."""
@@ -203,10 +237,12 @@ class TrainConfig(Checked):
         """The fields that determine what a run computes (all but those marked NOT_KEY)."""
         return hash_attrs_of(self)
 
-    def fingerprint(self, datasets: tuple[DatasetInput, ...]) -> str:
-        """A hash of what determines the numbers a run computes, datasets included."""
+    def fingerprint(self, datasets: tuple[DatasetInput, ...], mixture: MixtureSchedule | None = None) -> str:
+        """A hash of what determines the numbers a run computes, datasets (and their schedule) included."""
         fields = self.result_json()
         fields["datasets"] = [[d.name, d.weight] for d in datasets]
+        if mixture is not None:
+            fields["mixture"] = mixture.describe()
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 from torch import nn
@@ -18,11 +19,14 @@ def accumulate_gradients(
     steps: int,
     autocast: contextlib.AbstractContextManager,
     world_size: int = 1,
+    forward_options: dict[str, Any] | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Accumulate the gradient of the mean objective over `steps` equal microbatches (DDP and FSDP
     reduce gradients only on the last). The objective is the model's loss plus its auxiliary
-    losses (`model(inputs, targets) -> (loss, aux_losses)`); returns the mean loss and the mean of
-    each auxiliary loss, detached."""
+    losses (`model(inputs, targets, **forward_options) -> (loss, aux_losses)`; the options are the
+    run's recipes: `document_eos`, `z_loss`); returns the mean loss and the mean of each auxiliary
+    loss, detached."""
+    options = forward_options or {}
     if inputs.shape[0] % steps:
         raise TrainingConfigError(
             f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
@@ -41,7 +45,7 @@ def accumulate_gradients(
             model.set_requires_gradient_sync(last)
         with sync:
             with autocast:
-                loss, aux = model(x, y)
+                loss, aux = model(x, y, **options)
                 objective = loss
                 for value in aux.values():
                     objective = objective + value

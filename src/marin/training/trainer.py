@@ -18,6 +18,7 @@ never recorded as done. Last, rank 0 exports the model.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import random
@@ -32,11 +33,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from marin.training.bad_steps import BadStepGuard
 from marin.training.blocks import checkpoint_blocks, compile_blocks, compile_wanted
 from marin.training.callbacks import Callback, StepOutput, default_callbacks, export_step_name, export_steps
 from marin.training.checkpoint import Checkpointer, TrainState, step_name
 from marin.training.config import Parallelism, TrainConfig
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
+from marin.training.ema import WeightEma
 from marin.training.errors import TrainingConfigError, TrainingInterrupted
 from marin.training.export import export_hf
 from marin.training.fsdp import gathered_model, local_tensor, shard_model
@@ -44,8 +47,9 @@ from marin.training.grad_accum import accumulate_gradients
 from marin.training.init_weights import load_init_weights
 from marin.training.loader import Batch, NamedSource, Prefetcher, WindowMixture
 from marin.training.metrics import MetricsLog
+from marin.training.mixture import MixtureSchedule
 from marin.training.models import ModelConfig, config_to_json
-from marin.training.optim import set_learning_rate
+from marin.training.optim import set_scheduled_lr
 from marin.training.rng import capture_rng, restore_rng
 from marin.training.step_metrics import StepMetrics
 from marin.training.stop_signals import StopSignals
@@ -63,6 +67,8 @@ class TrainJob:
     init_from: str | None = (
         None  # weights to start from (see init_weights.load_init_weights); a checkpoint wins
     )
+    init_optimizer: bool = False  # with init_from: its checkpoint's optimizer state too (a cooldown)
+    mixture: MixtureSchedule | None = None  # the datasets' weights by step (None: their static weights)
 
 
 @dataclass
@@ -135,6 +141,23 @@ def resolve_model_config(model: ModelConfig, datasets: list[OpenedDataset]) -> M
     return model
 
 
+def recipe_forward_options(config: TrainConfig, datasets: list[OpenedDataset]) -> dict[str, Any]:
+    """What the model's forward takes for this run's recipes: `document_eos` (document masking, at the
+    datasets' one EOS id) and `z_loss`; empty for a run with neither, so its forward is as it was."""
+    options: dict[str, Any] = {}
+    if config.document_masking:
+        eos = {d.eos_id for d in datasets}
+        if len(eos) != 1 or None in eos:
+            raise TrainingConfigError(
+                f"document_masking splits windows at the EOS token, but the datasets' tokenizers end documents "
+                f"with {sorted(map(str, eos))}; train on caches of one tokenizer"
+            )
+        options["document_eos"] = eos.pop()
+    if config.z_loss:
+        options["z_loss"] = float(config.z_loss)
+    return options
+
+
 def train(job: TrainJob) -> dict:
     """Train (resuming from the latest checkpoint when one exists) and return the run's summary."""
     config = job.config
@@ -167,7 +190,7 @@ class Trainer:
         self.output_path = job.output_path.rstrip("/")
         self.datasets = [open_dataset(d) for d in job.datasets]
         self.model_config = resolve_model_config(self.config.model, self.datasets)
-        self.fingerprint = self.config.fingerprint(job.datasets)
+        self.fingerprint = self.config.fingerprint(job.datasets, job.mixture)
         self.fsdp = self.config.parallelism == Parallelism.FSDP
         self.checkpointer = Checkpointer(
             f"{self.output_path}/checkpoints", sharded=self.fsdp, keep_last_k=self.config.keep_last_k
@@ -192,6 +215,7 @@ class Trainer:
         self._loader_state: dict[str, Any] = {}
         self._closers: list[Callable[[], None]] = []
         self._last_record: dict[str, Any] = {}
+        self._batch_domains: tuple[dict[str, int], dict[str, float]] = ({}, {})
 
     # ----- what callbacks use -----
 
@@ -218,6 +242,7 @@ class Trainer:
             world_size=self.world_size,
             lockstep=self.fsdp,
             autocast=self.autocast,
+            document_eos=self.forward_options.get("document_eos"),
         )
         return validation_metrics(*self._all_sum(sums))
 
@@ -227,16 +252,25 @@ class Trainer:
         extra: dict[str, Any] = {"model": config_to_json(self.model_config)}
         if self.init_record:
             extra["init_from"] = self.init_record
+        if self.guard is not None:
+            extra["bad_steps"] = self.guard.state_dict()
         states = {_callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)}
         states = {k: v for k, v in states.items() if v}
         if states:
             extra["callbacks"] = states
         state = TrainState(self.step, self._loader_state, capture_rng(), self.fingerprint, extra)
-        return self.checkpointer.save(model=self.model, optimizer=self.optimizer, state=state)
+        tensors = {"ema": self.ema.state_dict()} if self.ema is not None else None
+        return self.checkpointer.save(
+            model=self.model, optimizer=self.optimizer, state=state, tensors=tensors
+        )
 
     def export_hf(self, out_dir: str) -> str:
-        """Write the model's Hugging Face export to `out_dir` (collective under FSDP: every rank calls it)."""
+        """Write the model's Hugging Face export to `out_dir` (collective under FSDP: every rank calls it):
+        the weights being trained, or their moving average when the run keeps one and exports it."""
         export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
+        if self.ema is not None and self.config.export_ema:
+            export_model = copy.deepcopy(self.model)
+            self.ema.copy_to(export_model)
         if self.is_main:
             first = self.datasets[0]
             export_hf(
@@ -271,7 +305,11 @@ class Trainer:
             seed=self.config.seed,
             rank=self.rank,
             world_size=self.world_size,
+            schedule=self.job.mixture,
         )
+        self.forward_options = recipe_forward_options(self.config, self.datasets)
+        self.guard = BadStepGuard(self.config.skip_bad_steps) if self.config.skip_bad_steps else None
+        self.ema = WeightEma(self.model, self.config.ema) if self.config.ema else None
         self._loader_state = self.loader.state_dict()
         self.train_model: nn.Module = self.model
         if self.world_size > 1 and not self.fsdp:
@@ -285,11 +323,13 @@ class Trainer:
 
     def _resume(self) -> int:
         """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
+        tensors: dict[str, dict[str, torch.Tensor]] = {}
         state = self.checkpointer.load_latest(
             model=self.model,
             optimizer=self.optimizer,
             config_fingerprint=self.fingerprint,
             log=_log if self.is_main else lambda line: None,
+            tensors=tensors,
         )
         if state is None:
             if self.is_main:
@@ -298,6 +338,10 @@ class Trainer:
                 self._init_from(self.job.init_from)
             return 0
         self.init_record = state.extra.get("init_from")
+        if self.guard is not None:
+            self.guard.load_state_dict(state.extra["bad_steps"])
+        if self.ema is not None:
+            self.ema.load_state_dict(tensors["ema"])
         callback_states = state.extra.get("callbacks", {})
         for i, callback in enumerate(self.callbacks):
             if _callback_key(i, callback) in callback_states:
@@ -320,20 +364,24 @@ class Trainer:
         without `init_from`; what it records (source, digest, eval loss) goes into every checkpoint,
         so a resumed run reports it too.
         """
-        record = load_init_weights(source, self.model, self.model_config)
+        optimizer = self.optimizer if self.job.init_optimizer else None
+        record = load_init_weights(source, self.model, self.model_config, optimizer)
+        if self.ema is not None:  # the average starts from the weights the run starts from
+            self.ema = WeightEma(self.model, self.config.ema)
         record.update({f"init_{k}": v for k, v in self.evaluate().items()})
         self.init_record = record
         if self.is_main:
             print(f"[marin.train] initialized from {record['path']} ({record['kind']})", flush=True)
 
     def train_step(self, batch: Batch, clock: float) -> StepOutput:
-        """One optimizer step on `batch`: the learning rate of this step, the gradient of the model's
-        loss (and auxiliary losses) over `grad_accum_steps` microbatches, clipping, the update.
-        The loss, gradient norm, auxiliary losses, the stop signal and rank 0's `clock` are agreed
-        over the processes in one all-reduce."""
+        """One optimizer step on `batch`: the learning rate of this step on every parameter group,
+        the gradient of the model's loss (and auxiliary losses) over `grad_accum_steps`
+        microbatches, clipping, the update (skipped when `skip_bad_steps` judges the loss bad), the
+        EMA. The loss, gradient norm, auxiliary losses, the stop signal and rank 0's `clock` are
+        agreed over the processes in one all-reduce: after the update, or before it when the
+        decision to skip needs the agreed loss."""
         config = self.config
-        lr = config.optimizer.lr_at(self.step, config.num_train_steps)
-        set_learning_rate(self.optimizer, lr)
+        lr = set_scheduled_lr(self.optimizer, config.optimizer, self.step, config.num_train_steps)
         loss, aux = accumulate_gradients(
             self.train_model,
             batch.inputs,
@@ -341,20 +389,27 @@ class Trainer:
             config.grad_accum_steps,
             self.autocast,
             self.world_size,
+            self.forward_options,
         )
         grad_norm = local_tensor(torch.nn.utils.clip_grad_norm_(self.params, self.max_norm))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         names = sorted(aux)
-        world = self.world_size
-        signalled = 1.0 if self.signals.received else 0.0
-        values = [loss.item() / world, grad_norm.item() / world, *(aux[n].item() / world for n in names)]
-        values += [signalled, clock if self.is_main else 0.0]
-        agreed = self._all_sum(values)
+        skipped = False
+        if self.guard is None:
+            self.optimizer.step()
+            agreed = self._agree(loss, grad_norm, aux, names, clock)
+        else:
+            agreed = self._agree(loss, grad_norm, aux, names, clock)
+            skipped = self.guard.should_skip(agreed[0], agreed[1])
+            if not skipped:
+                self.optimizer.step()
+        if self.ema is not None and not skipped:
+            self.ema.update()
+        self.optimizer.zero_grad(set_to_none=True)
         if agreed[-2] > 0 and self.interrupted is None:
             self.interrupted = self.signals.received or "a signal on another process"
         self.step += 1
         self._loader_state = batch.loader_state
+        self._batch_domains = (batch.domain_tokens, batch.domain_epochs)
         return StepOutput(
             step=self.step,
             loss=agreed[0],
@@ -365,7 +420,23 @@ class Trainer:
             data_wait=0.0,
             clock=agreed[-1],
             last=self.step == config.num_train_steps or self.stopping,
+            skipped=skipped,
         )
+
+    def _agree(
+        self,
+        loss: torch.Tensor,
+        grad_norm: torch.Tensor,
+        aux: dict[str, torch.Tensor],
+        names: list[str],
+        clock: float,
+    ) -> list[float]:
+        """[loss, grad norm, *aux (by `names`), signalled, clock] averaged (summed) over processes."""
+        world = self.world_size
+        signalled = 1.0 if self.signals.received else 0.0
+        values = [loss.item() / world, grad_norm.item() / world, *(aux[n].item() / world for n in names)]
+        values += [signalled, clock if self.is_main else 0.0]
+        return self._all_sum(values)
 
     def run(self) -> dict:
         config = self.config
@@ -417,6 +488,12 @@ class Trainer:
             data_wait=out.data_wait,
         )
         record.update(out.aux_losses)
+        domain_tokens, domain_epochs = self._batch_domains
+        record["domain_tokens"], record["domain_epochs"] = domain_tokens, domain_epochs
+        record["skipped_steps"] = self.guard.skipped if self.guard is not None else 0
+        if out.skipped:
+            record["skipped"] = True
+        record["ema"] = self.ema is not None
         for module in self._metric_modules:
             record.update(module.step_metrics())
         return record
@@ -458,6 +535,8 @@ class Trainer:
             "world_size": self.world_size,
             "grad_accum_steps": self.config.grad_accum_steps,
             "parallelism": str(self.config.parallelism),
+            "skipped_steps": self.guard.skipped if self.guard is not None else 0,
+            "exported_weights": "ema" if self.ema is not None and self.config.export_ema else "last",
         }
         self.export_hf(hf_path)
         if self.config.export_every:

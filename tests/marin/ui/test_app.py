@@ -558,3 +558,13 @@ def test_evaluations_page_ranks_models_side_by_side_by_the_lower_bound(tmp_path)
     section = page[page.index("Side by side") :]
     assert section.index("eval/b") < section.index("eval/a")
     assert section.count('class="interval-bar"') == 2 and "0.6 [0.3127, 0.8318] n=10" in section
+
+
+def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pipeline_client):
+    report = _rel(pipeline_client, "reports/lr")
+    page = pipeline_client.get("/runs", params={"o": report}).text
+    assert 'id="chart-lr_schedule"' in page
+    for run in json.loads(re.search(r'id="runs-data">(.*?)</script>', page, re.S).group(1)):
+        declared = {step: lr for step, _, lr in run["series"]["lr_schedule"]}
+        logged = {step: lr for step, _, lr in run["series"]["lr"]}
+        assert sorted(declared) == list(range(1, 7)) and declared == logged

@@ -8,8 +8,9 @@ output projection, and the loss.
 
 `forward(tokens, targets=None)` returns logits, or with targets `(loss, aux_losses)`: the mean
 cross-entropy over targets not equal to -100 (`layers.causal_lm_loss`), and the feed-forwards'
-auxiliary losses summed over layers (empty for dense models). The trainer minimises
-`loss + sum(aux_losses.values())` and logs each term.
+auxiliary losses summed over layers (empty for dense models), plus the `z_loss` when asked. The
+trainer minimises `loss + sum(aux_losses.values())` and logs each term. `document_eos=` keeps
+attention within documents (`marin.training.document_masking`) for every architecture built here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import ClassVar, Self
 import torch
 from torch import nn
 
+from marin.training.document_masking import DocumentMask
 from marin.training.errors import TrainingConfigError
 from marin.training.models.layers import (
     AttentionConfig,
@@ -30,6 +32,7 @@ from marin.training.models.layers import (
     RMSNorm,
     SwiGLUConfig,
     causal_lm_loss,
+    causal_lm_loss_with_z,
     rope_tables,
 )
 
@@ -201,15 +204,16 @@ class Block(nn.Module):
             self.post_feedforward_layernorm = RMSNorm(d, eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, documents: DocumentMask | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The layer's output and its feed-forward's auxiliary losses (empty for a dense one)."""
+        """The layer's output and its feed-forward's auxiliary losses (empty for a dense one);
+        attention stays within documents when `documents` is given."""
         if self.placement == NormPlacement.PRE:
-            x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, documents)
             out = self.mlp(self.post_attention_layernorm(x))
             out, aux = out if isinstance(out, tuple) else (out, {})
             return x + out, aux
-        x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin))
+        x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, documents))
         out = self.mlp(x)
         out, aux = out if isinstance(out, tuple) else (out, {})
         return x + self.post_feedforward_layernorm(out), aux
@@ -251,17 +255,33 @@ class Decoder(nn.Module):
                 nn.init.normal_(param, mean=0.0, std=std)
 
     def forward(
-        self, tokens: torch.Tensor, targets: torch.Tensor | None = None
+        self,
+        tokens: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        document_eos: int | None = None,
+        documents: DocumentMask | None = None,
+        z_loss: float = 0.0,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits (batch, seq, vocab) for `tokens` (batch, seq); with `targets`, `(loss, aux_losses)`."""
+        """Logits (batch, seq, vocab) for `tokens` (batch, seq); with `targets`, `(loss, aux_losses)`.
+
+        `document_eos`: attention stays within the documents that token id ends, and positions
+        restart at each (`marin.training.document_masking`); `documents` gives such a mask built
+        otherwise (`DocumentMask.from_ids`). `z_loss` > 0 adds the z-loss of that coefficient to the
+        auxiliary losses as `z_loss` (`layers.causal_lm_loss_with_z`)."""
         config = self.config
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        if document_eos is not None:
+            documents = DocumentMask.of(tokens, document_eos)
+        if documents is None:
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+        else:
+            positions = documents.positions.unsqueeze(1)  # (batch, 1, seq): one rotation per token
         cos, sin = rope_tables(config.attention_head_dim, positions, config.rope_theta)
         x = self.embed_tokens(tokens)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         aux: dict[str, torch.Tensor] = {}
         for layer in self.layers:
-            x, layer_aux = layer(x, cos, sin)
+            x, layer_aux = layer(x, cos, sin, documents)
             for name, value in layer_aux.items():
                 aux[name] = aux[name] + value if name in aux else value
         logits = self.lm_head(self.norm(x))
@@ -269,4 +289,7 @@ class Decoder(nn.Module):
             logits = logits * config.output_multiplier
         if targets is None:
             return logits
+        if z_loss:
+            loss, aux["z_loss"] = causal_lm_loss_with_z(logits, targets, z_loss)
+            return loss, aux
         return causal_lm_loss(logits, targets), aux

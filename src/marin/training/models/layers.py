@@ -6,13 +6,13 @@ export is a rename. Each part is built from a small frozen config (`AttentionCon
 `SwiGLUConfig.build()`), as OLMo-core's are: an architecture is a choice of parts, and a
 mixture-of-experts is another feed-forward config, not another model.
 
-Where later features go (each in one place, for every architecture):
-- document masking with position restarts: `rope_tables` takes the positions (a restart per
-  document is a positions tensor that restarts), and `Attention.attend` is the one call of the
-  attention kernel, where a block-diagonal mask joins `is_causal`;
+Where the recipes that change attention or the loss live (each in one place, for every architecture):
+- document masking with position restarts: `rope_tables` takes the positions (restarting at each
+  document), and `Attention.attend` is the one call of the attention kernel, which takes the
+  block-diagonal `DocumentMask` (`marin.training.document_masking`);
 - a KV cache for generation: `Attention.forward`, between the projections and `attend` (the keys
   and values of earlier positions are concatenated there; positions then start at the cache length);
-- a z-loss on the logits: `causal_lm_loss`, the one loss of every architecture.
+- a z-loss on the logits: `causal_lm_loss_with_z`, the one loss of every architecture with it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from marin.training.document_masking import DocumentMask, document_attention
 
 IGNORE_INDEX = -100  # a target equal to this is not predicted (padding, prompts, masked documents)
 
@@ -128,7 +130,10 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(q, config.norm_eps)
             self.k_norm = RMSNorm(kv, config.norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, documents: DocumentMask | None = None
+    ) -> torch.Tensor:
+        """Attention of (batch, seq, hidden) `x`, rotated by `cos`/`sin`; within documents when given."""
         b, t, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if self.qk_norm == QKNorm.FULL:
@@ -140,15 +145,20 @@ class Attention(nn.Module):
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = self.attend(q, k, v)
+        y = self.attend(q, k, v, documents)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Causal attention of (batch, heads, seq, head_dim) queries over grouped keys and values."""
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, documents: DocumentMask | None = None
+    ) -> torch.Tensor:
+        """Causal attention of (batch, heads, seq, head_dim) queries over grouped keys and values,
+        within each document when `documents` is given (`marin.training.document_masking`)."""
         if self.kv_heads != self.num_heads:
             repeat = self.num_heads // self.kv_heads
             k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if documents is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return document_attention(q, k, v, documents)
 
 
 class FeedForwardConfig(Protocol):
@@ -202,3 +212,21 @@ def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy (nats) of (batch, seq, vocab) logits against (batch, seq) targets,
     in float32, over the targets not equal to IGNORE_INDEX. Every architecture's one loss."""
     return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def causal_lm_loss_with_z(
+    logits: torch.Tensor, targets: torch.Tensor, coefficient: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`causal_lm_loss` and the z-loss `coefficient · mean(log² Z)` over the same targets, Z each
+    position's softmax normaliser (PaLM, section 5), from one log-sum-exp over the vocabulary.
+
+    The z-loss keeps the logits' normaliser near 1 (log Z near 0), which keeps bf16 logits precise
+    and large runs stable; the trainer adds it to the objective and logs it as `z_loss`."""
+    flat = logits.flatten(0, 1).float()
+    wanted = targets.flatten()
+    kept = wanted != IGNORE_INDEX
+    log_z = torch.logsumexp(flat, dim=-1)
+    picked = flat.gather(1, wanted.clamp(min=0).unsqueeze(1)).squeeze(1)
+    count = kept.sum().clamp(min=1)
+    loss = ((log_z - picked) * kept).sum() / count
+    return loss, coefficient * (log_z.square() * kept).sum() / count
