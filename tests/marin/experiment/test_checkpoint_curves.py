@@ -11,39 +11,15 @@ from marin.execution.errors import StepDefinitionError
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.evaluate import evaluate
+from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
 
 STEPS, EVERY, BATCH, SEQ = 40, 10, 4, 64
 
 
 @pytest.fixture(scope="module")
 def trained():
-    from marin.data.corpus import SOURCE_NAME
-    from marin.experiment.data import tokenized, train_tokenizer
-    from marin.experiment.train import train_lm
-    from marin.training.models import LlamaConfig
-    from marin.training.optim import AdamConfig
-    from zephyr import ZephyrConfig
-
-    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=384, sample_count=200)
-    data = tokenized(
-        name="tokenized/stories",
-        tokenizer=tokenizer,
-        source=SOURCE_NAME,
-        sample_count=160,
-        validation_fraction=0.1,
-        zephyr=ZephyrConfig(backend="sync", quiet=True),
-    )
-    model = train_lm(
-        name="checkpoints/tiny",
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=SEQ),
-        optimizer=AdamConfig(learning_rate=3e-3),
-        datasets={data: 1.0},
-        batch_size=BATCH,
-        seq_len=SEQ,
-        num_train_steps=STEPS,
-        export_every=EVERY,
-        cpu_threads=1,
-    )
+    _, data = tiny_data()
+    model = tiny_model("checkpoints/tiny", data, num_train_steps=STEPS, seq_len=SEQ, export_every=EVERY)
     return data, model
 
 

@@ -18,6 +18,7 @@ from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from marin.experiment.evaluate import evaluate, sweep_report
 from tests.marin.evaluation.tiny_hf import build_tiny_export, held_out_stories
+from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,13 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
     runner.run([ev], force_run=[ev.name])  # recompute without the cache
     assert (out / "results.json").read_bytes() == first
 
+    # a TextDataset's files are declared inputs: editing one plans the evaluation as changed, naming it
+    path = Path(text_dataset.paths[0])
+    path.write_text(path.read_text() + json.dumps({"text": "One more story.", "tag": "odd"}) + "\n")
+    step = runner.plan([ev]).of(lower(ev))
+    assert step.state == "run: changed"
+    assert any("eval.jsonl changed" in (change.note or "") for change in step.changes), step.changes
+
 
 def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_export, text_dataset):
     """Perplexity and harness scores are the same whatever the batch, so batch_size is not keyed."""
@@ -176,33 +184,10 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
 
 
 def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
-    from marin.data.corpus import SOURCE_NAME
     from marin.data.token_cache import TokenCache
-    from marin.experiment.data import tokenized, train_tokenizer
-    from marin.experiment.train import train_lm
-    from marin.training.models import LlamaConfig
-    from marin.training.optim import AdamConfig
-    from zephyr import ZephyrConfig
 
-    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=512, sample_count=300)
-    data = tokenized(
-        name="tokenized/stories",
-        tokenizer=tokenizer,
-        source=SOURCE_NAME,
-        sample_count=240,
-        validation_fraction=0.1,
-        zephyr=ZephyrConfig(backend="sync", quiet=True),
-    )
-    model = train_lm(
-        name="checkpoints/tiny",
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=64),
-        optimizer=AdamConfig(learning_rate=3e-3),
-        datasets={data: 1.0},
-        batch_size=4,
-        seq_len=64,
-        num_train_steps=12,
-        cpu_threads=1,
-    )
+    _, data = tiny_data(vocab_size=512, sample_count=240, tokenizer_samples=300)
+    model = tiny_model("checkpoints/tiny", data, num_train_steps=12)
     ev = evaluate("eval/tiny", model=model, datasets=[data], batch_size=16)
     result = StepRunner(prefix=str(tmp_path / "out"), progress=False, max_concurrent=1).run([ev])
 

@@ -11,39 +11,20 @@ import storage
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.evaluate import evaluate
+from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
 
 TASKS = ("marin_story_endings", "marin_text_perplexity")
 
 
 def test_in_loop_metrics_at_the_last_step_equal_the_final_exports_evaluation(tmp_path):
-    from marin.data.corpus import SOURCE_NAME
-    from marin.experiment.data import tokenized, train_tokenizer
-    from marin.experiment.train import train_lm
-    from marin.training.models import LlamaConfig
-    from marin.training.optim import AdamConfig
-    from zephyr import ZephyrConfig
-
-    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=384, sample_count=200)
-    data = tokenized(
-        name="tokenized/stories",
-        tokenizer=tokenizer,
-        source=SOURCE_NAME,
-        sample_count=120,
-        validation_fraction=0.1,
-        zephyr=ZephyrConfig(backend="sync", quiet=True),
-    )
-    model = train_lm(
-        name="checkpoints/in-loop",
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=64),
-        optimizer=AdamConfig(learning_rate=3e-3),
-        datasets={data: 1.0},
-        batch_size=4,
-        seq_len=64,
+    _, data = tiny_data(sample_count=120)
+    model = tiny_model(
+        "checkpoints/in-loop",
+        data,
         num_train_steps=12,
         eval_tasks=TASKS,
         eval_tasks_every=6,
         eval_task_items=8,
-        cpu_threads=1,
     )
     ev = evaluate("eval/after", model=model, harness_tasks=TASKS, harness_items=8)
     run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1).run([ev])
