@@ -44,7 +44,7 @@ DEMO_KEYS = {
     "tokenizers/marin-demo-bpe": "5bfd640ac6d6cdf5a7c3412e08d516ea0962735441b4d4e8c9669481c247222a",
     "tokenized/tinystories": "3ee4c0639ea5009c6a4d1c724b75efe7a685efe29db18a3dee9f86fdf54c589d",
     "checkpoints/marin-nano-tinystories": "7e07eed7ec81312b99235d1b2159c0b9ce5c5f8843b7cf3fea8d66bfe532bd91",
-    "evaluations/marin-nano-tinystories": "012947531d46fbe42e249379505434d031f7c5ff171d3123863a4a1d85176216",
+    "evaluations/marin-nano-tinystories": "7f433e6a6755e9e93989915ade5e578d55b6984ba9e779665cc495a867606bcd",
 }
 
 PRINT_KEYS = """
