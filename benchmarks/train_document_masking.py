@@ -33,11 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fresh import load_average  # noqa: E402
-from train_cpu_throughput import build_cache  # noqa: E402
+from train_cpu_throughput import build_cache, loader_batches  # noqa: E402
 
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
-from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 
 GOAL_RATIO = 1.3
@@ -57,14 +56,10 @@ def main() -> None:
         return
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory(prefix="marin-bench-docmask-") as root:
-        cache = TokenCache.open(build_cache(root))
-        loader = WindowMixture(
-            [NamedSource("bench", cache.split("train"), 1.0)],
-            seq_len=args.seq_len,
-            batch_size=args.batch_size,
-            seed=0,
-        )
-        batches = [torch.from_numpy(loader.next_batch()).to(device) for _ in range(args.steps)]
+        path = build_cache(root)
+        rows = loader_batches(path, seq_len=args.seq_len, batch_size=args.batch_size, steps=args.steps)
+        batches = [b.to(device) for b in rows]
+        cache = TokenCache.open(path)
         eos, vocab = cache.eos_id, cache.vocab_size
     documents = [int((b[:, :-1] == eos).sum()) + b.shape[0] for b in batches]
     tokens_per_document = args.batch_size * args.seq_len * len(batches) / sum(documents)
