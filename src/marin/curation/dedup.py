@@ -38,7 +38,7 @@ from marin.curation.documents import (
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
 from marin.execution.keyed import NOT_KEY
-from storage import atomic_write, join, open_file, remove, remove_empty_dir
+from storage import join, open_file, open_write, remove, remove_empty_dir
 from zephyr import Dataset, ShardInfo
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def fuzzy_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
     blank = bytes(4 * config.num_perm)
     for index, _count, shard in tasks:
         stats = CurationStats()
-        with atomic_write(signature_path(work, index)) as out:
+        with open_write(signature_path(work, index)) as out:
             first = next_line = None
             for _where, line, record in read_records(shard, config.bad_records, stats.bad):
                 text = _text(config, record)

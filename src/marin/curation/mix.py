@@ -12,7 +12,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from marin.curation.dedup import position
 from marin.curation.documents import CurationStats, InputShard, read_records, resolve_inputs, write_output
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class MixConfig:
     """Inputs with weights, how many documents in all, the sampling seed."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("seed", "text_key", "bad_records")
 
     inputs: tuple[tuple[str, float], ...]
     total_documents: int

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marin.curation.documents import (
     PIECE_BYTES,
@@ -37,6 +37,9 @@ logger = logging.getLogger("marin.curation")
 class DocumentStepConfig:
     """A per-document step: its inputs, the transform applied to each document, and how records are read."""
 
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("bad_records",)
+
     kind: str
     inputs: tuple[str, ...]
     transform: Any  # keyed by its describe()
@@ -53,12 +56,9 @@ class DocumentStepConfig:
         return self.inputs + tuple(getattr(self.transform, "against", ()))
 
     def describe(self) -> dict:
-        """The step's key fields, as its key and stats.json record them (`rejected` only when set,
-        so the keys of steps declared before it existed stay as they were)."""
-        out = key_fields(self)
-        if not self.rejected:
-            del out["rejected"]
-        return out
+        """The step's key fields, as its key and stats.json record them (`rejected` only when set:
+        it is left out at its default, like any option added to a config)."""
+        return key_fields(self)
 
 
 def zephyr_config(config: ZephyrConfig | None, tasks: int) -> ZephyrConfig:

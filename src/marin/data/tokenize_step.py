@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import storage
 from marin.data.sources import SourceConfig, SourceError
@@ -73,6 +73,9 @@ class TokenizeConfig(TokenizeOptions):
     the step's cache key. `format_version` and the EOS / BOS policies are what the writer does:
     fixed, and keyed so that a change to them changes the key.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("tokenizer", "validation_fraction", "max_chunk_chars")
 
     input: SourceConfig
     tokenizer: str | TokenizerStep | None = field(default=None, metadata=key_as(_tokenizer_key))

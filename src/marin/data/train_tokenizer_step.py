@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from marin.data.file_documents import ShardStats
 from marin.data.sources import SourceConfig, SourceError, iter_documents
@@ -27,6 +27,9 @@ class TrainTokenizerConfig(TrainTokenizerOptions):
 
     `kind` is the algorithm: byte-level BPE, the only one there is.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("min_frequency",)
 
     input: SourceConfig
     kind: str = field(default="byte_level_bpe", init=False)

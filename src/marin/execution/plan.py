@@ -37,9 +37,8 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.output_names import output_path_of
+from marin.execution.outputs import Versions, folder_absent, latest_record, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.plan_lookup import Versions, folder_absent, latest_record
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 from marin.execution.step_spec import StepSpec

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from marin.execution.arguments import Checked
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
@@ -60,6 +60,15 @@ class TrainConfig(Checked):
     machines. `loggers` may name "tensorboard", "wandb". `peak_flops` is one device's peak for the
     MFU figure (None: looked up). `prefetch` is how many batches the loader prepares ahead.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "seed",
+        "steps_per_eval",
+        "eval_max_tokens",
+        "checkpoint_every",
+        "keep_last_k",
+    )
 
     model: LlamaConfig
     optimizer: AdamConfig
@@ -131,4 +140,4 @@ def config_of(value: TrainConfig) -> TrainConfig:
     """A plain TrainConfig with `value`'s run fields (`value` may be a subclass, e.g. a train step's handle)."""
     if type(value) is TrainConfig:
         return value
-    return TrainConfig(**{name: getattr(value, name) for name in TrainConfig.__dataclass_fields__})
+    return TrainConfig(**{f.name: getattr(value, f.name) for f in fields(TrainConfig)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,18 @@ class LlamaConfig:
     move only about d · lr per step, which for d = 32 and lr = 6e-4 is too little to learn even the
     unigram distribution in 100 steps. The export folds α into the output weights.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "num_kv_heads",
+        "max_seq_len",
+        "vocab_size",
+        "rope_theta",
+        "norm_eps",
+        "tie_embeddings",
+        "init_std",
+        "output_multiplier",
+    )
 
     hidden_dim: int
     intermediate_dim: int

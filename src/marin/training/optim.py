@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -23,6 +23,19 @@ class AdamConfig(Checked):
     rate decays to `min_lr_ratio · learning_rate` at the last step (cosine or linear), or stays put
     (constant). `max_grad_norm` clips the global gradient norm; `None` or 0 turns clipping off.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "weight_decay",
+        "beta1",
+        "beta2",
+        "epsilon",
+        "max_grad_norm",
+        "warmup",
+        "lr_schedule",
+        "min_lr_ratio",
+    )
 
     learning_rate: float = 6e-4
     weight_decay: float = 0.0
