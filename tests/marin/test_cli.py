@@ -113,7 +113,7 @@ def test_a_zephyr_declaration_error_is_reported_without_a_traceback(tmp_path):
     for command in ("plan", "run"):
         ran = marin(command, "exp.py", "--prefix", "out", cwd=tmp_path)
         assert ran.returncode == 2, ran.stderr
-        assert "error: unknown output format 'csv'" in ran.stderr and "Traceback" not in ran.stderr
+        assert "error: exp.py:8: unknown output format 'csv'" in ran.stderr and "Traceback" not in ran.stderr
 
 
 HEADLINE_EXPERIMENT = textwrap.dedent("""

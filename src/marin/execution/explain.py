@@ -10,7 +10,7 @@ from typing import Any
 import storage
 from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
-from marin.execution.errors import MarinError, UnreadableRecordError
+from marin.execution.errors import MarinError, UnreadableRecordError, first_line
 from marin.execution.lease import current_holder, is_lease_file
 from marin.execution.states import OutputState, StepState
 from marin.execution.status import STATUS_FILE, Event, StatusRecord, read_status
@@ -236,7 +236,7 @@ def explain_output(path: str) -> str:
     for e in status.events if status is not None else ():
         lines.append(
             f"event    {_when(e.time)}  {e.state:<8} {e.host}:{e.pid}"
-            + (f"  {_error_line(e.error)}" if e.error else "")
+            + (f"  {first_line(e.error)}" if e.error else "")
             + (f"  {_preemption_line(e.preempted)}" if e.preempted is not None else "")
         )
     return "\n".join(lines)
@@ -262,12 +262,6 @@ def _preemption_line(p: dict[str, Any]) -> str:
     replica = "a replica" if p.get("replica") is None else f"replica {p['replica']}"
     node = f" on node {p['node']}" if p.get("node") else ""
     return f"preempted: lost {replica}{node}; retry {p.get('retry')} of {p.get('of')}: {str(p.get('error'))[:160]}"
-
-
-def _error_line(error: str) -> str:
-    """The exception line of a formatted failure (the line before the closing '(step ...)' note)."""
-    lines = [line for line in error.strip().splitlines() if line.strip()]
-    return lines[-2] if len(lines) > 1 and lines[-1].startswith("(step ") else (lines[-1] if lines else "")
 
 
 def _json(value: Any) -> str:

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 import storage
 from marin.execution.artifact import DepRecord
 from marin.execution.aside import AsideKind
+from marin.execution.errors import first_line
 from marin.execution.explain import format_seconds
 from marin.execution.states import OutputState
 from marin.ui.index import Entry, OutputIndex
@@ -68,6 +69,7 @@ def template_env(prefix: str, has_experiment: bool) -> Environment:
         has_experiment=has_experiment,
         STATES=STATES,
         shown_state=shown_state,
+        first_line=first_line,
     )
     return env
 

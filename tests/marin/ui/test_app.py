@@ -32,7 +32,7 @@ def test_outputs_page_lists_every_state_and_filters_by_name_and_state(client):
     assert page.status_code == 200
     for state in ("SUCCESS", "FAILED", "superseded"):
         assert f'data-state="{state}"' in page.text
-    assert "loss = " in page.text and "docs," in page.text  # headline metrics of train and token cache
+    assert "final_loss = " in page.text and "tokens = " in page.text  # headlines of train and token cache
     failed = client.get("/", params={"state": "FAILED"}).text
     assert failed.count('class="row"') == 1 and "broken" in failed
     named = client.get("/", params={"q": "train"}).text
