@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 import click
 
@@ -145,6 +146,22 @@ def run(
         for outcome in result.outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
         click.echo("done: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), err=True)
+    return result
+
+
+def run_with_marin(file: str, args: Sequence[str]):
+    """`marin run FILE ARGS` in this process, returning its RunResult, for a script that reports on
+    what it ran (the demo). Its errors are reported as the command reports them, and exit."""
+    try:
+        result = main.main(["run", file, *args], prog_name="marin", standalone_mode=False)
+    except click.ClickException as e:  # a usage error: the command's message and exit code
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort:
+        sys.exit(1)
+    if isinstance(result, int):  # --help, which click answers with an exit code
+        sys.exit(result)
+    return result
 
 
 @main.command()
@@ -199,7 +216,13 @@ def status(prefix, as_json, show_all) -> None:
     for r in rows:
         rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
         table.add_row(
-            r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.headline, r.detail
+            r.state,
+            r.name,
+            rel,
+            format_seconds(r.age_s),
+            format_seconds(r.duration_s),
+            r.headline,
+            r.detail if len(r.detail) <= 100 else r.detail[:99] + "…",  # `marin info` has all of it
         )
     Console(width=160).print(table)
 
@@ -242,10 +265,17 @@ def gc(prefix, keep_latest, yes, dry_run) -> None:
 @_traceback_option
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print the raw records as JSON on stdout.")
-def info(path, as_json) -> None:
-    """Explain how the output at PATH was made, from its records."""
-    from marin.execution.explain import explain_output, output_records
+@click.option(
+    "--prefix",
+    default=None,
+    help="Where to look for a step NAME's outputs (default: $MARIN_PREFIX, else ./marin-outputs).",
+)
+def info(path, as_json, prefix) -> None:
+    """Explain how the output at PATH (or the latest output of the step named PATH) was made, from its records."""
+    from marin.execution.explain import explain_output, find_output, output_records
+    from marin.execution.plan import resolve_prefix
 
+    path = find_output(path, resolve_prefix(prefix))
     if as_json:
         import orjson
 
@@ -257,13 +287,22 @@ def info(path, as_json) -> None:
 @main.command()
 @_traceback_option
 @click.argument("path")
-def verify(path) -> None:
-    """Re-check the files of the output at PATH against its manifest (sizes and xxhash digests).
+@click.option(
+    "--prefix",
+    default=None,
+    help="Where to look for a step NAME's outputs (default: $MARIN_PREFIX, else ./marin-outputs).",
+)
+def verify(path, prefix) -> None:
+    """Re-check the files of the output at PATH (or the latest output of the step named PATH) against
+    its manifest (sizes and xxhash digests).
 
     Names each file that changed, went missing or was added; exits 1 when any did, 0 when all match.
     """
+    from marin.execution.explain import find_output
+    from marin.execution.plan import resolve_prefix
     from marin.execution.provenance import verify_output
 
+    path = find_output(path, resolve_prefix(prefix))
     check = verify_output(path)
     for line in check.lines():
         click.echo(line)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,7 +81,8 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         state, detail = OutputState.RUNNING, f"lease held by {holder.describe()}"
         age = now - holder.acquired
     elif status is not None:
-        state, detail = OutputState(status.state), ""
+        state = OutputState(status.state)
+        detail = first_line(events[-1].error) if events and events[-1].error else ""  # a failure's error line
         age = now - events[-1].time if events else None
         if state == OutputState.RUNNING:  # no live lease holds it: the attempt died without recording an end
             state, detail = (
@@ -170,6 +173,44 @@ class OutputRecords:
                 )
             },
         }
+
+
+def find_output(name_or_path: str, prefix: str) -> str:
+    """The output folder `name_or_path` names: itself when it holds a step's records, else the latest
+    output of the step of that name under `prefix` (its SUCCESS outputs first, then by the time of
+    its last event), as `marin info NAME` / `marin verify NAME` take it.
+
+    MarinError naming what was looked for, and the step names found beside it, when there is none.
+    """
+    path = storage.absolute(name_or_path)
+    if storage.is_dir(path) and any(is_output_record(n) for n in storage.list_names(path)):
+        return path
+    name = name_or_path.strip("/")
+    folder = storage.join(prefix, posixpath.dirname(name)) if posixpath.dirname(name) else prefix
+    stem = posixpath.basename(name)
+    found: list[tuple[bool, float, str]] = []
+    others: set[str] = set()  # the step names the folder's outputs are named for
+    children = storage.list_names(folder) if storage.is_dir(folder) else []
+    for child in children:
+        base, _, suffix = child.rpartition("-")  # an output folder is {name}-{key[:8]}
+        if not base or len(suffix) != 8:
+            continue
+        if base != stem:
+            others.add(posixpath.join(posixpath.dirname(name), base))
+            continue
+        status = read_status(storage.join(folder, child))
+        if status is None or status.name != name:
+            continue
+        last = status.events[-1].time if status.events else 0.0
+        found.append((status.state == StepState.SUCCESS, last, storage.join(folder, child)))
+    if found:
+        return max(found)[2]
+    close = difflib.get_close_matches(name, sorted(others), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise MarinError(
+        f"{name_or_path} is neither an output folder nor the name of a step with an output under {prefix}"
+        f"{hint} (`marin status {prefix}` lists them)"
+    )
 
 
 def output_records(path: str) -> OutputRecords:
