@@ -76,6 +76,15 @@ def test_run_plan_status_info_round_trip(tmp_path):
     table = marin("status", prefix, cwd=tmp_path)
     assert "SUCCESS" in table.stdout and "loud" in table.stdout
 
+    # A step's name stands for its latest output under the prefix.
+    by_name = marin("info", "text", "--prefix", prefix, cwd=tmp_path)
+    assert by_name.returncode == 0 and f"output   {text_path}" in by_name.stdout, by_name.stderr
+    verified = marin("verify", "loud", cwd=tmp_path, MARIN_PREFIX=prefix)
+    assert verified.returncode == 0 and "ok: 1 files match the manifest" in verified.stderr, verified.stderr
+    typo = marin("info", "txt", "--prefix", prefix, cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stderr.startswith("error: txt is neither an output folder nor")
+    assert "did you mean text?" in typo.stderr
+
 
 def test_step_option_picks_one_step_and_its_dependencies(tmp_path):
     (tmp_path / "exp.py").write_text(EXPERIMENT)

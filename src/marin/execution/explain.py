@@ -205,6 +205,8 @@ def find_output(name_or_path: str, prefix: str) -> str:
         found.append((status.state == StepState.SUCCESS, last, storage.join(folder, child)))
     if found:
         return max(found)[2]
+    if storage.is_dir(path):
+        output_records(path)  # raises, saying the folder holds no step output
     close = difflib.get_close_matches(name, sorted(others), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     raise MarinError(

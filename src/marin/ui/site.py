@@ -47,6 +47,22 @@ def _pretty(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
 
+def rounded(value: Any, digits: int = 4) -> Any:
+    """`value` with every float rounded to `digits` significant digits, for reading (a step's
+    results and stats; keys and parameters are shown exactly, and every record file is one click away)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
+def _pretty_rounded(value: Any) -> str:
+    return _pretty(rounded(value))
+
+
 def _when(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "-"
 
@@ -63,6 +79,7 @@ def template_env(prefix: str, has_experiment: bool) -> Environment:
         fmt_s=format_seconds,
         when=_when,
         pretty=_pretty,
+        pretty_rounded=_pretty_rounded,
         script_json=script_json,
         quote=quote,
         prefix=prefix,
