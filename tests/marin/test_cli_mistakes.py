@@ -102,19 +102,24 @@ def _fill(text: str, files: dict[str, str]) -> str:
     return text.replace("{{", "{").replace("}}", "}")
 
 
-@pytest.mark.parametrize("mistake", list(MISTAKES))
-def test_a_mistake_is_one_error_line_naming_what_to_fix_exit_2_and_no_traceback(mistake, files, tmp_path):
-    source, expected = (_fill(textwrap.dedent(part), files) for part in MISTAKES[mistake])
-    (tmp_path / "exp.py").write_text(source)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MARIN_")}
-    ran = subprocess.run(
-        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
-        cwd=tmp_path,
+def _marin_run(folder, **env_vars: str) -> subprocess.CompletedProcess:
+    """`marin run exp.py` in `folder`, a real process with the user's environment (no MARIN_*)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARIN_")} | env_vars
+    return subprocess.run(
+        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(folder / "out")],
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_a_mistake_is_one_error_line_naming_what_to_fix_exit_2_and_no_traceback(mistake, files, tmp_path):
+    source, expected = (_fill(textwrap.dedent(part), files) for part in MISTAKES[mistake])
+    (tmp_path / "exp.py").write_text(source)
+    ran = _marin_run(tmp_path)
     lines = ran.stderr.splitlines()
     errors = [i for i, line in enumerate(lines) if line.startswith("error:")]
     assert ran.returncode == 2, ran.stderr
@@ -126,15 +131,7 @@ def test_a_mistake_is_one_error_line_naming_what_to_fix_exit_2_and_no_traceback(
 
 def test_traceback_shows_the_full_error_when_asked(files, tmp_path):
     (tmp_path / "exp.py").write_text(_fill(TOKENIZE.replace("{docs}", "{bad}"), files))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MARIN_")} | {"MARIN_TRACEBACK": "1"}
-    ran = subprocess.run(
-        [sys.executable, "-m", "marin.cli", "run", "exp.py", "--prefix", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ran = _marin_run(tmp_path, MARIN_TRACEBACK="1")
     assert ran.returncode == 2, ran.stderr
     assert "Traceback (most recent call last)" in ran.stderr
     assert ran.stderr.count("--- worker traceback ---") == 1, ran.stderr  # the full error, printed once

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import sys
 
+from fray.cluster import FrayError
+
 
 class MarinError(Exception):
     """Base class of every error marin raises on purpose."""
@@ -68,10 +70,11 @@ def first_line(text: str) -> str:
 
 
 def is_reported(error: BaseException) -> bool:
-    """Whether `error` was raised on purpose with a message for the user: a MarinError, or a
-    ZephyrError (zephyr is a leaf library, so its errors have their own base; it is looked up only
-    when zephyr is loaded, which the engine never imports itself)."""
-    if isinstance(error, MarinError):
+    """Whether `error` was raised on purpose with a message for the user: a MarinError, a FrayError
+    (a resource request, a cluster's refusal) or a ZephyrError (fray and zephyr are libraries
+    below marin, with their own bases; zephyr is looked up only when loaded, since the engine never
+    imports it)."""
+    if isinstance(error, MarinError | FrayError):
         return True
     zephyr_errors = sys.modules.get("zephyr.errors")
     return zephyr_errors is not None and isinstance(error, zephyr_errors.ZephyrError)
