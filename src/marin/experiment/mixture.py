@@ -1,6 +1,8 @@
-"""`Mixture`: inputs and their weights as an immutable, hashable, ordered mapping.
+"""`Mixture`: inputs and their weights as an immutable, hashable, ordered mapping; `PhasedMixture`:
+a schedule of such weights by step.
 
-train_lm's datasets and mix's inputs are held as one, so that their handles stay hashable.
+train_lm's datasets (static or scheduled) and mix's inputs are held as these, so that their handles
+stay hashable.
 """
 
 from __future__ import annotations
@@ -33,3 +35,30 @@ class Mixture(Mapping):
 
     def __repr__(self) -> str:
         return f"Mixture({dict(self._pairs)!r})"
+
+
+class PhasedMixture:
+    """A mixture schedule over step handles: `((start_step, Mixture), ...)`, hashable and ordered.
+
+    `handles` are the datasets it declares: every handle any phase names, in the order they first
+    appear. A phase gives weights to some of them (the rest weigh 0 in it).
+    """
+
+    def __init__(self, phases: tuple[tuple[int, Mixture], ...]):
+        self.phases = phases
+        self.handles = tuple(dict.fromkeys(handle for _, mixture in phases for handle in mixture))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.handles)
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PhasedMixture) and self.phases == other.phases
+
+    def __hash__(self) -> int:
+        return hash(self.phases)
+
+    def __repr__(self) -> str:
+        return f"PhasedMixture({[(step, dict(m)) for step, m in self.phases]!r})"

@@ -17,7 +17,7 @@ from marin.execution.step_spec import StepSpec
 from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
 from marin.training.errors import TrainingConfigError
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from zephyr import ZephyrConfig
 
