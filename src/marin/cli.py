@@ -382,6 +382,7 @@ def ui(prefix, host, port, token, experiment) -> None:
 
 
 @main.command("plot-lr")
+@_traceback_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--step", "step_names", multiple=True, help="Draw only this train step (step or variable name)."
@@ -391,11 +392,8 @@ def plot_lr(file, step_names, out) -> None:
     """Draw the learning-rate schedule of each train step FILE.py declares, step by step, into a PNG."""
     from marin.experiment.lr_plot import plot_curves, schedule_curve, train_steps
 
-    try:
-        curves = [schedule_curve(name, handle) for name, handle in train_steps(file, step_names)]
-        plot_curves(curves, out)
-    except _declared_errors() as e:
-        _fail(str(e), 2)
+    curves = [schedule_curve(name, handle) for name, handle in train_steps(file, step_names)]
+    plot_curves(curves, out)
     for curve in curves:
         click.echo(curve.summary())
     click.echo(f"wrote {out}", err=True)
