@@ -195,10 +195,17 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 @click.option("--all", "show_all", is_flag=True, help="Also list moved-aside copies of outputs.")
 def status(prefix, as_json, show_all) -> None:
     """A table of the step outputs under PREFIX: state, age, duration and headline metric."""
+    import storage
+    from marin.execution.errors import MarinError
     from marin.execution.explain import format_seconds, list_outputs
     from marin.execution.plan import resolve_prefix
 
     root = resolve_prefix(prefix)
+    if not storage.is_dir(root):
+        raise MarinError(
+            f"{root}: no such folder; give the prefix the outputs were written under (marin status PREFIX, "
+            "or set MARIN_PREFIX)"
+        )
     rows = list_outputs(root, include_superseded=show_all)
     if as_json:
         import dataclasses

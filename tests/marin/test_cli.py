@@ -81,6 +81,8 @@ def test_run_plan_status_info_round_trip(tmp_path):
     assert by_name.returncode == 0 and f"output   {text_path}" in by_name.stdout, by_name.stderr
     verified = marin("verify", "loud", cwd=tmp_path, MARIN_PREFIX=prefix)
     assert verified.returncode == 0 and "ok: 1 files match the manifest" in verified.stderr, verified.stderr
+    nowhere = marin("status", "nowhere", cwd=tmp_path)  # a missing prefix is a mistake, not 0 outputs
+    assert nowhere.returncode == 2 and nowhere.stderr.startswith(f"error: {tmp_path}/nowhere: no such folder")
     typo = marin("info", "txt", "--prefix", prefix, cwd=tmp_path)
     assert typo.returncode == 2 and typo.stderr.startswith("error: txt is neither an output folder nor")
     assert "did you mean text?" in typo.stderr
