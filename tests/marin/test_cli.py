@@ -133,7 +133,15 @@ HEADLINE_EXPERIMENT = textwrap.dedent("""
     def score():
         return {"headline": {"metric": "bpb", "value": 1.23456}, "other": 1}
 
+    def count():
+        return {"headline": {"metric": "tokens", "value": 123456, "n": 1000}}
+
+    def score_with_interval():
+        return {"headline": {"metric": "bpb", "value": 1.23456, "ci95": [1.2012, 1.2698], "n": 50}}
+
     scored = StepSpec(name="evaluations/scored", fn=score)
+    counted = StepSpec(name="tokenized/counted", fn=count)
+    bounded = StepSpec(name="evaluations/bounded", fn=score_with_interval)
 """)
 
 
@@ -143,9 +151,13 @@ def test_status_and_info_show_a_steps_headline_metric(tmp_path):
     assert marin("run", "exp.py", "--prefix", prefix, cwd=tmp_path).returncode == 0
 
     rows = json.loads(marin("status", prefix, "--json", cwd=tmp_path).stdout)
-    assert [(r["name"], r["headline"]) for r in rows] == [("evaluations/scored", "bpb = 1.235")]
+    assert [(r["name"], r["headline"]) for r in rows] == [
+        ("evaluations/bounded", "bpb = 1.235 (95% CI 1.201-1.27, n=50)"),  # the interval and n shown with it
+        ("evaluations/scored", "bpb = 1.235"),
+        ("tokenized/counted", "tokens = 123,456 (n=1,000)"),
+    ]
     assert "bpb = 1.235" in marin("status", prefix, cwd=tmp_path).stdout
-    info = marin("info", rows[0]["path"], cwd=tmp_path)
+    info = marin("info", "evaluations/scored", "--prefix", prefix, cwd=tmp_path)
     assert "headline bpb = 1.235" in info.stdout
 
 

@@ -117,8 +117,9 @@ def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
 def headline(artifact: ArtifactRecord | None) -> str:
     """A step's headline metric as 'metric = value', when its result declares one.
 
-    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
-    do); the engine shows it and attaches no meaning to it.
+    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations,
+    training, token caches, curation and zephyr steps do), with, when it has them, the `ci95`
+    interval and the `n` it rests on, shown beside the value; the engine attaches no meaning to it.
     """
     result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
@@ -127,7 +128,14 @@ def headline(artifact: ArtifactRecord | None) -> str:
     value = shown.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{shown['metric']} = {value}"
-    return f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    text = f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    ci, n = shown.get("ci95"), shown.get("n")
+    extra = []
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        extra.append(f"95% CI {ci[0]:.4g}-{ci[1]:.4g}")
+    if isinstance(n, int) and not isinstance(n, bool):
+        extra.append(f"n={n:,}")
+    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _duration(events: Sequence[Event]) -> float | None:
