@@ -90,9 +90,9 @@ dpo_model = dpo(
 )
 
 held_out = ExactMatchTask(items=100 if QUICK else 400)
-qa_base = evaluate("evaluations/qa-base", model_step=base_model, exact_match=held_out)
-qa_sft = evaluate("evaluations/qa-sft", model_step=sft_model, exact_match=held_out)
-qa_dpo = evaluate("evaluations/qa-dpo", model_step=dpo_model, exact_match=held_out)
+qa_base = evaluate("evaluations/qa-base", model=base_model, exact_match=held_out)
+qa_sft = evaluate("evaluations/qa-sft", model=sft_model, exact_match=held_out)
+qa_dpo = evaluate("evaluations/qa-dpo", model=dpo_model, exact_match=held_out)
 
 
 def _item_scores(output: str) -> ItemScores:

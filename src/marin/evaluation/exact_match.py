@@ -5,9 +5,10 @@ rendered by the tokenizer's chat template with the generation prompt (`marin.dat
 the reply is generated greedily (Hugging Face's `generate`, with its KV cache) until the
 template's end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared
 after SQuAD's normalization (lower case; punctuation and the articles a, an, the removed; whitespace
-collapsed), so "The park." matches "the park". The score is an accuracy with its Wilson interval (`marin.evaluation.stats.accuracy`),
-overall and per kind of question; every item's reply and correctness are written out, so two models
-scored on the same items can be compared item by item (`stats.paired_difference`).
+collapsed), so "The park." matches "the park". The score is an accuracy with its Wilson interval
+(`marin.evaluation.stats.accuracy`), overall and per kind of question; every item's reply and
+correctness are written out, so two models scored on the same items can be compared item by item
+(`stats.paired_difference`).
 
 Items come from `marin://tinystories-qa` (its held-out `validation` stories by default) or from
 JSONL/Parquet files of `{"messages": [...], "answer": "..."}` (an optional `"kind"` groups them).

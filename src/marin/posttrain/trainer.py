@@ -176,24 +176,28 @@ class PostTrainer(Trainer):
     def _batches(self) -> InMemoryBatches:
         return InMemoryBatches(self.loader, self.device)
 
-    def _export(self, model: nn.Module, hf_path: str, summary: dict[str, Any]) -> None:
+    def _export(self, model: nn.Module, out_dir: str) -> None:
         extra = {"generation_config.json": json.dumps(generation_config(self.tokenizer), indent=2).encode()}
         weights = merged_copy(model) if self.job.lora is not None else model
         export_hf(
             weights,
             self.model_config,
-            hf_path,
+            out_dir,
             tokenizer_dir=self._tokenizer_dir,
             eos_id=self.eos_id,
             bos_id=self.tokenizer.bos_token_id,
             extra_files=extra,
         )
+
+    def _summarize(self, summary: dict[str, Any]) -> None:
         summary["objective"] = str(self.job.objective)
         summary.update(self.data_summary)
         if self.job.lora is not None:
+            # LoRA runs are never sharded and keep no moving average, so `self.model` holds the
+            # exported weights whole.
             adapter = storage.join(self.output_path, ADAPTER_DIR)
             save_peft_adapter(
-                model, self.model_config, self.job.lora, adapter, base_model=self.job.base_hf_path
+                self.model, self.model_config, self.job.lora, adapter, base_model=self.job.base_hf_path
             )
             summary["adapter_path"] = adapter
             summary["lora_modules"] = len(self.lora_modules)

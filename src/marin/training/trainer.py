@@ -35,7 +35,7 @@ from torch import nn
 
 from marin.training.bad_steps import BadStepGuard
 from marin.training.blocks import checkpoint_blocks, compile_blocks, compile_wanted
-from marin.training.callbacks import Callback, StepOutput, default_callbacks
+from marin.training.callbacks import Callback, StepOutput, default_callbacks, export_step_name, export_steps
 from marin.training.checkpoint import Checkpointer, TrainState, step_name
 from marin.training.config import Parallelism, TrainConfig
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
@@ -191,7 +191,8 @@ class Trainer:
     config and the run's fingerprint), `_prepare_model()` (after the model is built: load weights,
     add adapters), `trainable` (the module whose parameters train and are checkpointed),
     `_make_loader()` and `_batches()`, `_forward_options()`, `_gradients(batch)` (the objective's
-    gradient), `evaluate()` and `_export()`.
+    gradient), `evaluate()`, `_export()` (what an export writes) and `_summarize()` (what the run's
+    summary adds).
     """
 
     def __init__(self, job: TrainJob, env: _Distributed, device: torch.device, signals: StopSignals):
@@ -237,7 +238,12 @@ class Trainer:
 
     @property
     def stopping(self) -> bool:
-        """Whether the run ends after the current step (a stop request or a signal)."""
+        """Whether the run ends after the current step (a stop request or a signal).
+
+        A signal counts at once in a run of one process; with several, from the next step's
+        all-reduce on, so every process stops after the same step."""
+        if self.interrupted is None and self.world_size == 1 and self.signals.received:
+            self.interrupted = self.signals.received
         return self.stop_reason is not None or self.interrupted is not None
 
     def request_stop(self, reason: str) -> None:
@@ -279,6 +285,17 @@ class Trainer:
         return self.checkpointer.save(
             model=self.trainable, optimizer=self.optimizer, state=state, tensors=tensors
         )
+
+    def export_hf(self, out_dir: str) -> str:
+        """Write the model's Hugging Face export to `out_dir` (collective under FSDP: every rank calls it):
+        the weights being trained, or their moving average when the run keeps one and exports it."""
+        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
+        if self.ema is not None and self.config.export_ema:
+            export_model = copy.deepcopy(self.model)
+            self.ema.copy_to(export_model)
+        if self.is_main:
+            self._export(export_model, out_dir)
+        return out_dir
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Call `fn` when the loop ends, however it ends (a callback's cleanup)."""
@@ -559,19 +576,24 @@ class Trainer:
             "skipped_steps": self.guard.skipped if self.guard is not None else 0,
             "exported_weights": "ema" if self.ema is not None and self.config.export_ema else "last",
         }
-        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
-        if self.ema is not None and self.config.export_ema:
-            export_model = copy.deepcopy(self.model)
-            self.ema.copy_to(export_model)
+        self.export_hf(hf_path)
+        if self.config.export_every:
+            summary["exports"] = {
+                str(s): f"hf/{export_step_name(s)}" for s in export_steps(self.config.export_every, self.step)
+            }
+            summary["tokens_per_step"] = self.config.batch_size * self.config.seq_len
         if self.is_main:
-            self._export(export_model, hf_path, summary)
+            self._summarize(summary)
         self._barrier()
         return summary
 
-    def _export(self, model: nn.Module, hf_path: str, summary: dict[str, Any]) -> None:
-        """On rank 0: write the Hugging Face export of `model` at `hf_path`, adding to `summary`."""
+    def _export(self, model: nn.Module, out_dir: str) -> None:
+        """On rank 0: write the Hugging Face export of `model` (the weights to export, whole) at `out_dir`."""
         first = self.datasets[0]
-        export_hf(model, self.model_config, hf_path, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+        export_hf(model, self.model_config, out_dir, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
+
+    def _summarize(self, summary: dict[str, Any]) -> None:
+        """On rank 0, at the run's end, after the export: add what this kind of run reports to `summary`."""
         summary["train_unigram_entropy"] = unigram_entropy(
             [d.train for d in self.datasets], self.model_config.vocab_size
         )
