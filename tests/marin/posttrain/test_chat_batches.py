@@ -87,9 +87,18 @@ def test_windows_hold_whole_conversations_and_a_restored_state_continues_exactly
 
 
 def test_a_conversation_longer_than_a_window_is_cut_and_counted(tokenizer):
+    story = tinystories_qa.conversation(0)
+    rendered = render_chat(tokenizer, story)
+    first_reply_end = int(np.flatnonzero(rendered.assistant)[0]) + 4  # past the first reply's first tokens
+    data = render_conversations(tokenizer, [story, TWO_TURNS], tokenizer.eos_token_id, first_reply_end)
+    assert data.truncated == 1 and data.dropped == 0
+    assert np.diff(data.offsets)[0] == first_reply_end
+    assert render_chat(tokenizer, TWO_TURNS).ids.size + 1 == np.diff(data.offsets)[1]
+
+
+def test_a_conversation_cut_before_its_first_reply_is_left_out_and_counted(tokenizer):
     data = render_conversations(
         tokenizer, [tinystories_qa.conversation(0), TWO_TURNS], tokenizer.eos_token_id, 100
     )
-    assert data.truncated == 1
-    assert np.diff(data.offsets)[0] == 100
-    assert render_chat(tokenizer, TWO_TURNS).ids.size + 1 == np.diff(data.offsets)[1]
+    assert (data.truncated, data.dropped) == (1, 1)
+    assert len(data.offsets) == 2  # only TWO_TURNS is left
