@@ -77,8 +77,10 @@ def evaluated_on(results: dict, shown: int = 4) -> str:
     """What an evaluation scored: its suite, else its harness tasks, then its perplexity datasets."""
     if not isinstance(results, dict):
         return ""
-    names = [results["suite"]["name"]] if (results.get("suite") or {}).get("name") else list(
-        results.get("harness") or {}
+    names = (
+        [results["suite"]["name"]]
+        if (results.get("suite") or {}).get("name")
+        else list(results.get("harness") or {})
     )
     names += list((results.get("perplexity") or {}).get("datasets") or {})
     more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
