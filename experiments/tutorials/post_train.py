@@ -10,8 +10,8 @@ story, whose answers the story generator knows), `dpo()` on its preference pairs
 against a plausible wrong one), and three evaluations (`evaluations/qa-base`, `evaluations/qa-sft`,
 `evaluations/qa-dpo`) of the same held-out questions (stories no stage trained on) by exact match of
 the greedy reply. It prints each model's exact match with its 95% interval and the paired difference
-between consecutive stages (McNemar's test on the same items). On a 2-core CPU the full run takes
-about ten minutes; a second run finds every step cached.
+between consecutive stages (McNemar's test on the same items). The full run is sized for
+about ten minutes on a 2-core CPU; a second run finds every step cached.
 """
 
 import os
