@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import orjson
 
 import storage
 from marin.evaluation import stats
+from marin.evaluation.direction import higher_is_better, ranking_value
 from marin.evaluation.errors import EvalDataError
 from marin.execution.artifact import read_info
 from marin.execution.states import OutputState
@@ -183,7 +183,14 @@ def compare(paths: Sequence[str], iters: int = stats.ITERS, seed: int = stats.SE
             if x is None or y is None or set(x.ids) != set(y.ids):
                 continue
             diff = stats.paired_difference(x, y, iters, seed)
-            differences.append({"a": a.label, "b": b.label, "metric": metric, **diff.to_json()})
+            better = (
+                None  # the better of the two where the difference is significant, by the metric's direction
+            )
+            if diff.significant:
+                better = (a if (diff.difference.value > 0) == higher_is_better(metric) else b).label
+            differences.append(
+                {"a": a.label, "b": b.label, "metric": metric, **diff.to_json(), "better": better}
+            )
     return Comparison(evaluations, params, metrics, differences)
 
 
@@ -242,9 +249,14 @@ def render(comparison: Comparison, fmt: str = "md") -> str:
         lines.append(_row([metric, *(interval(e.metrics.get(metric)) for e in comparison.evaluations)]))
     out = "\n".join(lines) + "\n"
     if comparison.differences:
-        out += "\nPaired differences (a - b on the same items; significant: the 95% interval excludes 0)\n\n"
-        out += _row(["metric", "a", "b", "a - b", "95% interval", "p", "test", "significant"]) + "\n"
-        out += _row(["---"] * 8) + "\n"
+        out += (
+            "\nPaired differences (a - b on the same items; significant: the 95% interval excludes 0; "
+            "better: the better of a and b where significant, higher or lower as the metric says)\n\n"
+        )
+        out += (
+            _row(["metric", "a", "b", "a - b", "95% interval", "p", "test", "significant", "better"]) + "\n"
+        )
+        out += _row(["---"] * 9) + "\n"
         for d in comparison.differences:
             ci = d["ci95"]
             out += (
@@ -258,6 +270,7 @@ def render(comparison: Comparison, fmt: str = "md") -> str:
                         f"{d['p_value']:.3g}",
                         d["test"],
                         "yes" if d["significant"] else "no",
+                        d["better"] or "",
                     ]
                 )
                 + "\n"
@@ -291,18 +304,32 @@ def _csv(comparison: Comparison) -> str:
             "n",
             "p_value",
             "significant",
+            "better",
         ]
     )
     for name, values in comparison.params.items():
         for e, v in zip(comparison.evaluations, values, strict=True):
-            writer.writerow(["param", name, e.label, "", _cell(v), "", "", "", "", "", ""])
+            writer.writerow(["param", name, e.label, "", _cell(v), "", "", "", "", "", "", ""])
     for metric in comparison.metrics:
         for e in comparison.evaluations:
             m = e.metrics.get(metric)
             if m:
                 ci = m.get("ci95") or [None, None]
                 writer.writerow(
-                    ["metric", metric, e.label, "", m["value"], m.get("stderr"), ci[0], ci[1], m["n"], "", ""]
+                    [
+                        "metric",
+                        metric,
+                        e.label,
+                        "",
+                        m["value"],
+                        m.get("stderr"),
+                        ci[0],
+                        ci[1],
+                        m["n"],
+                        "",
+                        "",
+                        "",
+                    ]
                 )
     for d in comparison.differences:
         ci = d["ci95"] or [None, None]
@@ -319,19 +346,15 @@ def _csv(comparison: Comparison) -> str:
                 d["n"],
                 d["p_value"],
                 d["significant"],
+                d["better"] or "",
             ]
         )
     return buffer.getvalue()
 
 
-def ranked(evaluations: Sequence[Evaluated], metric: str, higher_is_better: bool) -> list[Evaluated]:
+def ranked(evaluations: Sequence[Evaluated], metric: str) -> list[Evaluated]:
     """The evaluations that have `metric`, best first by the worse end of its interval (the lower bound
-    when higher is better): a model ranks high only when it is good with confidence."""
-
-    def bound(e: Evaluated) -> float:
-        m = e.metrics[metric]
-        ci = m.get("ci95")
-        value = (ci[0] if higher_is_better else ci[1]) if ci else m.get("value")
-        return -np.inf if value is None else (value if higher_is_better else -value)
-
-    return sorted((e for e in evaluations if metric in e.metrics), key=bound, reverse=True)
+    when higher is better, the upper bound when lower is: `direction.ranking_value`), so a model
+    ranks high only when it is good with confidence."""
+    have = [e for e in evaluations if metric in e.metrics]
+    return sorted(have, key=lambda e: ranking_value(e.metrics[metric], metric), reverse=True)
