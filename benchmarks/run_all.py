@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "train_gpu_mfu": (["--parallelism", "fsdp", "--model", "150m", "1b"], ["--smoke"]),
     "eval_perplexity": ([], []),
+    "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),

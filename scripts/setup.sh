@@ -17,7 +17,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # CPU build; elsewhere PyPI serves the CUDA build of the same release. An open `torch`
     # requirement alone would pull a multi-GB CUDA build even where no GPU exists.
     .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install "torch==${MARIN_TORCH_VERSION:-2.13.0}"
-    .venv/bin/python -m pip install -e ".[ray,hf,eval,ui,dev,infra,curation,gcs,s3]"
+    .venv/bin/python -m pip install -e ".[ray,hf,eval,ui,dev,infra,curation,scaling,gcs,s3]"
   } >"$log" 2>&1 || { tail -n 40 "$log" >&2; echo "setup failed; the whole log is $log" >&2; exit 1; }
   touch "$stamp"
 fi
