@@ -39,6 +39,11 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "tokenize_scaling": ([], ["--documents", "8000", "--rounds", "1"]),
     "tokenize_memory": ([], ["--sizes", "20", "--file-mb", "10"]),
     "train_cpu_throughput": ([], ["--steps", "4", "--warmup", "1", "--seq-len", "128", "--batch-size", "2"]),
+    "train_loader_bucket": (
+        [],
+        ["--shards", "2", "--shard-tokens", "500000", "--batches", "6", "--baseline-batches", "2"],
+    ),
+    "train_muon_cpu": ([], ["--steps", "4", "--warmup", "1", "--seq-len", "128", "--batch-size", "2"]),
     "train_multinode": (
         [],
         ["--steps", "6", "--warmup", "2", "--seq-len", "64", "--batch-size", "2", "--rounds", "1"],

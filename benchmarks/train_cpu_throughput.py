@@ -16,6 +16,7 @@ are medians over the steps after `--warmup`. Prints one JSON object; the goal is
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -34,10 +35,10 @@ from marin.data.token_cache import TokenCache  # noqa: E402
 from marin.data.tokenizer_training import train_byte_level_bpe  # noqa: E402
 from marin.execution.step_runner import StepRunner  # noqa: E402
 from marin.experiment.data import tokenized  # noqa: E402
-from marin.training.config import TrainConfig
+from marin.training.callbacks import Callback  # noqa: E402
+from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
-from marin.training.model import Llama  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 from zephyr import ZephyrConfig  # noqa: E402
@@ -72,7 +73,7 @@ class PlainLoop:
         )
         self.batches = [torch.from_numpy(loader.next_batch()) for _ in range(steps)]
         torch.manual_seed(config.seed + 1)
-        self.model = Llama(config.model.with_vocab_size(opened.vocab_size))
+        self.model = config.model.with_vocab_size(opened.vocab_size).build()
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.optimizer.learning_rate, foreach=True
         )
@@ -97,17 +98,26 @@ def interleaved(config: TrainConfig, cache: str, out: str) -> tuple[list[float],
     of the next (the hook): everything the trainer does per step (waiting for data, forward,
     backward, clipping, the optimizer, metrics, the progress bar), and no baseline work.
     """
-    plain = PlainLoop(config, cache, config.num_train_steps)
-    ours, base = [], []
-    last = [time.perf_counter()]
+    hook = Interleave(PlainLoop(config, cache, config.num_train_steps))
+    config = dataclasses.replace(config, callbacks=(hook,))
+    summary = train(TrainJob(config, (DatasetInput("bench", cache, 1.0),), out))
+    return hook.ours, hook.base, summary["data_wait_seconds_this_run"]
 
-    def hook(done: int) -> None:
-        ours.append(time.perf_counter() - last[0])
-        base.append(plain.step(done - 1))
-        last[0] = time.perf_counter()
 
-    summary = train(TrainJob(config, (DatasetInput("bench", cache, 1.0),), out, on_step_end=hook))
-    return ours, base, summary["data_wait_seconds_this_run"]
+class Interleave(Callback):
+    """After each trainer step, one baseline step; times the trainer's step as the period between."""
+
+    def __init__(self, plain: PlainLoop):
+        self.plain, self.ours, self.base = plain, [], []
+        self.last = time.perf_counter()
+
+    def on_train_start(self, trainer) -> None:
+        self.last = time.perf_counter()
+
+    def on_step_end(self, trainer, step) -> None:
+        self.ours.append(time.perf_counter() - self.last)
+        self.base.append(self.plain.step(step.step - 1))
+        self.last = time.perf_counter()
 
 
 def main() -> None:

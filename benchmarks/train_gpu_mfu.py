@@ -46,7 +46,7 @@ from marin.training.config import Parallelism, TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.fsdp import shard_model  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
-from marin.training.model import Llama, LlamaConfig  # noqa: E402
+from marin.training.models import LlamaConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 
@@ -119,10 +119,12 @@ def plain_loop(
     """Seconds per step of a minimal loop with the same model and settings (no loader, no logging)."""
     torch.manual_seed(0)
     fsdp = parallelism == Parallelism.FSDP
-    model = Llama(model_config).to(device)
+    model = model_config.build().to(device)
     with group_of_one(device) if fsdp else contextlib.nullcontext():
         if fsdp:
-            shard_model(model, device)  # bf16 params and compute on CUDA, as the trainer's
+            shard_model(
+                model, model_config.blocks(model), device
+            )  # bf16 params and compute on CUDA, as the trainer's
         train_model = torch.compile(model) if compile else model
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
         rows = torch.randint(0, model_config.vocab_size, (steps, batch, seq + 1), device=device)

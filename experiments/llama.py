@@ -20,7 +20,7 @@ steps to learn even the unigram distribution (the demo's loss stayed at 6.2 nats
 entropy of 5.3); with it, the same run reaches 2.8. The export folds the multiplier into `lm_head`.
 """
 
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 
 REFERENCE_VOCAB_SIZE = 128_256
 """The vocabulary the documented parameter counts assume (Llama 3 / Marin tokenizer)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from typing import IO
 
@@ -210,6 +209,8 @@ def open_regular(path: str) -> IO[bytes]:
 def upload(local: str, path: str) -> None:
     """Copy the local file `local` to `path` in one write (one object on a store)."""
     if is_local(path):
+        import shutil  # lazy: shutil imports the compression modules, and few processes copy files
+
         shutil.copyfile(local, local_path(path))
         return
     fs, p = fs_and_path(path)
@@ -219,6 +220,8 @@ def upload(local: str, path: str) -> None:
 def download(path: str, local: str) -> bool:
     """Copy the file at `path` to the local file `local`; False when there is none at `path`."""
     if is_local(path):
+        import shutil
+
         try:
             shutil.copyfile(local_path(path), local)
         except FileNotFoundError:
@@ -268,6 +271,8 @@ def remove_tree(path: str) -> None:
     if is_local(path):
         local = local_path(path)
         if os.path.isdir(local) and not os.path.islink(local):
+            import shutil
+
             shutil.rmtree(local, ignore_errors=True)
         else:
             remove(local)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -73,7 +72,7 @@ def _compressing(raw: BinaryIO, path: str) -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str) -> Iterator[BinaryIO]:
+def open_write(path: str) -> Iterator[BinaryIO]:
     """A binary stream that becomes the file at `path` only when the block ends without error.
 
     Bytes go to a hidden temporary name in the same directory, compressed by the final name's
@@ -82,7 +81,7 @@ def atomic_write(path: str) -> Iterator[BinaryIO]:
     directory, _, name = path.rstrip("/").rpartition("/")
     directory = directory or "."
     makedirs(directory)
-    temp = join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+    temp = join(directory, f".{name}.tmp-{os.urandom(6).hex()}")
     try:
         with open_file(temp, "wb") as raw, _compressing(raw, path) as stream:
             yield stream
@@ -98,7 +97,7 @@ def atomic_write(path: str) -> Iterator[BinaryIO]:
 
 
 def temp_pattern(directory: str) -> str:
-    """The glob of temporary files `atomic_write` leaves behind in a directory when a process dies."""
+    """The glob of temporary files `open_write` leaves behind in a directory when a process dies."""
     return join(directory, ".part-*.tmp-*")
 
 

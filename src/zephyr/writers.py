@@ -12,7 +12,7 @@ from itertools import islice
 
 import orjson
 
-from storage import atomic_write, join, read_bytes, write_bytes
+from storage import join, open_write, read_bytes, write_bytes
 from zephyr.errors import PlanError
 from zephyr.readers import ShardStats
 
@@ -83,7 +83,7 @@ def write_shard(spec: WriteSpec, path: str, records: Iterable, stats: ShardStats
     With `spec.part_stats`, the part's counts (records written, `stats.bad_records`) are written
     beside it before the part appears, so a part never lacks its counts.
     """
-    with atomic_write(path) as stream:
+    with open_write(path) as stream:
         if spec.format == "jsonl":
             count = _write_jsonl(stream, records)
         elif spec.format == "text":

@@ -41,7 +41,7 @@ def test_list_files_matches_globs_and_names_what_matched_nothing(root):
 @pytest.mark.parametrize("name", ["part.jsonl", "part.jsonl.gz", "part.jsonl.zst"])
 def test_atomic_write_compresses_by_extension_and_open_read_decompresses(root, name):
     path = storage.join(root, "out", name)
-    with storage.atomic_write(path) as f:
+    with storage.open_write(path) as f:
         f.write(b"hello\n" * 1000)
     with storage.open_read(path) as f:
         assert f.read() == b"hello\n" * 1000
@@ -52,7 +52,7 @@ def test_atomic_write_compresses_by_extension_and_open_read_decompresses(root, n
 
 def test_an_atomic_write_that_fails_leaves_no_file(root):
     path = storage.join(root, "out", "part.jsonl")
-    with pytest.raises(RuntimeError), storage.atomic_write(path) as f:
+    with pytest.raises(RuntimeError), storage.open_write(path) as f:
         f.write(b"half")
         raise RuntimeError("writer died")
     assert storage.list_names(storage.join(root, "out")) == []

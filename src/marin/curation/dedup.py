@@ -38,7 +38,7 @@ from marin.curation.documents import (
 from marin.curation.minhash import MinHasher, band_keys, estimated_jaccard, lsh_params
 from marin.curation.steps import finish, run_shards, zephyr_config
 from marin.execution.keyed import NOT_KEY
-from storage import atomic_write, join, open_file, remove, remove_empty_dir
+from storage import join, open_file, open_write, remove, remove_empty_dir
 from zephyr import Dataset, ShardInfo
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ class DedupConfig:
     zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)  # see DocumentStepConfig
     rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)  # inputs that yield no document succeed
 
     def input_names(self) -> tuple[str, ...]:
         return self.inputs
@@ -157,7 +158,7 @@ def fuzzy_keys(config: DedupConfig, work: str, tasks, info: ShardInfo) -> Iterat
     blank = bytes(4 * config.num_perm)
     for index, _count, shard in tasks:
         stats = CurationStats()
-        with atomic_write(signature_path(work, index)) as out:
+        with open_write(signature_path(work, index)) as out:
             first = next_line = None
             for _where, line, record in read_records(shard, config.bad_records, stats.bad):
                 text = _text(config, record)
@@ -319,4 +320,12 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
         partial(rewrite_shard, config, output_path), shards, config.zephyr, drops_by_shard(drops, shards)
     )
     extra = {"candidate_pairs": candidates, "merged_pairs": len(edges), "clusters": len(set(drops.values()))}
-    return finish(f"dedup_{config.method}", config.describe(), results, output_path, extra)
+    return finish(
+        f"dedup_{config.method}",
+        config.describe(),
+        results,
+        output_path,
+        extra,
+        inputs=config.inputs,
+        allow_empty=config.allow_empty,
+    )

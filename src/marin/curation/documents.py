@@ -264,10 +264,10 @@ def rejected_writer(output_dir: str, index: int, count: int, enabled: bool) -> I
         return
     import orjson
 
-    from storage import atomic_write, join
+    from storage import join, open_write
 
     name = output_spec(output_dir).path_for(index, count).rsplit("/", 1)[-1]
-    with atomic_write(join(output_dir, REJECTED_DIR, name)) as out:
+    with open_write(join(output_dir, REJECTED_DIR, name)) as out:
 
         def reject(record: dict, reason: str, where: str, line: int, **extra) -> None:
             row = record | {"rejected_by": reason, "rejected_at": f"{where}:{line}"} | extra
@@ -294,7 +294,7 @@ def write_stats(output_dir: str, stats: dict) -> None:
     """Write `stats.json` next to the shards (atomically)."""
     import json
 
-    from storage import atomic_write, join
+    from storage import join, open_write
 
-    with atomic_write(join(output_dir, "stats.json")) as f:
+    with open_write(join(output_dir, "stats.json")) as f:
         f.write(json.dumps(stats, indent=2, sort_keys=False).encode())

@@ -22,7 +22,7 @@ from marin.execution.artifact import read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
 from marin.execution.errors import UnreadableRecordError
 from marin.execution.lease import current_holder, is_lease_file
-from marin.execution.output_names import default_output_name
+from marin.execution.outputs import default_output_name
 from marin.execution.states import StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 

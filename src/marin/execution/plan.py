@@ -37,9 +37,8 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.output_names import output_path_of
+from marin.execution.outputs import Versions, folder_absent, latest_record, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
-from marin.execution.plan_lookup import Versions, folder_absent, latest_record
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, read_status
 from marin.execution.step_spec import StepSpec
@@ -112,8 +111,12 @@ class Plan(msgspec.Struct):
     steps: list[PlannedStep]
     index: dict[int, int] = msgspec.field(default_factory=dict)  # id(spec) -> position
 
-    def of(self, spec: StepSpec) -> PlannedStep:
-        """The planned step for a spec of this plan."""
+    def of(self, spec: StepSpec | Any) -> PlannedStep:
+        """The planned step for a spec (or a lazy handle) of this plan."""
+        if not isinstance(spec, StepSpec):
+            from marin.execution.lazy import lower
+
+            spec = lower(spec)
         return self.steps[self.index[id(spec)]]
 
     def counts(self) -> dict[str, int]:

@@ -1,5 +1,7 @@
-"""What a run records about where and from what it ran, for `.executor_info`.
+"""What a run records about where and from what it ran: each step's `.executor_info` (`step_info`).
 
+`step_info` assembles the record: the step's key record and provenance, with what is the same for
+every step of a run (the experiment file, the command line, git state per module) computed once.
 The Python environment (every installed distribution's version, host, user), the git state of a
 step function's repository and of the experiment's (with a dirty experiment's capped diff), the
 experiment file with its sha256, and the command line. Each is computed once per process.
@@ -17,11 +19,15 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from marin.execution.artifact import DepRecord, ExecutorInfo, fn_reference, resources_json
 from marin.execution.discover import is_experiment_module
 from marin.execution.status import HOST
+
+if TYPE_CHECKING:
+    from marin.execution.plan import PlannedStep
 
 _PACKAGES = (
     "marin",
@@ -247,3 +253,49 @@ def _read_git(directory: str) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(dirty) if dirty is not None else None}
+
+
+_PROVENANCE = "provenance"
+
+
+def step_info(
+    step: PlannedStep,
+    deps: Sequence[PlannedStep],
+    prefix: str,
+    memo: dict[Any, Any],
+    started: float,
+    ended: float,
+    **extra: Any,
+) -> ExecutorInfo:
+    """The info record of `step`, run from `started` to `ended`; `memo` is shared by the run's steps.
+    `extra` sets further fields (an adopted folder's `adopted` and `manifest`)."""
+    spec = step.spec
+    if _PROVENANCE not in memo:  # the same for every step of the run: computed once
+        memo[_PROVENANCE] = run_provenance()
+    fn = spec.fn.func if isinstance(spec.fn, functools.partial) else spec.fn
+    module = getattr(fn, "__module__", None)
+    git = memo.get(("git", module))
+    if git is None:
+        git = memo[("git", module)] = git_state(spec.fn)
+    provenance = memo[_PROVENANCE]
+    return ExecutorInfo(
+        name=spec.name,
+        key=step.key,
+        key_record=step.record,
+        hash_attrs=spec.hash_attrs,
+        version=spec.version,
+        code_fingerprint=step.record["code"].get("fingerprint"),
+        deps=tuple(DepRecord(d.name, d.key, d.output_path) for d in deps),
+        fn=fn_reference(spec.fn),
+        git=git,
+        environment=environment(),
+        output_path=step.output_path,
+        prefix=prefix,
+        start_time=started,
+        end_time=ended,
+        duration_s=round(ended - started, 6),
+        resources=resources_json(spec.resources),
+        experiment=provenance["experiment"],
+        command_line=provenance["command_line"],
+        **extra,
+    )

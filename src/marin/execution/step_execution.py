@@ -40,9 +40,9 @@ from marin.execution.errors import LeaseLostError, OutputConflictError, Unreadab
 from marin.execution.heartbeat import Heartbeat
 from marin.execution.interrupt import Interrupt
 from marin.execution.lease import Lease, LeaseInfo, is_lease_file, try_acquire
-from marin.execution.output_prep import prepare_output, resumes
 from marin.execution.ownership import check_no_symlinks, foreign_entries
 from marin.execution.plan import PlannedStep
+from marin.execution.run_provenance import step_info
 from marin.execution.states import RunOutcome, StepState
 from marin.execution.status import (
     STATUS_FILE,
@@ -53,7 +53,6 @@ from marin.execution.status import (
     read_status,
     write_status,
 )
-from marin.execution.step_info import step_info
 from marin.execution.task import StepTask
 
 logger = logging.getLogger("marin.execution")
@@ -391,3 +390,46 @@ def _fail(
 def _format_error(error: BaseException, step: PlannedStep) -> str:
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return f"{text.rstrip()}\n(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"
+
+
+def resumes(
+    resumable: bool, forced: bool, force_run_failed: bool, key: str, status: StatusRecord | None
+) -> bool:
+    """Whether an attempt under `key` continues from the output of an earlier one with that key.
+
+    Only a resumable step does, and only from an interrupted attempt (RUNNING, INTERRUPTED) or a
+    failed one that `force_run_failed` retries; a step named in `force_run` always starts clean.
+    """
+    if not resumable or forced or status is None or status.key != key:
+        return False
+    return status.state in (StepState.RUNNING, StepState.INTERRUPTED) or (
+        status.state == StepState.FAILED and force_run_failed
+    )
+
+
+def prepare_output(
+    out: str, status: StatusRecord | None, keep_partial: bool, listing: list[str] | None = None
+) -> None:
+    """Empty the output directory of a previous attempt, keeping leases and the status history.
+
+    A SUCCESS output (of another key, or forced: same-key ones were reused before this) is moved to
+    a sibling copy named by `aside.aside_name` (`<output>.superseded-<key8>-<time>`) with a record
+    saying why: a runner never deletes a finished output. With `keep_partial` (see `resumes`) an
+    unfinished attempt's output stays for the step to resume from. `listing`: the folder's names,
+    when the caller has just listed it.
+    """
+    if status is not None and status.state == StepState.SUCCESS:
+        move_aside(
+            out,
+            AsideKind.SUPERSEDED,
+            status.key,
+            status.name,
+            "a new key, or force_run, reuses this output path",
+            keep=is_lease_file,
+        )
+        return
+    if keep_partial:
+        return
+    for name in storage.list_names(out) if listing is None else listing:
+        if not is_lease_file(name) and name != STATUS_FILE and not is_status_temp(name):
+            storage.remove_tree(f"{out}/{name}")

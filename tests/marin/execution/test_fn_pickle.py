@@ -6,9 +6,9 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from marin.execution.fn_pickle import dumps_fn, loads_fn
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
+from marin.execution.task import dumps_fn, loads_fn
 
 SCALE = 10
 

@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent("""
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
     from marin.experiment.train import train_lm
-    from marin.training.model import LlamaConfig
+    from marin.training.models import LlamaConfig
     from marin.training.optim import AdamConfig
     from zephyr import ZephyrConfig
 

@@ -15,7 +15,7 @@ from marin.execution.discover import experiment_module_name, import_file, is_exp
 from marin.execution.errors import MarinError, UnreadableRecordError
 from marin.execution.explain import output_records
 from marin.execution.gc import collect
-from marin.execution.output_names import default_output_key, default_output_name
+from marin.execution.outputs import default_output_key, default_output_name
 from marin.execution.run_provenance import experiment_file
 from marin.execution.states import OutputState, PlanState, RunOutcome, StepState
 from marin.execution.status import STATUS_FILE, StatusRecord, event, read_status, write_status

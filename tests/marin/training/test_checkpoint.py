@@ -15,7 +15,7 @@ from marin.training.checkpoint import (
     save_checkpoint,
 )
 from marin.training.errors import CheckpointError
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.rng import capture_rng, restore_rng
 
@@ -26,7 +26,7 @@ CONFIG = LlamaConfig(
 
 def _trained(seed: int):
     torch.manual_seed(seed)
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     optimizer = AdamConfig(learning_rate=1e-2, weight_decay=0.1).build(model)
     model(torch.randint(0, 40, (2, 8))).sum().backward()
     optimizer.step()

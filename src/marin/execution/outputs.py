@@ -1,16 +1,56 @@
-"""What the plan looks up besides statuses: whether an output folder is there (one listing of the
-folder above, shared by its new steps), and the latest recorded key record of a step's name (for
-"what changed")."""
+"""Where step outputs live under a prefix, and what the plan finds there.
+
+- The one formula for an output's path: `{prefix}/{output_path}`, or by default
+  `{prefix}/{name}-{key8}`; the plan writes by it, and `marin gc` and the plan's "what changed"
+  lookup read it back (`default_output_key`).
+- Whether an output folder is there: one listing of the folder above, shared by its steps.
+- The latest recorded key record of a step's name (for "what changed"), found through an index of
+  each folder's default outputs by step name, built from that same listing.
+"""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import storage
 from marin.execution.artifact import read_info
-from marin.execution.output_names import KEY_CHARS, default_output_key
-from marin.execution.step_spec import StepSpec
+from marin.execution.errors import DagError
+
+if TYPE_CHECKING:
+    from marin.execution.step_spec import StepSpec
+
+KEY_CHARS = 8  # characters of the key a default output folder's name carries
+
+
+def default_output_name(name: str, key: str) -> str:
+    """The default output folder of step `name` with `key`, relative to the prefix."""
+    return f"{name}-{key[:KEY_CHARS]}"
+
+
+def default_output_key(folder: str, name: str) -> str | None:
+    """The key prefix spelled by `folder` (a folder's base name) when it is named as a default output
+    of step `name`, else None."""
+    stem = storage.basename(name) + "-"
+    if folder.startswith(stem) and len(folder) == len(stem) + KEY_CHARS:
+        return folder[len(stem) :]
+    return None
+
+
+def output_path_of(name: str, output_path: str | None, prefix: str, key: str) -> str:
+    """`{prefix}/{output_path}` (normalised) or `{prefix}/{name}-{key8}`; DagError if it is the prefix."""
+    if not output_path:
+        return f"{prefix}/{default_output_name(name, key)}"
+    relative = posixpath.normpath(output_path)
+    if relative == ".":
+        spelled = "" if output_path.strip("/") == "." else " (it normalises to '.')"
+        raise DagError(
+            f"step {name!r}: output_path {output_path!r}{spelled} is the prefix itself ({prefix}); a step's output "
+            "is a folder of its own inside the prefix (a rerun clears or moves it): give a subfolder such as "
+            f"{name!r}"
+        )
+    return f"{prefix}/{relative}"
 
 
 def folder_absent(path: str, listings: dict[str, list[str]], present: dict[str, frozenset[str]]) -> bool:
