@@ -15,21 +15,23 @@ family's configs must carry the vocabulary size of the tokenizer they train with
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from marin.execution.arguments import Checked
 from marin.execution.errors import MarinError, StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
-from marin.execution.lazy import LazyStep, lower
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from marin.experiment.train import TrainLm, train_lm
-from marin.scaling_laws.fit_step import ScalingFitConfig, run_scaling_fit
+from marin.scaling_laws.fit_step import FitOptions, ScalingFitConfig, run_scaling_fit
 from marin.scaling_laws.flops import BudgetRun, CountsFlops, run_for_budget
 from marin.scaling_laws.runs import ScalingRun, check_runs
-from marin.training.optim import AdamConfig
+from marin.training.optim import OptimizerConfig
 
 if TYPE_CHECKING:
     from marin.experiment.data import TokenizedData
@@ -49,7 +51,7 @@ TOKENS_PER_PARAM = 20.0
 
 
 @dataclass(frozen=True)
-class ModelFamily:
+class ModelFamily(Checked):
     """Model configs of one design at several sizes: `build(size)` is the config of `size`.
 
     A size is whatever `build` takes (a width, a depth, a name). `sizes` lists the candidates a sweep
@@ -65,22 +67,23 @@ class ModelFamily:
 
 
 @dataclass(frozen=True)
-class TrainRecipe:
+class TrainRecipe(Checked):
     """How every run of a sweep trains, except its model and its number of steps.
 
-    `optimizer` is an AdamConfig, or a function of the model config returning one (a learning rate
-    that depends on width). `options` are any other `train_lm` fields (seed, steps_per_eval,
-    eval_max_tokens, resources, version, ...), the same for every run.
+    `optimizer` is an optimizer config (AdamConfig, MuonConfig), or a function of the model config
+    returning one (a learning rate that depends on width). `options` are any other `train_lm` fields
+    (seed, steps_per_eval, eval_max_tokens, resources, version, ...), the same for every run.
     """
 
     datasets: Mapping[TokenizedData, float]
-    optimizer: AdamConfig | Callable[[Any], AdamConfig]
+    optimizer: OptimizerConfig | Callable[[Any], OptimizerConfig]
     batch_size: int
     seq_len: int
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def optimizer_for(self, model: Any) -> AdamConfig:
-        return self.optimizer if isinstance(self.optimizer, AdamConfig) else self.optimizer(model)
+    def optimizer_for(self, model: Any) -> OptimizerConfig:
+        """The optimizer of the run training `model`."""
+        return self.optimizer if isinstance(self.optimizer, OptimizerConfig) else self.optimizer(model)
 
 
 @dataclass(frozen=True)
@@ -222,18 +225,12 @@ def isoflop_sweep(
 
 
 @dataclass(frozen=True)
-class ScalingFitStep:
-    """Lazy handle of a scaling-fit step over runs (see `scaling_fit`)."""
+class ScalingFitStep(FitOptions, StepOptions):
+    """Lazy handle of a scaling-fit step over runs (made by `scaling_fit`); its options are `FitOptions`'."""
 
-    name: str
+    helper: ClassVar[str] = "scaling_fit"
+    _: KW_ONLY
     runs: tuple[SweepRun, ...]
-    metric: str = "eval_bpb"
-    target_flops: float | None = None
-    bootstrap: int = 1000
-    seed: int = 0
-    huber_delta: float = 1e-3
-    plots: bool = True
-    version: str | None = None
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are every run's train (and evaluation) step; hash_attrs the fit's config."""
@@ -256,21 +253,13 @@ class ScalingFitStep:
         # the fit does not depend on the order of the runs, so neither does its key
         records.sort(key=lambda r: (r.budget, r.params, r.tokens, r.train_step, r.evaluation_step or ""))
         deps.sort(key=lambda spec: spec.name)
-        config = ScalingFitConfig(
-            runs=tuple(records),
-            metric=self.metric,
-            target_flops=self.target_flops,
-            bootstrap=self.bootstrap,
-            seed=self.seed,
-            huber_delta=self.huber_delta,
-            plots=self.plots,
-        )
+        options = {f.name: getattr(self, f.name) for f in dataclasses.fields(FitOptions)}
+        config = ScalingFitConfig(runs=tuple(records), **options)
         return StepSpec(
-            name=self.name,
             fn=functools.partial(run_scaling_fit, config),
             deps=deps,
             hash_attrs=hash_attrs_of(config),
-            version=self.version,
+            **self.spec_options(),
         )
 
 
@@ -284,7 +273,7 @@ def scaling_fit(
     seed: int = 0,
     huber_delta: float = 1e-3,
     plots: bool = True,
-    version: str | None = None,
+    **options: Any,
 ) -> ScalingFitStep:
     """Declare a step that fits `metric` of `runs` both ways and predicts a larger budget.
 
@@ -296,6 +285,7 @@ def scaling_fit(
     with t intervals), Approach 3 (L = E + A/N^alpha + B/D^beta, Huber on log L with
     `huber_delta`, `bootstrap` resamples from `seed`), and the loss-optimal split of
     `target_flops` (default: 10x the largest budget) with the predicted metric and its interval.
+    `options` are the `StepOptions` (version, adopt, resources).
     """
     where = f"scaling fit {name!r}"
     if not isinstance(name, str) or not name:
@@ -319,7 +309,17 @@ def scaling_fit(
         ],
         where,
     )
-    return ScalingFitStep(name, made, metric, target_flops, bootstrap, seed, huber_delta, plots, version)
+    return ScalingFitStep(
+        name,
+        runs=made,
+        metric=metric,
+        target_flops=target_flops,
+        bootstrap=bootstrap,
+        seed=seed,
+        huber_delta=huber_delta,
+        plots=plots,
+        **options,
+    )
 
 
 def _budgets(where: str, budgets: Sequence[float]) -> tuple[float, ...]:

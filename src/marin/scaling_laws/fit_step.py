@@ -35,17 +35,24 @@ TARGET_FACTOR = 10.0
 """Without a target budget, the prediction is made at this many times the largest budget."""
 
 
-@dataclass(frozen=True)
-class ScalingFitConfig:
-    """The runs to fit, the metric, the budget to predict at, and the bootstrap of Approach 3."""
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """How a scaling fit reads and fits its runs: the metric, the budget to predict at, Approach 3's
+    bootstrap (`bootstrap` resamples from `seed`) and Huber delta, and whether to draw the plots."""
 
-    runs: tuple[ScalingRun, ...]
     metric: str = "eval_bpb"
     target_flops: float | None = None
     bootstrap: int = 1000
     seed: int = 0
     huber_delta: float = 1e-3
     plots: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingFitConfig(FitOptions):
+    """Everything a scaling-fit step needs: its runs (steps, budgets, N, D, C) and the options."""
+
+    runs: tuple[ScalingRun, ...]
 
     @property
     def target(self) -> float:

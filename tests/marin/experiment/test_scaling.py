@@ -23,7 +23,7 @@ from marin.execution.step_spec import StepSpec
 from marin.experiment.data import tokenized
 from marin.experiment.scaling import ModelFamily, TrainRecipe, isoflop_sweep, scaling_fit
 from marin.scaling_laws import ScalingLawError, fit_isoflop, fit_loss_law
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from tests.marin.scaling_laws.fit_outputs import evaluation_result
 

@@ -1,6 +1,7 @@
 """experiments/tutorials/scaling.py at its reduced size: the command docs/scaling.md shows runs verbatim,
-trains a real sweep (3 budgets x 3 sizes), prints the exponents and the prediction with intervals, reruns
-fully cached, and a fourth budget added to the sweep plans only that budget's runs (and the fit)."""
+trains a real sweep (3 budgets x 3 sizes) whose train steps count the model FLOPs the sweep declared,
+prints the exponents and the prediction with intervals, reruns fully cached, and a fourth budget added
+to the sweep plans only that budget's runs (and the fit)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 import subprocess
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from tests.shell_env import fresh_env
 
@@ -63,6 +66,18 @@ def test_the_reduced_tutorial_fits_its_sweep_reruns_cached_and_a_new_budget_adds
     assert all(
         (Path(report) / name).is_file() for name in ("fit.json", "table.md", "isoflop.png", "frontier.png")
     )
+
+    # every train step counted its model FLOPs as the sweep did, and its hardware FLOPs apart
+    fit = json.loads((Path(report) / "fit.json").read_text())
+    declared = {r["train_step"]: r["flops"] for r in fit["runs"]}
+    rows = json.loads(_run(["marin", "status", "--json"], prefix).stdout)
+    trains = [r for r in rows if r["name"] in declared]
+    assert len(trains) == 9
+    for row in trains:
+        flops = json.loads((Path(row["path"]) / ".artifact.json").read_text())["result"]["flops"]
+        assert flops["model"] == pytest.approx(declared[row["name"]], rel=1e-12)
+        assert 0 < flops["ratio"] < 1 and flops["hardware"] > flops["model"]
+        assert row["compute"] == f"{flops['model']:.3g} / {flops['hardware']:.3g} ({flops['ratio']:.1%})"
 
     again = _run(["bash", "-c", COMMAND], prefix)
     assert again.returncode == 0, again.stderr[-3000:]

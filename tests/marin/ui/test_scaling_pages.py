@@ -37,7 +37,9 @@ def test_a_fit_page_shows_its_plots_and_tables_with_intervals(scaling_client, fi
     page = scaling_client.get(f"/scaling/{quote(rel)}")
     assert page.status_code == 200
     images = re.findall(r'<img src="([^"]+)"', page.text)
-    assert images == [f"/plot/{quote(rel)}/{name}" for name in ("isoflop.png", "frontier.png", "predicted.png")]
+    assert images == [
+        f"/plot/{quote(rel)}/{name}" for name in ("isoflop.png", "frontier.png", "predicted.png")
+    ]
     for image in images:
         served = scaling_client.get(image)
         assert served.status_code == 200 and served.headers["content-type"] == "image/png"
