@@ -117,7 +117,8 @@ def headline(artifact: ArtifactRecord | None) -> str:
     """A step's headline metric as 'metric = value', when its result declares one.
 
     A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
-    do); the engine shows it and attaches no meaning to it.
+    do), with `"ci95": [LO, HI]` when the value has an interval (shown after it); the engine shows it
+    and attaches no meaning to it.
     """
     result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
@@ -126,7 +127,11 @@ def headline(artifact: ArtifactRecord | None) -> str:
     value = shown.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{shown['metric']} = {value}"
-    return f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    text = f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    bounds = shown.get("ci95")
+    if isinstance(bounds, list | tuple) and len(bounds) == 2 and all(_is_number(b) for b in bounds):
+        text += f" [{bounds[0]:.4g}, {bounds[1]:.4g}]"
+    return text
 
 
 def compute(artifact: ArtifactRecord | None) -> str:

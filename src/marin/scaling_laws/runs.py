@@ -91,9 +91,13 @@ def metric_value(value: Any) -> tuple[float, float | None] | None:
         return None
     if isinstance(value, int | float):
         return float(value), None
-    if isinstance(value, Mapping) and isinstance(value.get("value"), int | float):
-        stderr = value.get("stderr")
-        return float(value["value"]), float(stderr) if isinstance(stderr, int | float) else None
+    if isinstance(value, Mapping) and "value" in value and "n" in value:
+        number, stderr = value["value"], value.get("stderr")
+        if number is None:  # a metric object writes NaN as null
+            number = math.nan
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            return None
+        return float(number), float(stderr) if isinstance(stderr, int | float) else None
     return None
 
 

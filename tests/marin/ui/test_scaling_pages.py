@@ -61,3 +61,16 @@ def test_plots_are_served_only_from_fits_and_only_by_their_names(scaling_client,
     run_rel = _rel(fit_outputs, next(fit_outputs.prefix.glob("runs/r0-*")))
     assert scaling_client.get(f"/plot/{quote(run_rel)}/isoflop.png").status_code == 404
     assert scaling_client.get(f"/scaling/{quote(run_rel)}").status_code == 404
+
+
+def test_a_fits_headline_is_its_prediction_with_the_interval_in_status_and_on_the_outputs_page(
+    scaling_client, fit_outputs
+):
+    from marin.execution.explain import list_outputs
+
+    result = json.loads((fit_outputs.train_fit / ".artifact.json").read_text())["result"]
+    value, (lo, hi) = result["headline"]["value"], result["headline"]["ci95"]
+    shown = f"predicted eval_bpb at C=1e+22 = {value:.4g} [{lo:.4g}, {hi:.4g}]"
+    rows = {r.path: r for r in list_outputs(str(fit_outputs.prefix))}
+    assert rows[str(fit_outputs.train_fit)].headline == shown
+    assert shown in scaling_client.get("/", params={"q": "fits/train"}).text
