@@ -4,7 +4,7 @@
 counts therefore depend on the tokenizer; the table gives them at the Llama 3 / Marin tokenizer's
 128,256 entries (untied input and output embeddings), and without embeddings. They are computed by
 `LlamaConfig.num_parameters` and checked against the instantiated modules by
-tests/marin/training/test_model.py.
+tests/marin/training/models/test_llama.py. The other architectures' sizes are in experiments/models.py.
 
 | name         | layers | hidden | heads (kv) | MLP   | max seq | params @128,256 vocab | non-embedding |
 | ------------ | ------ | ------ | ---------- | ----- | ------- | --------------------- | ------------- |

@@ -212,7 +212,7 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
         if status is not None and status.key == key and status.state == SUCCESS and spec.name not in forced:
             state, reason = CACHED, ""  # the common case, decided inline (as `_state_of` would)
         else:
-            state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed)
+            state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed, out)
         # A cached step needs neither its key record nor its status again; dropping them frees those
         # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
         if state is CACHED:
@@ -269,7 +269,7 @@ def _settle_remote(
         dep_steps = [steps[i] for i in planned.deps]
         spec = planned.spec
         planned.state, planned.reason = _state_of(
-            spec, planned.key, status, dep_steps, forced, force_run_failed
+            spec, planned.key, status, dep_steps, forced, force_run_failed, planned.output_path
         )
         if planned.state == PlanState.CACHED:
             planned.record = None
@@ -288,7 +288,7 @@ def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRec
         return None, e
 
 
-def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[PlanState, str]:
+def _state_of(spec, key, status, dep_steps, forced, force_run_failed, output_path) -> tuple[PlanState, str]:
     same_key = status is not None and status.key == key
     if same_key and status.state == StepState.SUCCESS and spec.name not in forced:
         return PlanState.CACHED, ""
@@ -314,10 +314,18 @@ def _state_of(spec, key, status, dep_steps, forced, force_run_failed) -> tuple[P
             if state == StepState.RUNNING
             else f"previous attempt ended {state}"
         )
-        return PlanState.RUN_RETRY, reason + (
-            "; resumable: it resumes from that attempt's output" if spec.resumable else ""
-        )
+        return PlanState.RUN_RETRY, reason + _resumes(spec, output_path)
     return PlanState.RUN_NEW, ""
+
+
+def _resumes(spec: StepSpec, output_path: str) -> str:
+    """What a rerun of an unfinished attempt starts from: the step's own word (`resume_note`) or,
+    for a resumable step without one, that it keeps the attempt's output."""
+    if not spec.resumable:
+        return ""
+    if spec.resume_note is None:
+        return "; resumable: it resumes from that attempt's output"
+    return f"; {spec.resume_note(output_path)}"
 
 
 def _explain_run(

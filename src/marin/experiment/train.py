@@ -29,7 +29,7 @@ from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from marin.experiment.mixture import Mixture, PhasedMixture
-from marin.training.checkpoint import CHECKSUMS
+from marin.training.checkpoint import CHECKSUMS, resume_note
 from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
@@ -201,6 +201,7 @@ class TrainLm(TrainConfig, StepOptions):
             deps=deps,
             hash_attrs=hash_attrs,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
+            resume_note=resume_note,  # the plan says from which step, or that none is there
             **self.spec_options(),
         )
 

@@ -66,7 +66,7 @@ def compile_wanted(setting: bool | str, device: torch.device) -> bool:
     return device.type == "cuda" if setting == "auto" else bool(setting)
 
 
-def compile_blocks(blocks: Sequence[nn.Module]) -> None:
-    """torch.compile each block in place (`nn.Module.compile`: its names stay)."""
+def compile_blocks(blocks: Sequence[nn.Module], **options: Any) -> None:
+    """torch.compile each block in place (`nn.Module.compile`: its names stay); `options` go to torch.compile."""
     for block in blocks:
-        block.compile()
+        block.compile(**options)

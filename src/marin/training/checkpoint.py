@@ -379,6 +379,32 @@ class Checkpointer:
         )
 
 
+def resume_note(output_path: str) -> str:
+    """What a rerun of the train step at `output_path` starts from, as the plan says it:
+    "resumes from step N" (its newest checkpoint that looks intact) or "restarts: no checkpoint".
+
+    Intact here is what a listing shows without reading the weights (the plan must stay fast on a
+    bucket of gigabyte checkpoints): `checksums.json` parses and every file it lists is there with
+    the size written. The digests are checked when the run loads it, which falls back to an older
+    checkpoint if this one was damaged in place.
+    """
+    directory = storage.join(output_path, "checkpoints")
+    for step in reversed(list_checkpoints(directory)):
+        if _looks_intact(storage.join(directory, step_name(step))):
+            return f"resumes from step {step}"
+    return "restarts: no checkpoint"
+
+
+def _looks_intact(folder: str) -> bool:
+    try:
+        checksums = json.loads(storage.read_bytes(storage.join(folder, CHECKSUMS)) or b"")
+        expected = {name: int(checksums[name]["size"]) for name in _required_files(checksums)}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    sizes = dict(storage.walk_files(folder))
+    return all(sizes.get(name) == size for name, size in expected.items())
+
+
 def load_latest_intact(
     directory: str,
     *,

@@ -221,7 +221,12 @@ class Trainer:
 
     @property
     def stopping(self) -> bool:
-        """Whether the run ends after the current step (a stop request or a signal)."""
+        """Whether the run ends after the current step (a stop request or a signal).
+
+        A signal counts at once in a run of one process; with several, from the next step's
+        all-reduce on, so every process stops after the same step."""
+        if self.interrupted is None and self.world_size == 1 and self.signals.received:
+            self.interrupted = self.signals.received
         return self.stop_reason is not None or self.interrupted is not None
 
     def request_stop(self, reason: str) -> None:

@@ -121,7 +121,15 @@ def test_every_train_config_field_is_a_train_lm_keyword_and_only_unmarked_ones_e
     )
     assert type(handle.config) is TrainConfig and handle.config.prefetch == 2
     keyed = {f.name for f in dataclasses.fields(TrainConfig) if is_key_field(f)}
-    assert set(lower(handle).hash_attrs) == keyed | {"datasets"}
+    attrs = set(lower(handle).hash_attrs) - {"datasets"}
+    at_default = {
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if f.default is not dataclasses.MISSING and getattr(handle, f.name) == f.default
+    }
+    published = set(TrainConfig.KEYED_AT_DEFAULT)
+    assert attrs == keyed - (at_default - published)  # an option left at its default stays out
+    assert "eval_max_tokens" in attrs and published <= attrs
     assert {"num_processes", "device", "prefetch", "parallelism", "grad_accum_steps"}.isdisjoint(keyed)
     fields = _nano_fields({stories_tokenized: 1.0}, prefetch=2, eval_max_tokens=4096)
     positional = train_lm(fields.pop("name"), **fields)

@@ -12,13 +12,13 @@ import os
 
 import pytest
 import torch
-from train_child import FailAfterStep, Stop, tiny_config
+from train_child import FailAfterStep, Stop, arch_config, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
+from marin.execution.arguments import DeclarationError
 from marin.training.config import Parallelism
 from marin.training.datasets import DatasetInput
-from marin.training.errors import TrainingConfigError
 from marin.training.init_weights import load_init_weights
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
@@ -216,7 +216,22 @@ def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single
 
 def test_parallelism_must_be_ddp_or_fsdp():
     assert tiny_config(1, parallelism="fsdp").parallelism is Parallelism.FSDP
-    with pytest.raises(
-        TrainingConfigError, match=r"parallelism must be one of \['ddp', 'fsdp'\], got 'zero3'"
-    ):
+    with pytest.raises(DeclarationError, match=r"parallelism='zero3' is not one of 'ddp', 'fsdp'"):
         tiny_config(1, parallelism="zero3")
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "olmo2"])
+def test_fsdp_shards_every_architecture_per_block_and_trains_as_one_plain_process(
+    story_cache, tmp_path, arch
+):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    plain, sharded = str(tmp_path / "plain"), str(tmp_path / "fsdp")
+    run_job(TrainJob(arch_config(arch, 4, checkpoint_every=None), datasets, plain), num_processes=1)
+    summary = run_job(
+        TrainJob(arch_config(arch, 4, checkpoint_every=None, parallelism="fsdp"), datasets, sharded),
+        num_processes=1,
+    )
+    assert summary["parallelism"] == "fsdp"
+    assert os.listdir(os.path.join(sharded, "checkpoints", "step-00000004", "dcp"))  # the sharded format
+    for a, b in zip(_metrics(plain), _metrics(sharded), strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5), a["step"]

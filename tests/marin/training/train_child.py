@@ -1,7 +1,8 @@
-"""A training process for the resume tests: `python train_child.py CACHE OUT STEPS [KILL_AFTER]`.
+"""A training process for the resume tests: `python train_child.py CACHE OUT STEPS [KILL_AFTER [ARCH]]`.
 
-With KILL_AFTER it SIGKILLs itself once step KILL_AFTER is recorded (and checkpointed when due), as
-a preemption would. Also the callbacks the trainer's tests share.
+With KILL_AFTER (0: never) it SIGKILLs itself once step KILL_AFTER is recorded (and checkpointed
+when due), as a preemption would. ARCH trains that architecture's nano size (`arch_config`)
+instead of `tiny_config`'s Llama. Also the callbacks the trainer's tests share.
 """
 
 import os
@@ -36,6 +37,17 @@ def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
     )
     fields.update(overrides)
     return TrainConfig(**fields)
+
+
+def arch_config(arch: str, num_train_steps: int, **overrides) -> TrainConfig:
+    """The nano size of architecture `arch` (experiments.models.NANO), trained as the architecture tests do."""
+    from experiments.models import NANO
+
+    fields = dict(
+        model=NANO[arch], optimizer=AdamConfig(learning_rate=6e-3, warmup=3), batch_size=16, seq_len=64
+    )
+    fields |= dict(seed=0, steps_per_eval=None, eval_max_tokens=1024, checkpoint_every=10)
+    return tiny_config(num_train_steps, **(fields | overrides))
 
 
 class Stop(Exception):
@@ -79,8 +91,11 @@ if __name__ == "__main__":
     cache, out, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kill_after = int(sys.argv[4]) if len(sys.argv) > 4 else None
     callbacks = (KillAfterStep(kill_after),) if kill_after else ()
+    arch = sys.argv[5] if len(sys.argv) > 5 else None
     job = TrainJob(
-        config=tiny_config(steps, callbacks=callbacks),
+        config=arch_config(arch, steps, callbacks=callbacks)
+        if arch
+        else tiny_config(steps, callbacks=callbacks),
         datasets=(DatasetInput("stories", cache, 1.0),),
         output_path=out,
     )

@@ -152,8 +152,16 @@ class Attention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, documents: DocumentMask | None = None
     ) -> torch.Tensor:
         """Causal attention of (batch, heads, seq, head_dim) queries over grouped keys and values,
-        within each document when `documents` is given (`marin.training.document_masking`)."""
-        if self.kv_heads != self.num_heads:
+        within each document when `documents` is given (`marin.training.document_masking`).
+
+        Without documents on CUDA, the kernel shares each key/value head with its group of query
+        heads (`enable_gqa`, nothing copied); otherwise the heads are repeated first, which gives
+        the same forward and keeps the CPU gradients bit-identical to the earlier trainer's (the
+        two sum a group's gradients in different orders)."""
+        grouped = self.kv_heads != self.num_heads
+        if documents is None and grouped and q.is_cuda:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if grouped:
             repeat = self.num_heads // self.kv_heads
             k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
         if documents is None:

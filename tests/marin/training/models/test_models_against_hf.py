@@ -8,6 +8,8 @@ gives HF's logits. Norm weights are drawn away from 1 so a wrongly mapped norm w
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import transformers
@@ -15,15 +17,20 @@ import transformers
 from marin.training import load_model
 from marin.training.export import export_hf
 from marin.training.init_weights import load_init_weights
-from marin.training.models import LlamaConfig, config_from_hf
+from marin.training.models import LlamaConfig, Olmo2Config, Qwen3Config, config_from_hf
 
 VOCAB = 211
 SHAPE = dict(hidden_dim=64, intermediate_dim=96, num_layers=3, num_heads=4, vocab_size=VOCAB, max_seq_len=128)
 
 CASES = {
-    "llama-gqa": LlamaConfig(**SHAPE, num_kv_heads=2, rope_theta=500000.0),
+    "llama-gqa-output-multiplier": LlamaConfig(
+        **SHAPE, num_kv_heads=2, rope_theta=500000.0, output_multiplier=8.0
+    ),
     "llama-tied-mqa": LlamaConfig(**SHAPE, num_kv_heads=1, tie_embeddings=True),
-    "llama-output-multiplier": LlamaConfig(**SHAPE, num_kv_heads=4, output_multiplier=8.0),
+    "qwen3-gqa-head-dim-32": Qwen3Config(**SHAPE, num_kv_heads=2, head_dim=32),
+    "qwen3-tied": Qwen3Config(**SHAPE, num_kv_heads=2, tie_embeddings=True),
+    "olmo2-gqa": Olmo2Config(**SHAPE, num_kv_heads=2, output_multiplier=4.0),
+    "olmo2-mha": Olmo2Config(**SHAPE),
 }
 
 
@@ -52,14 +59,14 @@ def test_our_export_gives_hugging_faces_class_the_same_logits(tmp_path, name):
         diff = (ours(tokens) - theirs(tokens).logits).abs().max().item()
     assert diff <= 1e-5
     loaded, loaded_config = load_model(str(tmp_path))  # and our export reads back as our config
-    assert loaded_config == _without_multiplier(config)
+    assert _canonical(loaded_config) == _canonical(config)
     with torch.no_grad():
         assert (loaded(tokens) - ours(tokens)).abs().max().item() <= 1e-5
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_hugging_face_model_saved_by_hf_loads_into_ours_with_its_logits(tmp_path, name):
-    config = _without_multiplier(CASES[name])
+    config = _canonical(CASES[name])
     hf_config = getattr(transformers, config.hf.config_class)(**config.hf.config_kwargs(config))
     if hasattr(hf_config, "rope_parameters"):
         hf_config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_theta}
@@ -69,7 +76,7 @@ def test_a_hugging_face_model_saved_by_hf_loads_into_ours_with_its_logits(tmp_pa
     theirs = getattr(transformers, config.hf.hf_class)(hf_config).eval()
     _perturb_norms(theirs)
     theirs.save_pretrained(str(tmp_path))
-    assert config_from_hf(theirs.config.to_dict()) == config
+    assert _canonical(config_from_hf(theirs.config.to_dict())) == config
     tokens = _tokens()
     with torch.no_grad():
         expected = theirs(tokens).logits
@@ -81,8 +88,6 @@ def test_a_hugging_face_model_saved_by_hf_loads_into_ours_with_its_logits(tmp_pa
         assert (ours(tokens) - expected).abs().max().item() <= 1e-5
 
 
-def _without_multiplier(config):
-    """What an export reads back as: the output multiplier is folded into the weights."""
-    import dataclasses
-
-    return dataclasses.replace(config, output_multiplier=1.0)
+def _canonical(config):
+    """A config as an export reads back: the output multiplier folded into the weights, the KV heads spelt out."""
+    return dataclasses.replace(config, output_multiplier=1.0, num_kv_heads=config.kv_heads)
