@@ -26,6 +26,8 @@ from marin.scaling_laws.errors import ScalingLawError
 from marin.scaling_laws.flops import PerTokenFlops
 from marin.scaling_laws.isoflop import IsoflopFit, fit_isoflop
 from marin.scaling_laws.loss_law import CONFIDENCE, LossLawFit, fit_loss_law, optimal_split
+from marin.scaling_laws.plots import render_plots
+from marin.scaling_laws.report import markdown_report
 from marin.scaling_laws.runs import ScalingRun, checked_reading, read_run_metric
 
 FIT_FILE = "fit.json"
@@ -147,9 +149,10 @@ class ScalingReport:
 
 
 def run_scaling_fit(config: ScalingFitConfig, output_path: str) -> dict:
-    """Fit the runs' metric both ways; write `fit.json`, `table.md` and the plots; return the artifact."""
-    from marin.scaling_laws.report import markdown_report
+    """Fit the runs' metric both ways; write `fit.json`, `table.md` and the plots; return the artifact.
 
+    The report and the plots are imported by module-level name, so that their code is part of the
+    step's code fingerprint: a change to either reruns the fit (matplotlib loads only to draw)."""
     ctx = current()
     report = scaling_report(config, ctx.path_of)
     storage.write_atomic(
@@ -157,8 +160,6 @@ def run_scaling_fit(config: ScalingFitConfig, output_path: str) -> dict:
     )
     storage.write_atomic(storage.join(output_path, TABLE_FILE), markdown_report(report).encode())
     if config.plots:
-        from marin.scaling_laws.plots import render_plots
-
         for name, png in render_plots(report).items():
             storage.write_atomic(storage.join(output_path, name), png)
     return artifact_of(report)

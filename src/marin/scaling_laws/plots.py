@@ -10,11 +10,14 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from marin.scaling_laws.fit_step import ScalingReport
 from marin.scaling_laws.loss_law import optimal_split
+
+if TYPE_CHECKING:
+    from marin.scaling_laws.fit_step import ScalingReport
 
 
 def render_plots(report: ScalingReport) -> dict[str, bytes]:
@@ -57,6 +60,7 @@ def _isoflop(plt, report: ScalingReport):
         n = np.exp(span)
         ax.plot(n, law.predict(n, optimum.budget / per_token(n)), color=color, linestyle="--", linewidth=1)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(plt.FuncFormatter(_two_and_five))  # every minor label would overlap
     ax.set_xlabel("parameters N")
     ax.set_ylabel(metric)
     ax.set_title("isoflop curves: parabola per budget (solid, * its minimum), the law (dashed)")
@@ -65,6 +69,12 @@ def _isoflop(plt, report: ScalingReport):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _two_and_five(value: float, _position: int) -> str:
+    """A minor tick's label on a log axis: only at 2 and 5 times a power of ten."""
+    mantissa = value / 10 ** np.floor(np.log10(value))
+    return f"{value:.0e}".replace("e+0", "e") if round(mantissa) in (2, 5) else ""
 
 
 def _frontier(plt, report: ScalingReport):

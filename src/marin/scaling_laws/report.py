@@ -5,7 +5,10 @@ Every estimate is shown with its 95% interval, or with the count it rests on whe
 
 from __future__ import annotations
 
-from marin.scaling_laws.fit_step import Prediction, ScalingReport
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from marin.scaling_laws.fit_step import Prediction, ScalingReport
 
 
 def markdown_report(report: ScalingReport) -> str:
