@@ -11,7 +11,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -218,3 +221,37 @@ def test_a_sweep_fit_depends_on_every_run_and_its_evaluation():
     assert names == sorted([r.train.name for r in sweep.runs] + [f"{r.train.name}-eval" for r in sweep.runs])
     assert all(math.isclose(r.flops, r.budget, rel_tol=0.5) for r in sweep.runs)
     assert np.all([r.evaluation is not None for r in sweep.runs])
+
+
+SINGLE_SIZE_SWEEP = """
+from marin.experiment.data import tokenized
+from marin.experiment.scaling import TrainRecipe, isoflop_sweep, scaling_fit
+from marin.training.models import LlamaConfig
+from marin.training.optim import AdamConfig
+
+stories = tokenized(name="tokenized/s", source="marin://tinystories-synth", tokenizer="gpt2")
+recipe = TrainRecipe(datasets={stories: 1.0}, optimizer=AdamConfig(), batch_size=8, seq_len=64)
+model = lambda width: LlamaConfig(
+    hidden_dim=width, intermediate_dim=4 * width, num_layers=2, num_heads=2, max_seq_len=64, vocab_size=512
+)
+sweep = isoflop_sweep("s", budgets=[1e10, 2e10, 4e10, 8e10, 1.6e11], family=model, sizes=[16], recipe=recipe)
+fit = scaling_fit("f", sweep)
+"""
+
+
+def test_marin_plan_refuses_a_fit_approach_2_cannot_make_in_one_error_line(tmp_path):
+    (tmp_path / "exp.py").write_text(SINGLE_SIZE_SWEEP)
+    done = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "plan", "exp.py", "--prefix", "out"],
+        cwd=tmp_path,
+        env={**os.environ, "MARIN_PREFIX": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: scaling fit 'f': Approach 2 fits a parabola per budget and needs at least 3 model sizes at each "
+        "budget, but each of the 5 budgets has a single size: train more sizes at those budgets, or fit the runs "
+        "with fit_loss_law"
+    ]
