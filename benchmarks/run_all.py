@@ -44,6 +44,10 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ["--shards", "2", "--shard-tokens", "500000", "--batches", "6", "--baseline-batches", "2"],
     ),
     "train_muon_cpu": ([], ["--steps", "4", "--warmup", "1", "--seq-len", "128", "--batch-size", "2"]),
+    "train_document_masking": (
+        [],
+        ["--steps", "3", "--warmup", "1", "--seq-len", "512", "--batch-size", "1"],
+    ),
     "train_multinode": (
         [],
         ["--steps", "6", "--warmup", "2", "--seq-len", "64", "--batch-size", "2", "--rounds", "1"],

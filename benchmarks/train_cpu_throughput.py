@@ -66,18 +66,27 @@ def build_cache(root: str) -> str:
     return path
 
 
+def loader_batches(
+    cache: str, *, seq_len: int, batch_size: int, steps: int, seed: int = 0
+) -> list[torch.Tensor]:
+    """The first `steps` batches the trainer's loader draws from the token cache at `cache`, as tensors."""
+    loader = WindowMixture(
+        [NamedSource("bench", TokenCache.open(cache).split("train"), 1.0)],
+        seq_len=seq_len,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    return [torch.from_numpy(loader.next_batch()) for _ in range(steps)]
+
+
 class PlainLoop:
     """The baseline: the same Llama and AdamW, the same batches drawn beforehand, and nothing else."""
 
     def __init__(self, config: TrainConfig, cache: str, steps: int):
         opened = TokenCache.open(cache)
-        loader = WindowMixture(
-            [NamedSource("bench", opened.split("train"), 1.0)],
-            seq_len=config.seq_len,
-            batch_size=config.batch_size,
-            seed=config.seed,
+        self.batches = loader_batches(
+            cache, seq_len=config.seq_len, batch_size=config.batch_size, steps=steps, seed=config.seed
         )
-        self.batches = [torch.from_numpy(loader.next_batch()) for _ in range(steps)]
         torch.manual_seed(config.seed + 1)
         self.model = config.model.with_vocab_size(opened.vocab_size).build()
         self.optimizer = torch.optim.AdamW(

@@ -8,8 +8,11 @@ network. (`llama_nano` scales its output logits by 8, see experiments/llama.py: 
 32-wide model trained at lr 6e-4 for 100 steps cannot even learn word frequencies.)
 It adds an evaluation step and prints what the run learned: the final training loss next to the
 unigram entropy of the training tokens (the loss of a model that knows only word frequencies), and
-the evaluation's bits-per-byte. A second run finds every step cached.
+the evaluation's bits-per-byte with its 95% interval. A second run finds every step cached.
+`MARIN_DEMO_TRAIN_STEPS` shortens the training (the object-store tests run the demo that way).
 """
+
+import os
 
 from experiments.llama import llama_nano
 from experiments.marin_tokenizer import marin_tokenizer
@@ -37,13 +40,13 @@ nano_tinystories_model = train_lm(
     datasets={tinystories_tokenized: 1.0},
     batch_size=4,
     seq_len=2048,
-    num_train_steps=100,
+    num_train_steps=int(os.environ.get("MARIN_DEMO_TRAIN_STEPS", "100")),
     resources=ResourceConfig.with_cpu(),
 )
 
 nano_tinystories_eval = evaluate(
     name="evaluations/marin-nano-tinystories",
-    model_step=nano_tinystories_model,
+    model=nano_tinystories_model,
     datasets=[tinystories_tokenized],
     harness_tasks=("marin_story_endings",),
     prompts=("Once upon a time",),
@@ -62,7 +65,12 @@ def main() -> None:
         f"unigram entropy          {train['train_unigram_entropy']:.3f} nats/token  (a model "
         "that knows only word frequencies)"
     )
-    print(f"evaluation               {scores['headline']['metric']} = {scores['headline']['value']:.3f}")
+    headline = scores["headline"]
+    lo, hi = headline["ci95"]
+    print(
+        f"evaluation               {headline['metric']} = {headline['value']:.3f}  "
+        f"(95% interval {lo:.3f}-{hi:.3f}, {headline['n']} documents)"
+    )
     print(f"Hugging Face export      {train['hf_path']}")
 
 

@@ -1,4 +1,5 @@
-"""The `marin` command: run, plan, status, info, gc, ui, plot-lr; submit and jobs (a Ray cluster, see docs/clusters.md).
+"""The `marin` command: run, plan, status, info, compare, gc, ui, plot-lr; submit and jobs (a Ray cluster, see
+docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -192,6 +193,27 @@ def gc(prefix, keep_latest, yes, dry_run) -> None:
         f"{'reclaimed' if delete else 'would reclaim'} {report.bytes} bytes ({format_bytes(report.bytes)})"
     )
     click.echo(summary + ("" if delete else "; pass --yes to delete them"))
+
+
+@main.command()
+@click.argument("outputs", nargs=-1, required=True)
+@click.option("--prefix", default=None, help=_PREFIX_HELP)
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+def compare(outputs, prefix, fmt) -> None:
+    """Evaluations side by side: differing parameters, metrics with intervals, paired differences.
+
+    Each OUTPUT is an evaluation's output folder, or a step name (its latest finished output).
+    """
+    from marin.evaluation.compare import compare as compare_evaluations
+    from marin.evaluation.compare import render, resolve
+    from marin.execution.plan import resolve_prefix
+
+    try:
+        root = resolve_prefix(prefix)
+        comparison = compare_evaluations([resolve(o, root) for o in outputs])
+    except MarinError as e:
+        _fail(str(e), 2)
+    click.echo(render(comparison, fmt), nl=False)
 
 
 @main.command()

@@ -168,7 +168,7 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
     ]
     evaluation = evaluate(
         "eval/nano",
-        model_step=runs[0],
+        model=runs[0],
         datasets=[cache],
         prompts=("Once upon a time",),
         harness_tasks=OWN_TASKS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -156,10 +157,15 @@ def pipeline_client(pipeline):
 def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipeline):
     results = json.loads(next((pipeline[1] / "eval").glob("nano-*/results.json")).read_text())
     table = pipeline_client.get("/evals").text
-    assert "eval/nano" in table and f"{results['perplexity']['micro']['bpb']:.4f}" in table
+    from marin.evaluation.compare import interval
+
+    bpb = results["perplexity"]["micro"]["bpb"]
+    assert "eval/nano" in table and interval(bpb) in table  # rounded, with its interval and n
+    assert f"{bpb['value']!r}" not in table  # no unrounded floats
     rel = _rel(pipeline_client, "eval/nano")
     page = pipeline_client.get(f"/evals/{rel}")
     assert page.status_code == 200 and "tokenized/stories" in page.text and "Once upon a time" in page.text
+    assert interval(bpb) in page.text and f"{bpb['value']!r}" not in page.text
     samples = pipeline_client.get(f"/data/{rel}/samples.jsonl")
     assert samples.status_code == 200 and "Once upon a time" in samples.text
 
@@ -525,6 +531,33 @@ def test_runs_page_draws_log_x_when_asked(pipeline_client):
     for run in payload:  # a log axis can place every point: no step or token count of 0
         for points in run["series"].values():
             assert points and all(step > 0 and tokens > 0 for step, tokens, _ in points)
+
+
+def _stand_in_evaluation(acc: list[float], output_path: str) -> dict:
+    """A step that writes an evaluation's results.json: one accuracy per model, with its Wilson interval."""
+    from marin.evaluation import stats
+
+    metric = stats.accuracy(acc).to_json()
+    results = {"model": {"label": f"model-{sum(acc):g}"}, "harness": {"story_endings": {"acc": metric}}}
+    (Path(output_path) / "results.json").write_text(json.dumps(results))
+    return {"headline": {"metric": "story_endings/acc", **metric}}
+
+
+def test_evaluations_page_ranks_models_side_by_side_by_the_lower_bound(tmp_path):
+    import functools
+
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    # a: 0.6 of 10 items (wide interval); b: 0.55 of 200 items (narrow): b ranks first on its lower bound
+    scores = {"eval/a": [1.0] * 6 + [0.0] * 4, "eval/b": [1.0] * 110 + [0.0] * 90}
+    steps = [StepSpec(name, functools.partial(_stand_in_evaluation, acc)) for name, acc in scores.items()]
+    StepRunner(prefix=str(tmp_path), progress=False).run(steps)
+    with TestClient(create_app(UiConfig(str(tmp_path)))) as c:
+        page = c.get("/evals").text
+    section = page[page.index("Side by side") :]
+    assert section.index("eval/b") < section.index("eval/a")
+    assert section.count('class="interval-bar"') == 2 and "0.6 [0.3127, 0.8318] n=10" in section
 
 
 def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pipeline_client):
