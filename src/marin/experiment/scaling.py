@@ -170,7 +170,7 @@ def isoflop_sweep(
     count) centred on the one whose tokens per parameter at that budget is closest to
     `tokens_per_param`, Hoffmann et al.'s compute-optimal ratio: a log grid around the expected
     optimum. `evaluate(name, train)` returns an evaluation of a run (e.g. `lambda name, model:
-    evaluate(name, model_step=model, datasets=[...])`); its result is where `scaling_fit` looks for
+    evaluate(name, model=model, datasets=[...])`); its result is where `scaling_fit` looks for
     an evaluation metric. Run `r` at budget C is the train step `{name}/C{C}/N{params}` and its
     evaluation `{name}/C{C}/N{params}-eval`.
     """

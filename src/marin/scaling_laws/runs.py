@@ -5,12 +5,12 @@ compute budget it was trained for, its parameters N, tokens D and model FLOPs C.
 run is looked up, in order:
 
 1. in its evaluation's result (`.artifact.json`), as a path of keys joined by "/", e.g.
-   `micro/bpb`, `bpb/stories` or `harness/marin_story_endings/acc`;
-2. in its train step's `metrics.jsonl`: the last record that holds the key, e.g. `eval_bpb`,
-   `eval_loss` (the validation figures at the end of training) or `loss`.
-
-A metric is either a number or an object `{"value", "stderr", "ci95", "n"}` (evaluation metrics
-with intervals); `metric_value` reads both.
+   `micro/bpb`, `bpb/stories` or `harness/marin_story_endings/acc`: an evaluation's metric is an
+   object `{"value", "stderr", "ci95", "n"}` (`metric_value` reads it);
+2. in its train step's `metrics.jsonl`: the last record that holds the key as a number, e.g.
+   `eval_bpb`, `eval_loss` (the validation figures at the end of training), `loss`, or an in-loop
+   harness metric `<task>/<metric>`, whose standard error the record holds beside it as
+   `<task>/<metric>_stderr` (`record_value` reads both).
 """
 
 from __future__ import annotations
@@ -86,11 +86,7 @@ def check_runs(runs: Sequence[ScalingRun], where: str) -> None:
 
 
 def metric_value(value: Any) -> tuple[float, float | None] | None:
-    """(value, stderr) of a metric given as a number or as `{"value", "stderr", ...}`; None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value), None
+    """(value, stderr) of an evaluation's metric object `{"value", "stderr", "ci95", "n"}`; None otherwise."""
     if isinstance(value, Mapping) and "value" in value and "n" in value:
         number, stderr = value["value"], value.get("stderr")
         if number is None:  # a metric object writes NaN as null
@@ -99,6 +95,16 @@ def metric_value(value: Any) -> tuple[float, float | None] | None:
             return None
         return float(number), float(stderr) if isinstance(stderr, int | float) else None
     return None
+
+
+def record_value(record: Mapping[str, Any], key: str) -> tuple[float, float | None] | None:
+    """(value, stderr) of `key` in a `metrics.jsonl` record: a number, with `<key>_stderr` beside it if any."""
+    value, stderr = record.get(key), record.get(f"{key}_stderr")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value), float(stderr) if isinstance(stderr, int | float) and not isinstance(
+        stderr, bool
+    ) else None
 
 
 def read_run_metric(run: ScalingRun, metric: str, path_of: Callable[[str], str]) -> MetricReading:
@@ -115,10 +121,10 @@ def read_run_metric(run: ScalingRun, metric: str, path_of: Callable[[str], str])
     path = path_of(run.train_step)
     records = storage.read_records(storage.join(path, METRICS_FILE))
     for record in reversed(records):
-        found = metric_value(record.get(metric))
+        found = record_value(record, metric)
         if found is not None:
             return MetricReading(*found, source=f"{run.train_step}: {METRICS_FILE} step {record.get('step')}")
-    logged = sorted({k for r in records for k, v in r.items() if metric_value(v) is not None})
+    logged = sorted({k for r in records for k in r if record_value(r, k) is not None})
     looked.append(f"{METRICS_FILE} of {run.train_step!r} (it logs {', '.join(logged) or 'nothing'})")
     raise ScalingLawError(
         f"run {run.label!r} has no metric {metric!r}: looked in {' and in '.join(looked)}; "
