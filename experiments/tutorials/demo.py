@@ -2,6 +2,9 @@
 
     bash scripts/demo.sh            # or: python -m experiments.tutorials.demo
 
+Its arguments are `marin run`'s (`bash scripts/demo.sh --force-run-failed`, `--prefix DIR`, ...):
+it runs as `marin run experiments/tutorials/demo.py ARGS` does, then prints its summary.
+
 It is `tiny_llm.py` with one change, the source: the project's own generated children's stories
 (`marin://tinystories-synth`) instead of TinyStories from the Hugging Face hub, so it runs without
 network. (`llama_nano` scales its output logits by 8, see experiments/llama.py: without that, a
@@ -13,13 +16,14 @@ the evaluation's bits-per-byte with its 95% interval. A second run finds every s
 """
 
 import os
+import sys
 
 from experiments.llama import llama_nano
 from experiments.marin_tokenizer import marin_tokenizer
 from fray.cluster import ResourceConfig
+from marin.cli import run_with_marin
 from marin.execution.artifact import read_artifact
-from marin.execution.lazy import lower
-from marin.execution.step_runner import StepRunner
+from marin.execution.step_runner import RunResult
 from marin.experiment.data import tokenized
 from marin.experiment.evaluate import evaluate
 from marin.experiment.train import train_lm
@@ -53,12 +57,14 @@ nano_tinystories_eval = evaluate(
 )
 
 
-def main() -> None:
-    """Run the pipeline, then print the headline figures from the steps' records."""
-    model, evaluation = lower(nano_tinystories_model), lower(nano_tinystories_eval)
-    run = StepRunner().run([model, evaluation])
-    train = read_artifact(run.output_path(model)).result
-    scores = read_artifact(run.output_path(evaluation)).result
+def main(argv: list[str] | None = None) -> None:
+    """Run the pipeline as `marin run` with `argv` (default: the command line's), then print the
+    headline figures from the steps' records."""
+    run = run_with_marin(__file__, sys.argv[1:] if argv is None else argv)
+    if not isinstance(run, RunResult):  # --dry-run: the plan was printed, nothing ran
+        return
+    train = read_artifact(run.output_path(nano_tinystories_model)).result
+    scores = read_artifact(run.output_path(nano_tinystories_eval)).result
     print()
     print(f"final training loss      {train['final_loss']:.3f} nats/token")
     print(

@@ -117,7 +117,12 @@ def curves_csv(config: SweepReportConfig, curves: dict[str, list[dict]]) -> str:
 
 def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
     """One panel per metric, one line per run, metric against `x_key`; PNG bytes."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise EvalDataError(
+            f"a sweep report draws plot.png with matplotlib: pip install 'marin[plot]' ({e})"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

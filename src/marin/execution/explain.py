@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from typing import Any
 import storage
 from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
-from marin.execution.errors import MarinError, UnreadableRecordError
+from marin.execution.errors import MarinError, UnreadableRecordError, first_line
 from marin.execution.lease import current_holder, is_lease_file
 from marin.execution.states import OutputState, StepState
 from marin.execution.status import STATUS_FILE, Event, StatusRecord, read_status
@@ -80,7 +82,8 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         state, detail = OutputState.RUNNING, f"lease held by {holder.describe()}"
         age = now - holder.acquired
     elif status is not None:
-        state, detail = OutputState(status.state), ""
+        state = OutputState(status.state)
+        detail = first_line(events[-1].error) if events and events[-1].error else ""  # a failure's error line
         age = now - events[-1].time if events else None
         if state == OutputState.RUNNING:  # no live lease holds it: the attempt died without recording an end
             state, detail = (
@@ -116,9 +119,9 @@ def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
 def headline(artifact: ArtifactRecord | None) -> str:
     """A step's headline metric as 'metric = value', when its result declares one.
 
-    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
-    do), with `"ci95": [LO, HI]` when the value has an interval (shown after it); the engine shows it
-    and attaches no meaning to it.
+    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations,
+    training, token caches, curation and zephyr steps do), with, when it has them, the `ci95`
+    interval and the `n` it rests on, shown beside the value; the engine attaches no meaning to it.
     """
     result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
@@ -128,10 +131,13 @@ def headline(artifact: ArtifactRecord | None) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{shown['metric']} = {value}"
     text = f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
-    bounds = shown.get("ci95")
-    if isinstance(bounds, list | tuple) and len(bounds) == 2 and all(_is_number(b) for b in bounds):
-        text += f" [{bounds[0]:.4g}, {bounds[1]:.4g}]"
-    return text
+    ci, n = shown.get("ci95"), shown.get("n")
+    extra = []
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        extra.append(f"95% CI {ci[0]:.4g}-{ci[1]:.4g}")
+    if isinstance(n, int) and not isinstance(n, bool):
+        extra.append(f"n={n:,}")
+    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 def compute(artifact: ArtifactRecord | None) -> str:
@@ -197,6 +203,46 @@ class OutputRecords:
                 )
             },
         }
+
+
+def find_output(name_or_path: str, prefix: str) -> str:
+    """The output folder `name_or_path` names: itself when it holds a step's records, else the latest
+    output of the step of that name under `prefix` (its SUCCESS outputs first, then by the time of
+    its last event), as `marin info NAME` / `marin verify NAME` take it.
+
+    MarinError naming what was looked for, and the step names found beside it, when there is none.
+    """
+    path = storage.absolute(name_or_path)
+    if storage.is_dir(path) and any(is_output_record(n) for n in storage.list_names(path)):
+        return path
+    name = name_or_path.strip("/")
+    folder = storage.join(prefix, posixpath.dirname(name)) if posixpath.dirname(name) else prefix
+    stem = posixpath.basename(name)
+    found: list[tuple[bool, float, str]] = []
+    others: set[str] = set()  # the step names the folder's outputs are named for
+    children = storage.list_names(folder) if storage.is_dir(folder) else []
+    for child in children:
+        base, _, suffix = child.rpartition("-")  # an output folder is {name}-{key[:8]}
+        if not base or len(suffix) != 8:
+            continue
+        if base != stem:
+            others.add(posixpath.join(posixpath.dirname(name), base))
+            continue
+        status = read_status(storage.join(folder, child))
+        if status is None or status.name != name:
+            continue
+        last = status.events[-1].time if status.events else 0.0
+        found.append((status.state == StepState.SUCCESS, last, storage.join(folder, child)))
+    if found:
+        return max(found)[2]
+    if storage.is_dir(path):
+        output_records(path)  # raises, saying the folder holds no step output
+    close = difflib.get_close_matches(name, sorted(others), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise MarinError(
+        f"{name_or_path} is neither an output folder nor the name of a step with an output under {prefix}"
+        f"{hint} (`marin status {prefix}` lists them)"
+    )
 
 
 def output_records(path: str) -> OutputRecords:
@@ -265,7 +311,7 @@ def explain_output(path: str) -> str:
     for e in status.events if status is not None else ():
         lines.append(
             f"event    {_when(e.time)}  {e.state:<8} {e.host}:{e.pid}"
-            + (f"  {_error_line(e.error)}" if e.error else "")
+            + (f"  {first_line(e.error)}" if e.error else "")
             + (f"  {_preemption_line(e.preempted)}" if e.preempted is not None else "")
         )
     return "\n".join(lines)
@@ -291,12 +337,6 @@ def _preemption_line(p: dict[str, Any]) -> str:
     replica = "a replica" if p.get("replica") is None else f"replica {p['replica']}"
     node = f" on node {p['node']}" if p.get("node") else ""
     return f"preempted: lost {replica}{node}; retry {p.get('retry')} of {p.get('of')}: {str(p.get('error'))[:160]}"
-
-
-def _error_line(error: str) -> str:
-    """The exception line of a formatted failure (the line before the closing '(step ...)' note)."""
-    lines = [line for line in error.strip().splitlines() if line.strip()]
-    return lines[-2] if len(lines) > 1 and lines[-1].startswith("(step ") else (lines[-1] if lines else "")
 
 
 def _json(value: Any) -> str:

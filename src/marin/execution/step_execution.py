@@ -36,7 +36,13 @@ from fray.cluster.logs import tail
 from marin.execution.artifact import LOG_FILE, manifest, write_records
 from marin.execution.aside import AsideKind, move_aside
 from marin.execution.context import StepContext
-from marin.execution.errors import LeaseLostError, OutputConflictError, UnreadableRecordError
+from marin.execution.errors import (
+    LeaseLostError,
+    OutputConflictError,
+    UnreadableRecordError,
+    error_line,
+    is_reported,
+)
 from marin.execution.heartbeat import Heartbeat
 from marin.execution.interrupt import Interrupt
 from marin.execution.lease import Lease, LeaseInfo, is_lease_file, try_acquire
@@ -63,8 +69,9 @@ class Outcome(msgspec.Struct, frozen=True):
 
     kind: RunOutcome
     result: Any = None
-    error: str = ""
+    error: str = ""  # a failure's formatted error: its first line is the error itself (`error_line`)
     seconds: float | None = None
+    reported: bool = False  # a failure raised on purpose with a message for the user (`is_reported`)
 
 
 class ExecutionSettings(msgspec.Struct, frozen=True):
@@ -103,7 +110,7 @@ def execute_step(
             except LeaseLostError:
                 continue  # another runner took the step over: wait for it and reuse its output
     except Exception as e:  # the runner's own machinery failed (storage, pickling): report, don't hang
-        return Outcome(RunOutcome.FAILED, error=_format_error(e, step))
+        return Outcome(RunOutcome.FAILED, error=_format_error(e, step), reported=is_reported(e))
 
 
 def _acquire(step: PlannedStep, settings: ExecutionSettings) -> Lease | Outcome:
@@ -384,12 +391,17 @@ def _fail(
         if lease.given_up is None:
             raise
         logger.warning("could not record the failure of step %r in %s", step.name, out, exc_info=True)
-    return Outcome(RunOutcome.FAILED, error=message, seconds=time.time() - started)
+    return Outcome(
+        RunOutcome.FAILED, error=message, seconds=time.time() - started, reported=is_reported(error)
+    )
 
 
 def _format_error(error: BaseException, step: PlannedStep) -> str:
+    """The error's line, where to read more, then its traceback: the first line is what a reader
+    needs (`marin run` prints it alone), the rest what a debugger does."""
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return f"{text.rstrip()}\n(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"
+    where = f"(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"
+    return f"{error_line(error)}\n{where}\n{text.rstrip()}"
 
 
 def resumes(

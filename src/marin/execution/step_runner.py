@@ -138,6 +138,7 @@ class _Run:
         self.steps = plan.steps
         self.result = RunResult(plan)
         self.failures: dict[str, str] = {}
+        self.reported = True  # every failure so far was raised on purpose (bad input, not a bug)
         self.blocked: list[str] = []
         self.forced = forced
         self.force_run_failed = force_run_failed
@@ -165,7 +166,7 @@ class _Run:
             return self.result
         self._schedule(pending)
         if self.failures or self.blocked:
-            raise StepFailedError(self.failures, self.blocked)
+            raise StepFailedError(self.failures, self.blocked, reported=self.reported)
         return self.result
 
     def _schedule(self, pending: list[int]) -> None:
@@ -337,6 +338,7 @@ class _Run:
             self.progress.step_done(RunOutcome.INTERRUPTED, step.name, outcome.seconds, outcome.error)
         elif outcome.kind == RunOutcome.FAILED:
             self.failures[step.name] = outcome.error
+            self.reported &= outcome.reported
             self.progress.step_done(
                 RunOutcome.FAILED, step.name, outcome.seconds, f"log: {step.output_path}/.executor_log"
             )

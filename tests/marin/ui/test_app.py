@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -33,7 +34,7 @@ def test_outputs_page_lists_every_state_and_filters_by_name_and_state(client):
     assert page.status_code == 200
     for state in ("SUCCESS", "FAILED", "superseded"):
         assert f'data-state="{state}"' in page.text
-    assert "loss = " in page.text and "docs," in page.text  # headline metrics of train and token cache
+    assert "final_loss = " in page.text and "tokens = " in page.text  # headlines of train and token cache
     failed = client.get("/", params={"state": "FAILED"}).text
     assert failed.count('class="row"') == 1 and "broken" in failed
     named = client.get("/", params={"q": "train"}).text
@@ -61,6 +62,17 @@ def test_output_page_shows_records_log_events_and_other_versions(client):
     assert "raw wrote" in client.get(f"/output/{raw}").text  # the log tail
     log = client.get(f"/log/{raw}")
     assert log.status_code == 200 and 'data-running="no"' in log.text and "hx-trigger" not in log.text
+
+
+def test_a_failed_outputs_events_show_its_error_line_and_its_results_read_rounded(client):
+    failed = client.get(f"/output/{_rel(client, 'broken', 'FAILED')}").text
+    events = re.search(r'<table class="events">.*?</table>', failed, re.S).group(0)
+    summary = re.search(r"<summary>(.*?)</summary>", events, re.S).group(1)
+    assert summary == "ValueError: broken on purpose &lt;b&gt;not bold&lt;/b&gt;"  # not the log's first line
+    train = client.get(f"/output/{_rel(client, 'train')}").text
+    artifact = html.unescape(re.search(r"<h2>Artifact</h2>.*?</pre>", train, re.S).group(0))
+    final = re.search(r'"final_loss": ([0-9.e-]+)', artifact).group(1)
+    assert len(final.replace("0.", "").lstrip("0")) <= 5, final  # 4 significant digits, not a float's 17
 
 
 def test_diff_page_names_the_changed_hyperparameter(client):

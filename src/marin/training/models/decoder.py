@@ -23,6 +23,7 @@ from typing import ClassVar, Self
 import torch
 from torch import nn
 
+from marin.execution.arguments import Checked
 from marin.training.document_masking import DocumentMask
 from marin.training.errors import TrainingConfigError
 from marin.training.models.layers import (
@@ -50,7 +51,7 @@ _POSITIVE = ("hidden_dim", "intermediate_dim", "num_layers", "num_heads", "max_s
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
+class DecoderConfig(Checked):
     """The shape of a decoder-only transformer; each architecture's config subclasses it.
 
     `vocab_size=None` means "the tokenizer's vocabulary": the trainer resolves it from the token
