@@ -104,3 +104,27 @@ def test_a_budget_whose_loss_is_not_convex_in_log_n_says_its_sizes_miss_the_opti
         ScalingLawError, match=r"at budget 1e\+18 the loss is not convex in log N .* add smaller"
     ):
         fit_isoflop(budgets, params, loss)
+
+
+def test_the_parabolas_lines_and_intervals_are_statsmodels_ols():
+    import statsmodels.api as sm
+
+    budgets, params, tokens = isoflop_design(budgets=4, sizes=5)
+    loss = noisy(law_loss(params, tokens), seed=5, sigma=0.02)
+    fit = fit_isoflop(budgets, params, loss, tokens=tokens)
+    for o in fit.optima:
+        at = budgets == o.budget
+        log_n = np.log(params[at])
+        quadratic = sm.OLS(loss[at], np.column_stack([np.ones(at.sum()), log_n, log_n**2])).fit()
+        c0, c1, c2 = quadratic.params
+        assert o.coefficients == pytest.approx((c2, c1, c0), rel=1e-9)
+        assert o.params == pytest.approx(np.exp(-c1 / (2 * c2)), rel=1e-9)
+    log_c = np.log([o.budget for o in fit.optima])
+    design = sm.add_constant(log_c)
+    for law, optimum_of in ((fit.params_law, "params"), (fit.tokens_law, "tokens")):
+        line = sm.OLS(np.log([getattr(o, optimum_of) for o in fit.optima]), design).fit()
+        assert law.exponent == pytest.approx(line.params[1], rel=1e-9)
+        assert law.interval == pytest.approx(tuple(line.conf_int(alpha=0.05)[1]), rel=1e-9)
+        target = 1e23
+        mean = line.get_prediction(np.array([[1.0, np.log(target)]])).conf_int(alpha=0.05)[0]
+        assert law.interval_at(target) == pytest.approx(tuple(np.exp(mean)), rel=1e-9)

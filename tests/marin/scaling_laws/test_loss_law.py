@@ -26,7 +26,7 @@ def test_the_95_percent_interval_of_every_parameter_covers_the_truth_in_at_least
     _, params, tokens = isoflop_design(budgets=4, sizes=5)
     clean = law_loss(params, tokens)
     datasets = [(params, tokens, noisy(clean, seed)) for seed in range(200)]
-    fits = fit_loss_laws(datasets, bootstrap=100, seed=7)
+    fits = fit_loss_laws(datasets, bootstrap=50, seed=7)
     coverage = {
         name: np.mean([f.intervals[name][0] <= truth <= f.intervals[name][1] for f in fits])
         for name, truth in TRUTH.items()
