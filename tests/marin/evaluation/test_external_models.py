@@ -124,6 +124,6 @@ def test_marin_run_prints_one_error_line_for_an_offline_hub_id(tmp_path):
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(
-        "error: evaluation 'eval/hub': model='example-org/no-such-model'"
+        f"error: {experiment}:2: evaluation 'eval/hub': model='example-org/no-such-model'"
     )
     assert "Traceback" not in done.stderr

@@ -86,6 +86,8 @@ def test_marin_plan_of_a_bad_declaration_is_one_error_line(tmp_path):
     result = CliRunner().invoke(main, ["plan", str(experiment), "--prefix", str(tmp_path / "out")])
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
-    assert line.startswith("error: train_lm 'checkpoints/muon': MuonConfig needs each matrix whole")
+    assert line.startswith(
+        f"error: {experiment}:8: train_lm 'checkpoints/muon': MuonConfig needs each matrix whole"
+    )
     with pytest.raises(TrainingConfigError, match="init_optimizer=True continues the optimizer of init_from"):
         train_lm(datasets={WEB: 1.0}, init_optimizer=True, **RUN)

@@ -152,7 +152,10 @@ def _matmul_dtype(x: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
 
 def grouped_linear(rows: torch.Tensor, weight: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
     """rows (N, in) @ weight[e].T for each group e of consecutive rows (`ends`: the groups' int32 ends);
-    weight (E, out, in). One `torch._grouped_mm`."""
+    weight (E, out, in). One `torch._grouped_mm` (float64, which it does not take, a matmul per group)."""
+    if rows.dtype == torch.float64:
+        starts = torch.cat([ends.new_zeros(1), ends[:-1]]).tolist()
+        return torch.cat([rows[a:b] @ w.T for a, b, w in zip(starts, ends.tolist(), weight, strict=True)])
     if torch.compiler.is_compiling() and rows.dtype != torch.bfloat16:
         return _grouped_mm_outside_the_graph(rows, weight, ends)
     return torch._grouped_mm(rows, weight.transpose(-2, -1), offs=ends)

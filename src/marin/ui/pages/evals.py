@@ -41,7 +41,7 @@ def evals(site: Site, request: Request) -> HTMLResponse:
         artifact = artifact_of(e.row.path)
         result = artifact.result if artifact is not None and isinstance(artifact.result, dict) else {}
         headline = result.get("headline") or {}
-        rows.append({"entry": e, "model": model, "headline": headline})
+        rows.append({"entry": e, "model": model, "data": evaluated_on(results), "headline": headline})
         evaluated.append((e, model, Evaluated(e.row.name, e.row.path, {}, metrics)))
     groups = []
     by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
@@ -71,6 +71,20 @@ def evals(site: Site, request: Request) -> HTMLResponse:
             }
         )
     return site.render("evals.html", request, rows=rows, groups=groups, num=number, interval=interval)
+
+
+def evaluated_on(results: dict, shown: int = 4) -> str:
+    """What an evaluation scored: its suite, else its harness tasks, then its perplexity datasets."""
+    if not isinstance(results, dict):
+        return ""
+    names = (
+        [results["suite"]["name"]]
+        if (results.get("suite") or {}).get("name")
+        else list(results.get("harness") or {})
+    )
+    names += list((results.get("perplexity") or {}).get("datasets") or {})
+    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _bar(metric: dict, lo: float, span: float) -> dict | None:
