@@ -73,6 +73,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
         ],
     ),
     "eval_perplexity": ([], []),
+    "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),
