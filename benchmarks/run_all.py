@@ -78,6 +78,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "posttrain_lora_memory": ([], []),
     "eval_perplexity": ([], []),
+    "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),

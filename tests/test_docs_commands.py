@@ -44,6 +44,10 @@ CANNOT_RUN_HERE: dict[str, str] = {
     "bash scripts/test.sh": "it is the test run itself",
     "python -m experiments.tutorials.post_train": "the full post-training tutorial takes about ten minutes; "
     "tests/marin/posttrain/test_post_train_tutorial.py runs its reduced form (POST_TRAIN_QUICK=1)",
+    "python -m experiments.tutorials.scaling": "the full sweep trains for several minutes on 2 cores; "
+    "tests/marin/experiment/test_scaling_tutorial.py runs its reduced size verbatim",
+    ".venv/bin/python benchmarks/scaling_fit.py": "a benchmark at its full size (tens of seconds of one core; "
+    "tests never time anything): tests/marin/scaling_laws/test_scaling_benchmark.py runs it at a reduced size",
     ".venv/bin/python -m pytest tests/infra tests/fray/test_kuberay_manifest.py -q": "it is a test run itself",
     'ray start --address=HEAD_IP:6379 --labels="ray.io/availability-region=us-central1,ray.io/market-type=spot"': "joins a second machine to a head at HEAD_IP; tests/fray runs labelled local nodes instead",
     ".venv/bin/marin jobs logs raysubmit_XXXX --follow --address http://127.0.0.1:8265": "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "

@@ -195,7 +195,7 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
 @click.option("--all", "show_all", is_flag=True, help="Also list moved-aside copies of outputs.")
 def status(prefix, as_json, show_all) -> None:
-    """A table of the step outputs under PREFIX: state, age, duration and headline metric."""
+    """A table of the step outputs under PREFIX: state, age, duration, headline metric and compute."""
     import storage
     from marin.execution.errors import MarinError
     from marin.execution.explain import format_seconds, list_outputs
@@ -219,7 +219,7 @@ def status(prefix, as_json, show_all) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} step outputs under {root}")
-    for column in ("state", "step", "output", "age", "duration", "headline", "note"):
+    for column in ("state", "step", "output", "age", "duration", "headline", "FLOPs model / hw", "note"):
         table.add_column(column, overflow="fold")
     for r in rows:
         rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
@@ -230,6 +230,7 @@ def status(prefix, as_json, show_all) -> None:
             format_seconds(r.age_s),
             format_seconds(r.duration_s),
             r.headline,
+            r.compute,
             r.detail if len(r.detail) <= 100 else r.detail[:99] + "…",  # `marin info` has all of it
         )
     Console(width=160).print(table)

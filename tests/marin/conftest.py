@@ -1,4 +1,4 @@
-"""Fixtures shared by the data and post-training tests."""
+"""Fixtures shared by the tests of several marin packages."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 
 from marin.data.corpus import stories
 from marin.data.tokenizer_training import train_byte_level_bpe
+from tests.marin.scaling_laws.fit_outputs import FitOutputs, build_fit_outputs
 
 
 @pytest.fixture(scope="session")
@@ -39,3 +40,9 @@ def chat_model_dir(tmp_path_factory, chat_tokenizer_dir) -> str:
     torch.manual_seed(0)
     export_hf(config.build(), config, path, tokenizer_dir=chat_tokenizer_dir, eos_id=1, bos_id=0)
     return path
+
+
+@pytest.fixture(scope="session")
+def fit_outputs(tmp_path_factory) -> FitOutputs:
+    """A prefix with two real scaling fits over steps holding a known law's values (see fit_outputs.py)."""
+    return build_fit_outputs(tmp_path_factory.mktemp("scaling-fit"))

@@ -1,8 +1,10 @@
 """`marin compare`: evaluations side by side, with their intervals and paired differences.
 
 Like `dvc exp show`, the table shows only what differs between the runs compared: the parameters
-from each evaluation's key record and its model step's (`.executor_info`'s `hash_attrs`), then every
-headline, suite and task metric with its 95% interval. For each pair of evaluations that scored the
+from each evaluation's key record and its model step's (`.executor_info`'s `hash_attrs`), the model
+step's compute when it records one (model FLOPs, hardware FLOPs and their ratio: a train step's
+result `flops`, see marin.training.flops), then every headline, suite and task metric with its 95%
+interval. For each pair of evaluations that scored the
 same items (same ids in `items.json`), each metric's paired difference (first minus second), its
 paired 95% interval, its p-value (McNemar's exact test for accuracies, the paired bootstrap otherwise)
 and whether the interval excludes 0.
@@ -14,6 +16,7 @@ successful output under the prefix.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import itertools
 import math
@@ -21,13 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import orjson
 
 import storage
 from marin.evaluation import stats
+from marin.evaluation.direction import higher_is_better, ranking_value
 from marin.evaluation.errors import EvalDataError
-from marin.execution.artifact import read_info
+from marin.execution.artifact import read_artifact, read_info
 from marin.execution.states import OutputState
 
 RESULTS_FILE = "results.json"
@@ -48,6 +51,7 @@ class Evaluated:
     params: dict[str, Any]
     metrics: dict[str, dict[str, Any]]  # name -> metric object JSON
     items: dict[str, stats.ItemScores] = field(default_factory=dict)
+    flops: dict[str, Any] = field(default_factory=dict)  # the model step's result `flops`, if any
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Comparison:
         return {
             "evaluations": [{"label": e.label, "path": e.path} for e in self.evaluations],
             "params": self.params,
+            "compute": {e.label: e.flops or None for e in self.evaluations},
             "metrics": {m: {e.label: e.metrics.get(m) for e in self.evaluations} for m in self.metrics},
             "differences": self.differences,
         }
@@ -103,7 +108,10 @@ def read_evaluation(path: str) -> Evaluated:
     model_step = (
         (hash_attrs.get("model") or {}).get("step") if isinstance(hash_attrs.get("model"), dict) else None
     )
+    flops: dict[str, Any] = {}
     for dep in info.deps if info is not None else ():
+        if dep.name == model_step:
+            flops = _flops_of(dep.path)
         dep_info = read_info(dep.path)
         if dep_info is not None and dep_info.hash_attrs:
             role = (
@@ -111,8 +119,16 @@ def read_evaluation(path: str) -> Evaluated:
             )  # the model's parameters line up across runs
             params.update({f"{role}.{k}": v for k, v in _flatten(dep_info.hash_attrs).items()})
     return Evaluated(
-        storage.basename(path.rstrip("/")), path, params, metrics_of(results), item_scores(items)
+        storage.basename(path.rstrip("/")), path, params, metrics_of(results), item_scores(items), flops
     )
+
+
+def _flops_of(model_path: str) -> dict[str, Any]:
+    """A train step's `flops` (model, hardware, ratio), from its result; empty when it records none."""
+    artifact = read_artifact(model_path)
+    result = artifact.result if artifact is not None else None
+    flops = result.get("flops") if isinstance(result, dict) else None
+    return dict(flops) if isinstance(flops, dict) else {}
 
 
 def metrics_of(results: dict) -> dict[str, dict]:
@@ -165,10 +181,7 @@ def compare(paths: Sequence[str], iters: int = stats.ITERS, seed: int = stats.SE
     evaluations = [read_evaluation(p) for p in paths]
     labels = [e.label for e in evaluations]
     if len(set(labels)) != len(labels):
-        evaluations = [
-            Evaluated(f"{e.label}#{i}", e.path, e.params, e.metrics, e.items)
-            for i, e in enumerate(evaluations)
-        ]
+        evaluations = [dataclasses.replace(e, label=f"{e.label}#{i}") for i, e in enumerate(evaluations)]
     keys = list(dict.fromkeys(k for e in evaluations for k in e.params))
     params = {
         k: [e.params.get(k) for e in evaluations]
@@ -183,7 +196,13 @@ def compare(paths: Sequence[str], iters: int = stats.ITERS, seed: int = stats.SE
             if x is None or y is None or set(x.ids) != set(y.ids):
                 continue
             diff = stats.paired_difference(x, y, iters, seed)
-            differences.append({"a": a.label, "b": b.label, "metric": metric, **diff.to_json()})
+            # the better of the two where the difference is significant, by the metric's direction
+            better = None
+            if diff.significant:
+                better = (a if (diff.difference.value > 0) == higher_is_better(metric) else b).label
+            differences.append(
+                {"a": a.label, "b": b.label, "metric": metric, **diff.to_json(), "better": better}
+            )
     return Comparison(evaluations, params, metrics, differences)
 
 
@@ -238,13 +257,21 @@ def render(comparison: Comparison, fmt: str = "md") -> str:
     lines = [_row(["", *labels]), _row(["---"] * (len(labels) + 1))]
     for name, values in comparison.params.items():
         lines.append(_row([name, *(_cell(v) for v in values)]))
+    for name, key in COMPUTE_ROWS:
+        if any(e.flops for e in comparison.evaluations):
+            lines.append(_row([name, *(_compute_cell(e.flops, key) for e in comparison.evaluations)]))
     for metric in comparison.metrics:
         lines.append(_row([metric, *(interval(e.metrics.get(metric)) for e in comparison.evaluations)]))
     out = "\n".join(lines) + "\n"
     if comparison.differences:
-        out += "\nPaired differences (a - b on the same items; significant: the 95% interval excludes 0)\n\n"
-        out += _row(["metric", "a", "b", "a - b", "95% interval", "p", "test", "significant"]) + "\n"
-        out += _row(["---"] * 8) + "\n"
+        out += (
+            "\nPaired differences (a - b on the same items; significant: the 95% interval excludes 0; "
+            "better: the better of a and b where significant, higher or lower as the metric says)\n\n"
+        )
+        out += (
+            _row(["metric", "a", "b", "a - b", "95% interval", "p", "test", "significant", "better"]) + "\n"
+        )
+        out += _row(["---"] * 9) + "\n"
         for d in comparison.differences:
             ci = d["ci95"]
             out += (
@@ -258,11 +285,23 @@ def render(comparison: Comparison, fmt: str = "md") -> str:
                         f"{d['p_value']:.3g}",
                         d["test"],
                         "yes" if d["significant"] else "no",
+                        d["better"] or "",
                     ]
                 )
                 + "\n"
             )
     return out
+
+
+COMPUTE_ROWS = (("model FLOPs", "model"), ("hardware FLOPs", "hardware"), ("model / hardware FLOPs", "ratio"))
+"""The rows of the model step's compute: its model FLOPs, its hardware FLOPs and their ratio."""
+
+
+def _compute_cell(flops: dict[str, Any], key: str) -> str:
+    value = flops.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return ""
+    return f"{value:.2%}" if key == "ratio" else f"{value:.3g}"
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -291,18 +330,50 @@ def _csv(comparison: Comparison) -> str:
             "n",
             "p_value",
             "significant",
+            "better",
         ]
     )
     for name, values in comparison.params.items():
         for e, v in zip(comparison.evaluations, values, strict=True):
-            writer.writerow(["param", name, e.label, "", _cell(v), "", "", "", "", "", ""])
+            writer.writerow(["param", name, e.label, "", _cell(v), "", "", "", "", "", "", ""])
+    for e in comparison.evaluations:
+        for _, key in COMPUTE_ROWS if e.flops else ():
+            writer.writerow(
+                [
+                    "compute",
+                    f"{key}_flops" if key != "ratio" else "flops_ratio",
+                    e.label,
+                    "",
+                    e.flops.get(key),
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
     for metric in comparison.metrics:
         for e in comparison.evaluations:
             m = e.metrics.get(metric)
             if m:
                 ci = m.get("ci95") or [None, None]
                 writer.writerow(
-                    ["metric", metric, e.label, "", m["value"], m.get("stderr"), ci[0], ci[1], m["n"], "", ""]
+                    [
+                        "metric",
+                        metric,
+                        e.label,
+                        "",
+                        m["value"],
+                        m.get("stderr"),
+                        ci[0],
+                        ci[1],
+                        m["n"],
+                        "",
+                        "",
+                        "",
+                    ]
                 )
     for d in comparison.differences:
         ci = d["ci95"] or [None, None]
@@ -319,19 +390,15 @@ def _csv(comparison: Comparison) -> str:
                 d["n"],
                 d["p_value"],
                 d["significant"],
+                d["better"] or "",
             ]
         )
     return buffer.getvalue()
 
 
-def ranked(evaluations: Sequence[Evaluated], metric: str, higher_is_better: bool) -> list[Evaluated]:
+def ranked(evaluations: Sequence[Evaluated], metric: str) -> list[Evaluated]:
     """The evaluations that have `metric`, best first by the worse end of its interval (the lower bound
-    when higher is better): a model ranks high only when it is good with confidence."""
-
-    def bound(e: Evaluated) -> float:
-        m = e.metrics[metric]
-        ci = m.get("ci95")
-        value = (ci[0] if higher_is_better else ci[1]) if ci else m.get("value")
-        return -np.inf if value is None else (value if higher_is_better else -value)
-
-    return sorted((e for e in evaluations if metric in e.metrics), key=bound, reverse=True)
+    when higher is better, the upper bound when lower is: `direction.ranking_value`), so a model
+    ranks high only when it is good with confidence."""
+    have = [e for e in evaluations if metric in e.metrics]
+    return sorted(have, key=lambda e: ranking_value(e.metrics[metric], metric), reverse=True)

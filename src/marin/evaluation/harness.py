@@ -116,6 +116,7 @@ def run_tasks(
     seed: int = 0,
     iters: int = stats.ITERS,
     limit: int | None = None,
+    distributed: bool = False,
 ) -> dict[str, TaskResult]:
     """Score `tasks` with lm-eval-harness's `HFLM` over the loaded `model`; return each task's result.
 
@@ -126,48 +127,55 @@ def run_tasks(
     runs with its bootstrap on (`iters` resamples) and every item logged; each metric becomes a
     metric object computed from the per-item scores (`item_metric`), which equals the harness's
     value and, where the harness gives one, its stderr.
+
+    `distributed=True`, called by every rank of a torch.distributed group that each holds `model`:
+    the ranks share the items (the harness gives rank r every world_size-th item of a task and
+    gathers the scored items to rank 0), and rank 0 returns what one process would (the metrics
+    come from the per-item scores in item order); the other ranks return {}. A task with few-shot
+    examples is scored on rank 0 alone, since the harness draws every item's examples from one
+    generator in item order, and sharing its items would change which examples each item sees.
     """
     try:
-        import lm_eval
-        from lm_eval.models.huggingface import HFLM
+        import lm_eval  # noqa: F401
         from lm_eval.tasks import TaskManager
     except ImportError as e:
         raise HarnessError(
             f"harness tasks {[t.name for t in tasks]} need lm-eval-harness: pip install 'marin[eval]' ({e})"
         ) from None
-    from marin.evaluation.perplexity import prefix_token_id
 
     write_task_files(tasks, tasks_dir)
     manager = TaskManager(include_defaults=False, include_path=tasks_dir)
-    lm = HFLM(
-        pretrained=model,
-        tokenizer=tokenizer,
-        batch_size=batch_size,
-        add_bos_token=False,
-        prefix_token_id=prefix_token_id(tokenizer),
-    )
+    rank, world = _ranks() if distributed else (0, 1)
+    names = [t.name for t in tasks]
     saved = os.environ.get("DISABLE_MULTIPROC")
     os.environ["DISABLE_MULTIPROC"] = "1"  # the harness's bootstrap in this process: it is the cheap part
     try:
-        output = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=[t.name for t in tasks],
-            task_manager=manager,
-            limit=limit,
-            bootstrap_iters=iters,
-            log_samples=True,
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
-        )
+        if world == 1:
+            output = _evaluate(_lm(model, tokenizer, batch_size), names, manager, limit, iters, seed)
+        else:
+            loaded = manager.load(names)["tasks"]
+            shared = [loaded[n] for n in names if not loaded[n].get_config("num_fewshot")]
+            alone = [loaded[n] for n in names if loaded[n].get_config("num_fewshot")]
+            outputs = []
+            if shared:
+                lm = _lm(model, tokenizer, batch_size, ranks=(rank, world))
+                outputs.append(_evaluate(lm, shared, manager, limit, iters, seed))
+            if alone and rank == 0:
+                outputs.append(
+                    _evaluate(_lm(model, tokenizer, batch_size), alone, manager, limit, iters, seed)
+                )
+            if rank != 0:
+                return {}
+            output = {
+                k: {n: v for o in outputs for n, v in o[k].items()} for k in ("results", "samples", "configs")
+            }
     finally:
         if saved is None:
             os.environ.pop("DISABLE_MULTIPROC", None)
         else:
             os.environ["DISABLE_MULTIPROC"] = saved
     if output is None:
-        raise HarnessError(f"lm-eval-harness returned no results for {[t.name for t in tasks]}")
+        raise HarnessError(f"lm-eval-harness returned no results for {names}")
     return {
         t.name: _task_result(
             output["results"][t.name],
@@ -178,6 +186,84 @@ def run_tasks(
         )
         for t in tasks
     }
+
+
+def _evaluate(lm, tasks: list, manager, limit: int | None, iters: int, seed: int) -> dict | None:
+    """`lm_eval.simple_evaluate` of `tasks` (names or the harness's task objects), every item logged."""
+    import lm_eval
+
+    return lm_eval.simple_evaluate(
+        model=lm,
+        tasks=tasks,
+        task_manager=manager,
+        limit=limit,
+        bootstrap_iters=iters,
+        log_samples=True,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
+    )
+
+
+def _ranks() -> tuple[int, int]:
+    """(rank, world size) of the running torch.distributed group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _lm(model, tokenizer, batch_size: int, ranks: tuple[int, int] = (0, 1)):
+    """The harness's `HFLM` over the loaded model; with `ranks` (rank, world size), one that shares
+    the items with the other ranks (`_lm_class`)."""
+    from marin.evaluation.perplexity import prefix_token_id
+
+    lm = _lm_class()(
+        pretrained=model,
+        tokenizer=tokenizer,
+        batch_size=batch_size,
+        add_bos_token=False,
+        prefix_token_id=prefix_token_id(tokenizer),
+    )
+    lm._rank, lm._world_size = ranks
+    return lm
+
+
+@functools.cache
+def _lm_class():
+    """HFLM whose collectives go through torch.distributed's running group.
+
+    HFLM runs data-parallel only under `accelerate launch`, with a model it loads itself; over a
+    model we hand it, it is one process. The harness's evaluator shards and gathers through the
+    LM's `rank`, `world_size`, `all_gather`, `gather_object` and `barrier`, which here are the
+    group's (object collectives, so CPU tensors go over gloo and NCCL alike).
+    """
+    import torch
+    import torch.distributed as dist
+    from lm_eval.models.huggingface import HFLM
+
+    class GroupHFLM(HFLM):
+        def all_gather(self, tensor):
+            if self.world_size <= 1:
+                return tensor
+            parts: list = [None] * self.world_size
+            dist.all_gather_object(parts, tensor.detach().cpu().reshape(-1))
+            return torch.cat(parts).to(tensor.device)
+
+        def gather_object(self, obj, dst=0):
+            if self.world_size <= 1:
+                return [obj]
+            parts: list = [None] * self.world_size
+            dist.all_gather_object(parts, obj)
+            return parts if self.rank == dst else None
+
+        def barrier(self):
+            if self.world_size > 1:
+                dist.barrier()
+
+    return GroupHFLM
 
 
 def write_task_files(tasks: Sequence[Task], tasks_dir: str) -> None:

@@ -17,6 +17,7 @@ from typing import ClassVar
 import orjson
 
 import storage
+from marin.evaluation.direction import best
 from marin.evaluation.errors import EvalDataError
 from marin.execution.context import current
 
@@ -27,7 +28,8 @@ PLOT_PNG = "plot.png"
 
 @dataclass(frozen=True)
 class SweepReportConfig:
-    """The runs to compare as `(label, train step name)` pairs, the metrics (lower is better) and the x axis."""
+    """The runs to compare as `(label, train step name)` pairs, the metrics and the x axis. Each metric's
+    best is the lowest or the highest value, as `direction.higher_is_better` says for its name."""
 
     # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
     KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("metrics", "x_key")
@@ -77,7 +79,8 @@ def _checkpoint_curve(step_name: str, results: dict, metrics: tuple[str, ...], x
 
 
 def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> list[dict]:
-    """One row per run: its step, final tokens, and the final and best value of each metric."""
+    """One row per run: its step, final tokens, and the final and best value of each metric (the best by
+    the metric's direction: the highest accuracy, the lowest loss)."""
     rows = []
     for label, step in config.runs:
         curve = curves[label]
@@ -85,7 +88,7 @@ def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> li
         for metric in config.metrics:
             values = [r[metric] for r in curve if metric in r and math.isfinite(r[metric])]
             row[f"final_{metric}"] = values[-1] if values else None
-            row[f"best_{metric}"] = min(values) if values else None
+            row[f"best_{metric}"] = best(values, metric) if values else None
         rows.append(row)
     return rows
 
@@ -165,10 +168,7 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     ranked = [r for r in rows if r[f"final_{first}"] is not None]
     artifact = {"table_path": TABLE_MD, "csv_path": TABLE_CSV, "plot_path": PLOT_PNG, "runs": rows}
     if ranked:
-        best = min(ranked, key=lambda r: r[f"final_{first}"])
-        artifact["headline"] = {
-            "metric": f"final_{first}",
-            "value": best[f"final_{first}"],
-            "run": best["run"],
-        }
+        value = best((r[f"final_{first}"] for r in ranked), first)
+        top = next(r for r in ranked if r[f"final_{first}"] == value)
+        artifact["headline"] = {"metric": f"final_{first}", "value": top[f"final_{first}"], "run": top["run"]}
     return artifact

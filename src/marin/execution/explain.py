@@ -30,6 +30,7 @@ class OutputStatus:
     detail: str = ""
     headline: str = ""
     superseded: bool = False
+    compute: str = ""
 
 
 def list_outputs(
@@ -94,7 +95,8 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     else:
         state, detail, age = OutputState.INTERRUPTED, "a first attempt died before finishing", None
     name = (status.name if status is not None else "") or (holder.step if holder else storage.basename(path))
-    shown = headline(read_artifact(path)) if state == OutputState.SUCCESS else ""
+    artifact = read_artifact(path) if state == OutputState.SUCCESS else None
+    shown, spent = headline(artifact), compute(artifact)
     if superseded:
         state = state if status is not None else OutputState.MOVED_ASIDE
         detail = f"moved-aside copy ({aside.kind}) of {aside.origin} (delete with `marin gc PREFIX --yes`)"
@@ -103,7 +105,7 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         detail = "; ".join(
             filter(None, [detail, f"preempted {len(preempted)}x (a replica or node lost; retried)"])
         )
-    return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
+    return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded, spent)
 
 
 def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
@@ -136,6 +138,26 @@ def headline(artifact: ArtifactRecord | None) -> str:
     if isinstance(n, int) and not isinstance(n, bool):
         extra.append(f"n={n:,}")
     return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def compute(artifact: ArtifactRecord | None) -> str:
+    """A step's compute as 'M / H (ratio)': its model and hardware FLOPs, when its result records them.
+
+    A step opts in by returning `{"flops": {"model": M, "hardware": H, "ratio": M / H}, ...}`
+    (train steps do: the model's FLOPs and the devices' peak over the wall time, see
+    `marin.training.flops`); the engine shows it and attaches no meaning to it.
+    """
+    result = artifact.result if artifact is not None else None
+    flops = result.get("flops") if isinstance(result, dict) else None
+    if not isinstance(flops, dict) or not all(_is_number(flops.get(k)) for k in ("model", "hardware")):
+        return ""
+    ratio = flops.get("ratio")
+    shown = f"{flops['model']:.3g} / {flops['hardware']:.3g}"
+    return shown + (f" ({ratio:.1%})" if _is_number(ratio) else "")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _duration(events: Sequence[Event]) -> float | None:
@@ -279,6 +301,8 @@ def explain_output(path: str) -> str:
         files = artifact.files
         if headline(artifact):
             lines.append(f"headline {headline(artifact)}")
+        if compute(artifact):
+            lines.append(f"compute  {compute(artifact)}  (model / hardware FLOPs)")
         lines.append(f"result   {_json(artifact.result)}")
         lines.append(f"files    {len(files)} files, {artifact.total_bytes} bytes")
         lines += [f"           {f['path']}  {f['size']} B" for f in files[:20]]

@@ -9,8 +9,10 @@ and perplexity), and adds each metric and its stderr to the step's `metrics.json
 the same `harness_items` scores, so at the last step the two agree.
 
 It lives in `marin.experiment` because it joins the two pipelines, training and evaluation, which
-meet nowhere else. Rank 0 scores every item while the other ranks wait at the next step's
-collectives; under FSDP every rank takes part in gathering the weights.
+meet nowhere else. With several processes every rank builds the model (under FSDP the ranks gather
+the whole weights together) and the ranks share the items: each scores its part, rank 0 gathers the
+per-item scores and logs metrics equal to one process's (`run_tasks(..., distributed=True)`; a task
+with few-shot examples is scored on rank 0 alone, see there).
 """
 
 from __future__ import annotations
@@ -41,14 +43,12 @@ class HarnessTasks(Callback):
         self._tokenizer: Any = None
 
     def on_train_start(self, trainer) -> None:
-        if not trainer.is_main:
-            return
         from transformers import AutoTokenizer
 
         from marin.data.corpus import CORPUS_SIZE, stories
         from marin.evaluation.harness import write_own_tasks
 
-        self._work = tempfile.mkdtemp(prefix="marin-in-loop-")
+        self._work = tempfile.mkdtemp(prefix=f"marin-in-loop-{trainer.rank}-")
         tokenizer_dir = os.path.join(self._work, "tokenizer")
         os.makedirs(tokenizer_dir)
         source = trainer.datasets[0].tokenizer_path
@@ -63,18 +63,16 @@ class HarnessTasks(Callback):
         due = (self.every and step.step % self.every == 0) or (step.last and not trainer.interrupted)
         if not due or not self.tasks:
             return
-        model = live_hf_model(trainer)
-        if not trainer.is_main:
-            return
         from marin.evaluation.harness import harness_tasks, run_tasks
 
         done = run_tasks(
-            model,
+            live_hf_model(trainer),
             self._tokenizer,
             harness_tasks(self.tasks),
             self._tasks_dir,
             batch_size=self.batch_size,
             seed=self.seed,
+            distributed=trainer.world_size > 1,
         )
         for task, result in done.items():
             for name, metric in result.metrics.items():
@@ -84,22 +82,20 @@ class HarnessTasks(Callback):
 
 
 def live_hf_model(trainer):
-    """The Hugging Face model of the weights being trained, in memory, float32 on CPU (rank 0; None elsewhere)."""
+    """The Hugging Face model of the weights being trained, in memory, float32 on CPU, on every rank
+    (under FSDP the ranks gather the whole weights together first)."""
     import torch
     import transformers
 
     from marin.training.fsdp import gathered_model
 
     config = trainer.model_config
-    module = gathered_model(trainer.model, config) if trainer.fsdp else trainer.model
-    if not trainer.is_main:
-        return None
+    module = gathered_model(trainer.model, config, every_rank=True) if trainer.fsdp else trainer.model
     hf_json = config.hf.config_json(config, eos_id=trainer.datasets[0].eos_id)
     hf_config = transformers.AutoConfig.for_model(**hf_json)
     model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
-    missing, unexpected = model.load_state_dict(
-        config.hf.to_hf_state_dict(config, dict(module.named_parameters())), strict=False
-    )
+    weights = {k: v.detach().to("cpu", torch.float32) for k, v in module.named_parameters()}
+    missing, unexpected = model.load_state_dict(config.hf.to_hf_state_dict(config, weights), strict=False)
     if unexpected or [m for m in missing if not (config.tie_embeddings and m == "lm_head.weight")]:
         raise RuntimeError(
             f"in-loop evaluation: the HF model does not take these weights (missing {missing}, unexpected {unexpected})"

@@ -36,6 +36,7 @@ METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
 STATS_FILE = "stats.json"  # what a curation step counted (docs/curation.md)
+FIT_FILE = "fit.json"  # a scaling fit (docs/scaling.md)
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,15 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        """train, eval, data or step: what the output's files say it is."""
+        """train, eval, data, fit or step: what the output's files say it is."""
         if storage.holds_log(METRICS_FILE, self.names):
             return "train"
         if RESULTS_FILE in self.names:
             return "eval"
         if LEDGER_FILE in self.names:
             return "data"
+        if FIT_FILE in self.names:
+            return "fit"
         return "step"
 
 

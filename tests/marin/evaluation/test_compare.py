@@ -46,11 +46,11 @@ def test_compare_shows_the_differing_parameter_metrics_with_intervals_and_paired
     assert "n=50" in rows["marin_story_endings/acc"] and "[" in rows["bpb"]
     paired = table[table.index("Paired differences") :]
     bpb = next(line for line in paired.splitlines() if line.startswith("| bpb |"))
-    assert bpb.endswith(
-        "| paired bootstrap | yes |"
-    )  # a tenfold learning rate: far apart on the same documents
+    # a tenfold learning rate: far apart on the same documents, and lower bpb is better: b (6e-3) is
+    cells = [c.strip() for c in bpb.strip("| ").split(" | ")]
+    assert cells[-3:-1] == ["paired bootstrap", "yes"] and cells[-1] == cells[2]
     acc = next(line for line in paired.splitlines() if line.startswith("| marin_story_endings/acc |"))
-    assert "| mcnemar |" in acc
+    assert acc.endswith("| mcnemar | no |  |")  # not significant: neither is better
 
 
 def test_compare_writes_csv_and_json(prefix):
@@ -59,8 +59,9 @@ def test_compare_writes_csv_and_json(prefix):
     assert as_json["params"]["model.optimizer.learning_rate"] == [0.0006, 0.006]
     difference = next(d for d in as_json["differences"] if d["metric"] == "bpb")
     assert difference["significant"] and difference["ci95"][0] > 0 and difference["n"] > 0
+    assert difference["better"] == difference["b"]  # a's bpb is higher, and lower is better
     rows = list(csv.DictReader(io.StringIO(_sh(COMPARE_CSV, prefix).stdout)))
-    assert {r["kind"] for r in rows} == {"param", "metric", "difference"}
+    assert {r["kind"] for r in rows} == {"param", "compute", "metric", "difference"}
     assert any(
         r["kind"] == "metric" and r["name"] == "bpb" and float(r["ci95_lo"]) < float(r["value"]) for r in rows
     )
@@ -70,3 +71,28 @@ def test_compare_of_something_that_is_not_an_evaluation_is_one_error_line(prefix
     done = _sh("marin compare evaluations/nano-lr6e-4 no/such-step", prefix)
     assert done.returncode == 2 and done.stderr.startswith("error: 'no/such-step' is neither")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_compare_shows_each_models_model_and_hardware_flops_apart_with_their_ratio(prefix):
+    as_json = json.loads(_sh(COMPARE_JSON, prefix).stdout)
+    table = _sh(COMPARE, prefix).stdout
+    rows = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")[1:]
+        for line in table.splitlines()
+        if line.startswith("| ")
+    }
+    for i, evaluation in enumerate(as_json["evaluations"]):
+        flops = as_json["compute"][evaluation["label"]]
+        model_dir = next(
+            p
+            for p in (prefix / "checkpoints").glob("*")
+            if (p / ".artifact.json").exists()
+            and json.loads((p / ".artifact.json").read_text())["result"].get("flops") == flops
+        )
+        assert flops["model"] > 0 and flops["hardware"] > flops["model"] and model_dir.is_dir()
+        assert rows["model FLOPs"][i].strip(" |") == f"{flops['model']:.3g}"
+        assert rows["hardware FLOPs"][i].strip(" |") == f"{flops['hardware']:.3g}"
+        assert rows["model / hardware FLOPs"][i].strip(" |") == f"{flops['ratio']:.2%}"
+    # the two runs differ only in learning rate: the same model FLOPs, whatever the hardware spent
+    first, second = (as_json["compute"][e["label"]] for e in as_json["evaluations"])
+    assert first["model"] == second["model"]

@@ -3,6 +3,8 @@ directly (values and stderrs) and agree with our own scorer."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 
@@ -31,14 +33,17 @@ def test_story_ending_items_are_deterministic_and_hold_the_true_ending(stories):
 
 @pytest.fixture(scope="module")
 def harness_run(tiny_export, stories, tmp_path_factory):
-    """Our two tasks scored through the bridge, and by lm_eval.simple_evaluate directly on the same files."""
+    """Our two tasks scored through the bridge (with the sequences it forwarded), and by
+    lm_eval.simple_evaluate directly on the same files."""
     os.environ["DISABLE_MULTIPROC"] = "1"
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     tasks_dir = write_own_tasks(str(tmp_path_factory.mktemp("harness")), stories, num_items=len(stories))
     loaded = load_hf_model(tiny_export)
-    ours = run_tasks(loaded.model, loaded.tokenizer, harness_tasks(OWN_TASKS), tasks_dir, batch_size=4)
+    with _rows_forwarded(loaded.model) as rows:
+        ours = run_tasks(loaded.model, loaded.tokenizer, harness_tasks(OWN_TASKS), tasks_dir, batch_size=4)
+
     direct = lm_eval.simple_evaluate(
         model="hf",
         model_args={
@@ -54,7 +59,72 @@ def harness_run(tiny_export, stories, tmp_path_factory):
         bootstrap_iters=stats.ITERS,
         log_samples=True,
     )
-    return loaded, ours, direct
+    return loaded, ours, direct, rows[0]
+
+
+@contextlib.contextmanager
+def _rows_forwarded(model):
+    """Count the sequences `model` is run on inside the block (a one-element list, filled at exit)."""
+    count = [0]
+    hook = model.register_forward_hook(
+        lambda _m, args, _out: count.__setitem__(0, count[0] + args[0].shape[0])
+    )
+    try:
+        yield count
+    finally:
+        hook.remove()
+
+
+def _score_as_one_of_two_ranks(export: str, stories: list[str], work: str) -> dict:
+    """One rank of a two-process gloo group: our tasks through the bridge, the ranks sharing the items."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        tasks_dir = write_own_tasks(os.path.join(work, str(rank)), stories, num_items=len(stories))
+        loaded = load_hf_model(export)
+        with _rows_forwarded(loaded.model) as rows:
+            done = run_tasks(
+                loaded.model,
+                loaded.tokenizer,
+                harness_tasks(OWN_TASKS),
+                tasks_dir,
+                batch_size=4,
+                distributed=True,
+            )
+        counts: list = [None, None]
+        dist.all_gather_object(counts, rows[0])
+        metrics = {t: {m: v.to_json() for m, v in r.metrics.items()} for t, r in done.items()}
+        return {"rows": counts, "metrics": metrics, "items": {t: r.items for t, r in done.items()}}
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_share_the_items_and_report_what_one_process_does(
+    harness_run, tiny_export, stories, tmp_path
+):
+    """In-loop evaluation's path (`distributed=True`): each rank of a gloo group scores about half of
+    the items, and rank 0's metrics (value, stderr, interval, n) and per-item scores are one process's."""
+    from fray.cluster import run_as_local_gang
+
+    _, ours, _, single = harness_run
+    shared = run_as_local_gang(
+        functools.partial(_score_as_one_of_two_ranks, tiny_export, stories, str(tmp_path)), 2
+    )
+    assert all(0 < rows <= single // 2 + 8 for rows in shared["rows"]), (shared["rows"], single)
+    for task in OWN_TASKS:
+        one = {m: v.to_json() for m, v in ours[task].metrics.items()}
+        assert shared["metrics"][task].keys() == one.keys()
+        for name, metric in one.items():
+            got = shared["metrics"][task][name]
+            assert got["n"] == metric["n"]
+            assert [got["value"], got["stderr"], *got["ci95"]] == pytest.approx(
+                [metric["value"], metric["stderr"], *metric["ci95"]], abs=1e-9
+            )
+        for name, items in ours[task].items.items():
+            assert shared["items"][task][name]["ids"] == items["ids"]
+            assert shared["items"][task][name]["values"] == pytest.approx(items["values"], abs=1e-9)
 
 
 def test_bridge_values_and_stderrs_equal_the_harness_run_directly(harness_run, stories):
@@ -62,7 +132,7 @@ def test_bridge_values_and_stderrs_equal_the_harness_run_directly(harness_run, s
     from lm_eval.api.metrics import bits_per_byte, bootstrap_stderr
 
     assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["HF_DATASETS_OFFLINE"] == "1"
-    _, ours, direct = harness_run
+    _, ours, direct, _ = harness_run
     endings = direct["results"]["marin_story_endings"]
     for metric in ("acc", "acc_norm"):
         mine = ours["marin_story_endings"].metrics[metric]
@@ -89,7 +159,7 @@ def test_bridge_values_and_stderrs_equal_the_harness_run_directly(harness_run, s
 
 
 def test_rolling_bpb_of_the_harness_matches_our_own_scorer(harness_run, stories):
-    loaded, ours, _ = harness_run
+    loaded, ours, _, _ = harness_run
     docs = [EvalDocument("s", "s", len(s.encode("utf-8")), text=s) for s in stories]
     mine = summarize(score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length))
     harness_bpb = ours["marin_text_perplexity"].metrics["bits_per_byte"]
@@ -98,7 +168,7 @@ def test_rolling_bpb_of_the_harness_matches_our_own_scorer(harness_run, stories)
 
 
 def test_per_item_scores_are_kept_for_paired_comparisons(harness_run, stories):
-    _, ours, _ = harness_run
+    _, ours, _, _ = harness_run
     acc = ours["marin_story_endings"].items["acc"]
     assert len(acc["ids"]) == len(set(acc["ids"])) == len(stories)
     assert sum(acc["values"]) / len(stories) == ours["marin_story_endings"].metrics["acc"].value
@@ -121,7 +191,7 @@ def test_unknown_task_names_our_tasks(tiny_export, stories, tmp_path):
 
 
 def test_harness_per_sample_outputs_are_saved_one_file_per_task(harness_run, stories, tmp_path):
-    _, ours, _ = harness_run
+    _, ours, _, _ = harness_run
     write_samples(str(tmp_path / "samples"), {name: r.samples for name, r in ours.items()}, per_task=5)
 
     assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == [

@@ -580,3 +580,11 @@ def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pi
         declared = {step: lr for step, _, lr in run["series"]["lr_schedule"]}
         logged = {step: lr for step, _, lr in run["series"]["lr"]}
         assert sorted(declared) == list(range(1, 7)) and declared == logged
+
+
+def test_a_train_output_shows_its_model_and_hardware_flops(pipeline_client, pipeline):
+    rel = _rel(pipeline_client, "checkpoints/nano-lr")
+    flops = json.loads((pipeline[1] / rel / ".artifact.json").read_text())["result"]["flops"]
+    page = pipeline_client.get(f"/output/{rel}").text
+    shown = re.search(r'<td id="compute">([^<]*)</td>', page).group(1)
+    assert shown.startswith(f"{flops['model']:.3g} / {flops['hardware']:.3g} ({flops['ratio']:.1%})")

@@ -17,19 +17,12 @@ from marin.ui.site import Site
 HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
 
 
-_LOWER_IS_BETTER = ("bpb", "loss", "perplexity", "bits_per_byte")
-
-
-def higher_is_better(metric: str) -> bool:
-    """Whether a larger value of `metric` is better (accuracies) or worse (losses, perplexities, bpb)."""
-    last = metric.rsplit("/", 1)[-1]
-    return not any(word in last for word in _LOWER_IS_BETTER) and last not in ("bpb", "loss")
-
-
 def evals(site: Site, request: Request) -> HTMLResponse:
     """Every evaluation's headline, then each metric with the models side by side, ranked by the interval's
-    worse end (the lower bound when higher is better), each with its interval drawn as a bar."""
+    worse end (the lower bound when higher is better, the upper bound when lower is), each with its
+    interval drawn as a bar."""
     from marin.evaluation.compare import Evaluated, metrics_of, ranked
+    from marin.evaluation.direction import higher_is_better
 
     rows, evaluated = [], []
     for e in site.index.entries(include_superseded=False):
@@ -47,7 +40,7 @@ def evals(site: Site, request: Request) -> HTMLResponse:
     by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
     for metric in dict.fromkeys(m for _, _, ev in evaluated for m in ev.metrics):
         better_high = higher_is_better(metric)
-        order = ranked([ev for _, _, ev in evaluated], metric, better_high)
+        order = ranked([ev for _, _, ev in evaluated], metric)
         shown = [ev.metrics[metric] for ev in order]
         ends = [
             x for m in shown for x in (m.get("ci95") or [m.get("value")] * 2) if isinstance(x, (int, float))
