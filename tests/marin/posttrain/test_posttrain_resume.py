@@ -17,7 +17,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 from posttrain_child import posttrain_job  # noqa: E402
 
 CHILD = os.path.join(os.path.dirname(__file__), "posttrain_child.py")
-TIMING = {"tokens_per_s", "mfu", "step_seconds", "data_wait_s"}
+TIMING = {
+    "tokens_per_s",
+    "mfu",
+    "step_seconds",
+    "data_wait_s",
+    "hardware_flops",
+    "flops_ratio",
+}  # wall-clock figures
 STEPS = 5
 
 
