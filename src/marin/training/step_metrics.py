@@ -10,6 +10,12 @@ from marin.training.config import TrainConfig
 from marin.training.metrics import peak_flops_per_device
 from marin.training.models import ModelConfig
 
+# The record's fields that depend on the wall clock: they differ between two runs that compute the same
+# thing (a resumed run and an uninterrupted one), and everything else in a record does not.
+WALL_CLOCK_FIELDS = frozenset(
+    {"tokens_per_s", "mfu", "step_seconds", "data_wait_s", "hardware_flops", "flops_ratio"}
+)
+
 
 @dataclass(frozen=True)
 class StepMetrics:

@@ -11,20 +11,14 @@ import pytest
 from safetensors.torch import load_file
 
 import storage
+from marin.training.step_metrics import WALL_CLOCK_FIELDS
 from marin.training.trainer import train
 
 sys.path.insert(0, os.path.dirname(__file__))
 from posttrain_child import posttrain_job  # noqa: E402
 
 CHILD = os.path.join(os.path.dirname(__file__), "posttrain_child.py")
-TIMING = {
-    "tokens_per_s",
-    "mfu",
-    "step_seconds",
-    "data_wait_s",
-    "hardware_flops",
-    "flops_ratio",
-}  # wall-clock figures
+TIMING = WALL_CLOCK_FIELDS
 STEPS = 5
 
 

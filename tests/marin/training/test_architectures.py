@@ -19,10 +19,11 @@ from train_child import arch_config
 import storage
 from experiments.models import NANO
 from marin.training.datasets import DatasetInput
+from marin.training.step_metrics import WALL_CLOCK_FIELDS
 from marin.training.trainer import TrainJob, train
 
 CHILD = os.path.join(os.path.dirname(__file__), "train_child.py")
-TIMING = {"tokens_per_s", "mfu", "step_seconds", "data_wait_s"}
+TIMING = WALL_CLOCK_FIELDS
 STEPS = 30
 
 

@@ -12,9 +12,10 @@ from object_stores import environment, s3_server
 
 import storage
 from marin.training.metrics import MetricsLog
+from marin.training.step_metrics import WALL_CLOCK_FIELDS
 
 CHILD = os.path.join(os.path.dirname(__file__), "train_child.py")
-TIMING_FIELDS = {"tokens_per_s", "mfu", "step_seconds", "data_wait_s"}
+TIMING_FIELDS = WALL_CLOCK_FIELDS
 
 
 @pytest.fixture(scope="module")

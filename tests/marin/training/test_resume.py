@@ -9,9 +9,10 @@ import sys
 from safetensors.torch import load_file
 
 import storage
+from marin.training.step_metrics import WALL_CLOCK_FIELDS
 
 CHILD = os.path.join(os.path.dirname(__file__), "train_child.py")
-TIMING_FIELDS = {"tokens_per_s", "mfu", "step_seconds", "data_wait_s"}
+TIMING_FIELDS = WALL_CLOCK_FIELDS
 
 
 def _run(cache: str, out: str, steps: int, kill_at: int | None = None) -> subprocess.CompletedProcess:
