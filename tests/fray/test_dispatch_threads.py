@@ -150,3 +150,28 @@ def test_a_cancelled_task_kept_for_its_submitter_never_runs(tmp_path):
         assert not (tmp_path / "ran").exists()
     finally:
         cluster.shutdown()
+
+
+def test_a_deferred_call_holds_nothing_once_it_ran():
+    """A call run by run_now is dropped at once: a driver that runs thousands of steps in one chain of
+    deferred calls keeps none of their tasks alive."""
+    import gc
+    import weakref
+
+    class Task:
+        pass
+
+    pool = ThreadPool()
+    freed = concurrent.futures.Future()
+
+    def chain():
+        task = Task()
+        ref = weakref.ref(task)
+        call = pool.defer(lambda t: None, task)
+        del task
+        pool.run_now(call)
+        gc.collect()
+        freed.set_result(ref() is None)
+
+    pool.submit(chain)
+    assert freed.result(timeout=30)

@@ -84,7 +84,15 @@ class ThreadPool:
         """Run a deferred call in this thread unless it ran (or is running) already; whether it ran here."""
         if not self._claim(call):
             return False
-        call.fn(*call.args)
+        kept = getattr(self._local, "kept", None)
+        if kept:  # no longer this thread's to run later (usually the call it kept last)
+            if kept[-1] is call:
+                kept.pop()
+            elif call in kept:
+                kept.remove(call)
+        fn, args = call.fn, call.args
+        call.fn, call.args = _done, ()  # what it refers to is freed as soon as it has run
+        fn(*args)
         return True
 
     @contextlib.contextmanager
@@ -126,6 +134,7 @@ class ThreadPool:
                 self._queued -= 1
                 self._busy += 1
             self._run(call)
+            del call  # an idle thread holds nothing of the calls it ran
             while kept:
                 self._run(kept.pop())
             with self._lock:
@@ -142,10 +151,16 @@ class ThreadPool:
     def _run(self, call: Deferred) -> None:
         if not self._claim(call):
             return
+        fn, args = call.fn, call.args
+        call.fn, call.args = _done, ()
         try:
-            call.fn(*call.args)
+            fn(*args)
         except BaseException:  # noqa: BLE001 - a call's failure must not end the thread that ran it
             logger.exception("a call on the shared thread pool raised")
+
+
+def _done() -> None:
+    """What a deferred call becomes once it has run."""
 
 
 _shared: ThreadPool | None = None
