@@ -39,7 +39,7 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.outputs import Versions, folder_absent, latest_record, output_path_of
+from marin.execution.outputs import Versions, latest_record, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
 from marin.execution.states import RUN_STATES, PlanState, StepState
 from marin.execution.status import DEFAULT_MAX_ATTEMPTS, STATUS_FILE, StatusRecord, lost_attempts, read_status
@@ -193,23 +193,29 @@ class _Planner:
     def plan_batch(self, specs: Sequence[StepSpec]) -> None:
         """Plan the next steps of the topological order (see `build_plan`)."""
         new = [planned for spec in specs if (planned := self._declare(spec)) is not None]
-        dirs = sorted({storage.parent(p.output_path) for p in new} - self.listings.keys())
-        self.listings.update(
-            zip(dirs, storage.overlapped(storage.list_names, dirs, where=self.prefix), strict=True)
-        )
+        where = [p.output_path.rpartition("/") for p in new]  # (folder, "/", name)
+        present = self.present
+        dirs = sorted({folder for folder, _, _ in where} - present.keys())
+        for folder, names in zip(
+            dirs, storage.overlapped(storage.list_names, dirs, where=self.prefix), strict=True
+        ):
+            self.listings[folder] = names
+            present[folder] = frozenset(names)
+        there = []
+        for p, (folder, _, name) in zip(new, where, strict=True):
+            if name in present[folder]:
+                there.append(p)
+            else:
+                p.folder_absent = True
+        read = storage.overlapped(_read_status_or_error, [p.output_path for p in there], where=self.prefix)
+        found = {id(p): status_or_error for p, status_or_error in zip(there, read, strict=True)}
         for p in new:
-            p.folder_absent = folder_absent(p.output_path, self.listings, self.present)
-        there = [p.output_path for p in new if not p.folder_absent]
-        read = dict(
-            zip(there, storage.overlapped(_read_status_or_error, there, where=self.prefix), strict=True)
-        )
-        for p in new:
-            self._settle(p, *read.get(p.output_path, (None, None)))
+            self._settle(p, *found.get(id(p), _NO_STATUS))
 
     def _declare(self, spec: StepSpec) -> PlannedStep | None:
         """The step's key and output path (None: the same work as a step declared before)."""
-        steps = self.steps
-        dep_idx = tuple(self.index[id(d)] for d in spec.deps)
+        steps, index = self.steps, self.index
+        dep_idx = tuple([index[id(d)] for d in spec.deps])
         dep_steps = [steps[i] for i in dep_idx]
         if len(dep_steps) > 1 and len({d.spec.name for d in dep_steps}) < len(dep_steps):
             names = sorted(d.spec.name for d in dep_steps)
@@ -317,6 +323,9 @@ def _first_line(status: StatusRecord) -> str:
     error = status.events[-1].error if status.events else None
     lines = (error or "").strip().splitlines()
     return lines[0][:160] if lines else "no reason recorded"
+
+
+_NO_STATUS = (None, None)
 
 
 def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRecordError | None]:
