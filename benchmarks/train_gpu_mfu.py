@@ -1,27 +1,33 @@
-"""MFU of marin's trainer on one GPU: FSDP2 bf16 (or DDP-style autocast) with a ~150M and a ~1B Llama.
+"""MFU of marin's trainer on one GPU, for the ~150M and ~1B size of every dense family and the MoE: FSDP2 bf16, compile.
 
-    .venv/bin/python benchmarks/train_gpu_mfu.py            # on a CUDA machine (goal: mfu >= 0.40)
+    .venv/bin/python benchmarks/train_gpu_mfu.py            # on a CUDA machine (goal: mfu >= 0.40 at ~1B)
     .venv/bin/python benchmarks/train_gpu_mfu.py --smoke    # a tiny CPU run that checks the script
+    .venv/bin/python benchmarks/train_gpu_mfu.py --model llama_1_4b qwen3_1b   # some of them
 
-`--parallelism fsdp` (the default) shards the model with FSDP2 `fully_shard` per block and on the
-root, as `train_lm(parallelism="fsdp")` does, on a process group of one: bf16 parameters and
-compute, fp32 gradient reduction, fp32 master weights. `--parallelism ddp` is the DDP path's bf16
-autocast over fp32 weights. `--model 150m 1b` (both by default) picks `experiments/llama.py`'s
-llama_150m (batch 32) and llama_1_4b (batch 8), seq 1024, fused AdamW, torch.compile. Without a
-CUDA device (and without --smoke) it prints the JSON with "not measured: no device" and exits 0.
+One script runs them all: `experiments.models.DENSE_SIZES` (llama_150m, llama_1_4b, qwen3_150m,
+qwen3_1b, olmo2_150m, olmo2_1b) and the mixture-of-experts sizes `experiments.models` offers
+(`MOE_SIZES`, when registered). `--parallelism fsdp` (the default) shards the model with FSDP2
+`fully_shard` per block and on the root, as `train_lm(parallelism="fsdp")` does, on a process group
+of one: bf16 parameters and compute, fp32 gradient reduction, fp32 master weights; `ddp` is bf16
+autocast over fp32 weights. `compile="auto"` compiles each block (`--no-compile` turns it off).
+Batch 32 below 500M parameters, 8 above, seq 1024, fused AdamW. Without a CUDA device (and without
+--smoke) it prints the JSON with "not measured: no device" and exits 0.
 
 Data: a token cache of uniformly random ids over the Marin tokenizer's 128,256-entry vocabulary,
 written with the token cache writer (MFU does not depend on what the tokens say). MFU is
-tokens/s × `LlamaConfig.flops_per_token(seq_len)` (6·N_matmul + 12·L·H·Q·T) over the device's dense
-bf16 peak from `marin.training.metrics.CUDA_PEAK_BF16` (H100/H200: 989 TFLOP/s; override with
-MARIN_PEAK_FLOPS). The same run times a plain PyTorch loop (same model, same parallelism and
-precision, fused AdamW, compile, batches already on the GPU) as the baseline. Prints one JSON object.
+tokens/s × `ModelConfig.flops_per_token(seq_len)` (6·N_active_matmul + 12·L·H·Q·T; a
+mixture-of-experts counts the experts a token uses) over the device's dense bf16 peak from
+`marin.training.metrics.CUDA_PEAK_BF16` (H100/H200: 989 TFLOP/s; override with MARIN_PEAK_FLOPS).
+Peak memory is `torch.cuda.max_memory_allocated` over the run. The same run times a plain PyTorch
+loop (the same model wrapped the same way: FSDP per block, compile per block, same precision, fused
+AdamW, batches already on the GPU) as the baseline. Prints one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -38,27 +44,38 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import storage  # noqa: E402
-from experiments.llama import REFERENCE_VOCAB_SIZE, llama_1_4b, llama_150m  # noqa: E402
+from experiments import models as sizes  # noqa: E402
 from marin.data.token_cache import token_dtype  # noqa: E402
 from marin.data.token_cache_writer import ShardWriter, write_ledger  # noqa: E402
 from marin.data.tokenize_pipeline import build_ledger  # noqa: E402
+from marin.training.blocks import compile_blocks  # noqa: E402
 from marin.training.config import Parallelism, TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.fsdp import shard_model  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
-from marin.training.model import Llama, LlamaConfig  # noqa: E402
+from marin.training.models import ModelConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 
-GOAL_MFU = 0.40
-# --model NAME -> (config name, config, default batch); a 1.4B model's activations at batch 8 x 1024
-# with its 128k-entry logits fit an 80 GB H100 beside its fp32 weights, gradients and AdamW state.
-MODELS = {"150m": ("llama_150m", llama_150m, 32), "1b": ("llama_1_4b", llama_1_4b, 8)}
-# --smoke: tiny stand-ins of the two, on CPU
-SMOKE_MODELS = {
-    "150m": ("smoke-150m", LlamaConfig(64, 128, 2, 4, max_seq_len=256), 2),
-    "1b": ("smoke-1b", LlamaConfig(96, 192, 3, 4, max_seq_len=256), 2),
-}
+GOAL_MFU = 0.40  # at ~1B, on an H100/H200-class GPU
+
+
+def default_batch(config: ModelConfig) -> int:
+    """32 sequences of 1,024 below 500M parameters, 8 above (a 1.4B model's activations at batch 8 x 1024
+    with its 128k-entry logits fit an 80 GB H100 beside its fp32 weights, gradients and AdamW state)."""
+    return 32 if config.with_vocab_size(sizes.REFERENCE_VOCAB_SIZE).num_parameters() < 500e6 else 8
+
+
+def all_models() -> dict[str, ModelConfig]:
+    """Every size this benchmark runs: the dense families' ~150M and ~1B, and the MoE's."""
+    return {**sizes.DENSE_SIZES, **getattr(sizes, "MOE_SIZES", {})}
+
+
+def smoke_models() -> dict[str, ModelConfig]:
+    """--smoke: each architecture's nano size, at a short context, on CPU."""
+    return {
+        f"smoke-{arch}": dataclasses.replace(config, max_seq_len=256) for arch, config in sizes.NANO.items()
+    }
 
 
 def write_random_cache(root: str, vocab_size: int, tokens: int, seed: int = 0) -> str:
@@ -108,7 +125,7 @@ def group_of_one(device: torch.device):
 
 
 def plain_loop(
-    model_config: LlamaConfig,
+    model_config: ModelConfig,
     batch: int,
     seq: int,
     steps: int,
@@ -119,11 +136,14 @@ def plain_loop(
     """Seconds per step of a minimal loop with the same model and settings (no loader, no logging)."""
     torch.manual_seed(0)
     fsdp = parallelism == Parallelism.FSDP
-    model = Llama(model_config).to(device)
+    model = model_config.build().to(device)
+    blocks = model_config.blocks(model)
+    if compile:
+        compile_blocks(blocks)  # per block, as the trainer's compile="auto" does on CUDA
     with group_of_one(device) if fsdp else contextlib.nullcontext():
         if fsdp:
-            shard_model(model, device)  # bf16 params and compute on CUDA, as the trainer's
-        train_model = torch.compile(model) if compile else model
+            shard_model(model, blocks, device)  # bf16 params and compute on CUDA, as the trainer's
+        train_model = model
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
         rows = torch.randint(0, model_config.vocab_size, (steps, batch, seq + 1), device=device)
         autocast = torch.autocast(
@@ -145,7 +165,7 @@ def plain_loop(
 
 def measure(
     name: str,
-    model: LlamaConfig,
+    model: ModelConfig,
     batch: int,
     args: argparse.Namespace,
     vocab: int,
@@ -171,14 +191,18 @@ def measure(
             compile=compile,
             parallelism=parallelism,
         )
+        _reset_peak_memory()
         summary = train(TrainJob(config, (DatasetInput("random", cache, 1.0),), os.path.join(root, "run")))
+        ours_peak = _peak_memory()
         records = storage.read_records(os.path.join(root, "run", "metrics.jsonl"))[args.warmup :]
     _release_memory()
     dev = torch.device(device)
     model_config = model.with_vocab_size(vocab)
+    _reset_peak_memory()
     plain = plain_loop(model_config, batch, args.seq_len, args.steps, dev, compile, parallelism)[
         args.warmup :
     ]
+    plain_peak = _peak_memory()
     _release_memory()
     tokens = batch * args.seq_len
     ours_tps = tokens / statistics.median(r["step_seconds"] for r in records)
@@ -188,6 +212,7 @@ def measure(
     mfu = ours_tps * flops / peak
     return {
         "model": name,
+        "architecture": model_config.architecture,
         "parameters": model_config.num_parameters(),
         "batch_size": batch,
         "timed_steps": len(records),
@@ -197,10 +222,22 @@ def measure(
         "plain_pytorch_tokens_per_s": round(plain_tps, 1),
         "plain_pytorch_mfu": round(plain_tps * flops / peak, 4),
         "ratio": round(ours_tps / plain_tps, 4),
-        "meets_goal": None if args.smoke else mfu >= GOAL_MFU,
+        "marin_peak_memory_gib": ours_peak,
+        "plain_pytorch_peak_memory_gib": plain_peak,
+        "meets_goal": None if args.smoke or model_config.num_parameters() < 500e6 else mfu >= GOAL_MFU,
         "data_wait_fraction": round(summary["data_wait_fraction"], 6),
         "final_loss": summary["final_loss"],
     }
+
+
+def _reset_peak_memory() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak_memory() -> float | None:
+    """GiB at the peak since the last reset (`max_memory_allocated`); None off CUDA."""
+    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
 
 
 def _release_memory() -> None:
@@ -217,12 +254,14 @@ def main() -> None:
         "--smoke", action="store_true", help="tiny CPU run: checks the script, measures nothing"
     )
     parser.add_argument("--parallelism", choices=[p.value for p in Parallelism], default="fsdp")
-    parser.add_argument("--model", nargs="+", choices=sorted(MODELS), default=["150m", "1b"])
+    parser.add_argument("--model", nargs="+", default=None, help="sizes to run (default: all of them)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument(
         "--warmup", type=int, default=10, help="untimed first steps (compilation, autotuning)"
     )
-    parser.add_argument("--batch-size", type=int, default=None, help="default: 32 for 150m, 8 for 1b")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="default: 32 below 500M parameters, else 8"
+    )
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
@@ -238,7 +277,7 @@ def main() -> None:
         "goal_mfu": GOAL_MFU,
     }
     if args.smoke:
-        models, vocab, device, compile = SMOKE_MODELS, 1024, "cpu", False
+        models, vocab, device, compile = smoke_models(), 1024, "cpu", False
         args.steps, args.warmup, args.seq_len = 4, 1, 128
         out["precision"] = "fp32 (CPU)"
     elif not torch.cuda.is_available():
@@ -246,7 +285,7 @@ def main() -> None:
             {
                 "device": "none",
                 "note": "not measured: no device (needs a CUDA GPU; --smoke checks the script on CPU)",
-                "models": {MODELS[m][0]: None for m in args.model},
+                "models": {m: None for m in args.model or all_models()},
                 "meets_goal": None,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             }
@@ -254,13 +293,18 @@ def main() -> None:
         print(json.dumps(out))
         return
     else:
-        models, vocab, device, compile = MODELS, REFERENCE_VOCAB_SIZE, "cuda", not args.no_compile
+        models, vocab, device, compile = all_models(), sizes.REFERENCE_VOCAB_SIZE, "cuda", not args.no_compile
         torch.backends.cuda.matmul.allow_tf32 = True
+    unknown = sorted(set(args.model or ()) - set(models))
+    if unknown:
+        parser.error(f"unknown --model {unknown}; choose from {sorted(models)}")
     results = {}
-    for key in args.model:
-        name, model, batch = models[key]
-        results[name] = measure(name, model, args.batch_size or batch, args, vocab, device, compile)
-    verdicts = [r["meets_goal"] for r in results.values()]
+    for name in args.model or models:
+        model = models[name]
+        results[name] = measure(
+            name, model, args.batch_size or default_batch(model), args, vocab, device, compile
+        )
+    verdicts = [r["meets_goal"] for r in results.values() if r["meets_goal"] is not None]
     out.update(
         {
             "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",

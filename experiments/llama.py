@@ -4,7 +4,7 @@
 counts therefore depend on the tokenizer; the table gives them at the Llama 3 / Marin tokenizer's
 128,256 entries (untied input and output embeddings), and without embeddings. They are computed by
 `LlamaConfig.num_parameters` and checked against the instantiated modules by
-tests/marin/training/test_model.py.
+tests/marin/training/models/test_llama.py. The other architectures' sizes are in experiments/models.py.
 
 | name         | layers | hidden | heads (kv) | MLP   | max seq | params @128,256 vocab | non-embedding |
 | ------------ | ------ | ------ | ---------- | ----- | ------- | --------------------- | ------------- |
@@ -20,7 +20,7 @@ steps to learn even the unigram distribution (the demo's loss stayed at 6.2 nats
 entropy of 5.3); with it, the same run reaches 2.8. The export folds the multiplier into `lm_head`.
 """
 
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 
 REFERENCE_VOCAB_SIZE = 128_256
 """The vocabulary the documented parameter counts assume (Llama 3 / Marin tokenizer)."""

@@ -52,8 +52,10 @@ def test_the_readme_benchmark_command_writes_every_figure_with_load_and_goal():
     assert chain["plain_loop_s"] > 0 and chain["ratio_local_vs_plain_loop"] > 0
 
 
-def test_the_gpu_mfu_benchmark_checks_fsdp_on_both_model_sizes_in_its_cpu_smoke_mode():
+def test_the_gpu_mfu_benchmark_checks_fsdp_on_every_architecture_in_its_cpu_smoke_mode():
     import sys
+
+    from experiments.models import DENSE_SIZES
 
     script = str(ROOT / "benchmarks" / "train_gpu_mfu.py")
     done = subprocess.run(
@@ -61,19 +63,19 @@ def test_the_gpu_mfu_benchmark_checks_fsdp_on_both_model_sizes_in_its_cpu_smoke_
     )
     result = json.loads(done.stdout.splitlines()[-1])
     assert (result["benchmark"], result["smoke"], result["parallelism"]) == ("train_gpu_mfu", True, "fsdp")
-    assert set(result["models"]) == {"smoke-150m", "smoke-1b"} and result["meets_goal"] is None
-    small, large = result["models"]["smoke-150m"], result["models"]["smoke-1b"]
-    assert small["parameters"] < large["parameters"]
-    for figures in (small, large):
+    assert {"smoke-llama", "smoke-qwen3", "smoke-olmo2"} <= set(result["models"])
+    for name, figures in result["models"].items():
+        assert figures["architecture"] == name.removeprefix("smoke-")
         assert figures["marin_tokens_per_s"] > 0 and figures["plain_pytorch_tokens_per_s"] > 0
         assert figures["ratio"] > 0 and 0 < figures["marin_mfu"] < 1 and figures["meets_goal"] is None
-    assert len(result["load_average"]) == 3
+        assert "marin_peak_memory_gib" in figures  # None off CUDA
+    assert len(result["load_average"]) == 3 and result["meets_goal"] is None
     if not _has_cuda():  # the full run here: a line saying so, not a traceback
         done = subprocess.run([sys.executable, script], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         full = json.loads(done.stdout.splitlines()[-1])
         assert full["note"].startswith("not measured: no device") and full["meets_goal"] is None
-        assert full["models"] == {"llama_150m": None, "llama_1_4b": None}
+        assert set(DENSE_SIZES) <= set(full["models"]) and not any(full["models"].values())
 
 
 def _has_cuda() -> bool:

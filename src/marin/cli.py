@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, status, info, gc, ui; submit and jobs (a Ray cluster, see docs/clusters.md).
+"""The `marin` command: run, plan, status, info, gc, ui, plot-lr; submit and jobs (a Ray cluster, see docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -294,6 +294,26 @@ def ui(prefix, host, port, token, experiment) -> None:
         )
     except (UiStartError, MarinError) as e:
         _fail(str(e), 2)
+
+
+@main.command("plot-lr")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--step", "step_names", multiple=True, help="Draw only this train step (step or variable name)."
+)
+@click.option("--out", default="lr-schedule.png", show_default=True, help="Where to write the PNG.")
+def plot_lr(file, step_names, out) -> None:
+    """Draw the learning-rate schedule of each train step FILE.py declares, step by step, into a PNG."""
+    from marin.experiment.lr_plot import plot_curves, schedule_curve, train_steps
+
+    try:
+        curves = [schedule_curve(name, handle) for name, handle in train_steps(file, step_names)]
+        plot_curves(curves, out)
+    except _declared_errors() as e:
+        _fail(str(e), 2)
+    for curve in curves:
+        click.echo(curve.summary())
+    click.echo(f"wrote {out}", err=True)
 
 
 def _add_cluster_commands() -> None:

@@ -14,6 +14,7 @@ every name is imported here at once and listed only here.
 - `streams`: compressed reading and writing (`open_read`, `open_write`: a file that appears whole or not at all);
 - `listing`: directory listings, recursive walks, globs, moves;
 - `overlap`: many calls in flight at once on object stores;
+- `ranges`: many byte ranges of many files, coalesced per file and read at once;
 - `record_log`: JSON records appended to a log, in numbered whole parts off local disk.
 
 Nothing here is quadratic on an object store except `append_bytes`, which is for one-off notes
@@ -66,6 +67,7 @@ from storage.paths import (
     local_path,
     parent,
 )
+from storage.ranges import read_ranges
 from storage.record_log import RecordLog, holds_log, read_log_bytes, read_records
 from storage.streams import (
     compression_of,

@@ -79,6 +79,7 @@ class DedupConfig:
     zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)  # see DocumentStepConfig
     rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)  # inputs that yield no document succeed
 
     def input_names(self) -> tuple[str, ...]:
         return self.inputs
@@ -319,4 +320,12 @@ def run_dedup_step(config: DedupConfig, output_path: str) -> dict:
         partial(rewrite_shard, config, output_path), shards, config.zephyr, drops_by_shard(drops, shards)
     )
     extra = {"candidate_pairs": candidates, "merged_pairs": len(edges), "clusters": len(set(drops.values()))}
-    return finish(f"dedup_{config.method}", config.describe(), results, output_path, extra)
+    return finish(
+        f"dedup_{config.method}",
+        config.describe(),
+        results,
+        output_path,
+        extra,
+        inputs=config.inputs,
+        allow_empty=config.allow_empty,
+    )

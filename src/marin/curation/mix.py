@@ -12,11 +12,11 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from marin.curation.dedup import position
 from marin.curation.documents import CurationStats, InputShard, read_records, resolve_inputs, write_output
-from marin.curation.steps import finish, run_shards
+from marin.curation.steps import check_not_empty, finish, run_shards
 from marin.execution.keyed import NOT_KEY, key_fields
 
 if TYPE_CHECKING:
@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 class MixConfig:
     """Inputs with weights, how many documents in all, the sampling seed."""
 
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("seed", "text_key", "bad_records")
+
     inputs: tuple[tuple[str, float], ...]
     total_documents: int
     seed: int = 0
     text_key: str = "text"
     bad_records: str = "fail"
     zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)  # inputs that yield no document succeed
     kind: str = field(default="mix", init=False)
 
     def describe(self) -> dict:
@@ -105,6 +109,8 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
     shortfall = {}
     for i, (spec, _w) in enumerate(config.inputs):
         candidates = [c for k, cs in enumerate(per_shard) if owner[k] == i for c in cs]
+        if shares[i]:  # an input whose share rounds to 0 is asked for nothing
+            check_not_empty(len(candidates), (spec,), config.allow_empty)
         chosen = heapq.nsmallest(shares[i], candidates)
         selected.update(p for _, p in chosen)
         if len(chosen) < shares[i]:
@@ -118,4 +124,6 @@ def run_mix_step(config: MixConfig, output_path: str) -> dict:
         results,
         output_path,
         {"shares": dict(zip([s for s, _ in config.inputs], shares, strict=False)), "shortfall": shortfall},
+        inputs=[s for s, _ in config.inputs],
+        allow_empty=config.allow_empty,
     )

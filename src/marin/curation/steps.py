@@ -7,12 +7,14 @@ writes one `part-NNNNN-of-NNNNN.jsonl.zst` per input shard and a `stats.json` (s
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marin.curation.documents import (
     PIECE_BYTES,
+    CurationError,
     CurationStats,
     InputShard,
     read_records,
@@ -26,7 +28,7 @@ from marin.execution.keyed import NOT_KEY, key_fields
 from zephyr import Dataset, ShardInfo, ZephyrConfig
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator
 
 logger = logging.getLogger("marin.curation")
 
@@ -34,6 +36,9 @@ logger = logging.getLogger("marin.curation")
 @dataclass(frozen=True)
 class DocumentStepConfig:
     """A per-document step: its inputs, the transform applied to each document, and how records are read."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("bad_records",)
 
     kind: str
     inputs: tuple[str, ...]
@@ -44,18 +49,16 @@ class DocumentStepConfig:
     # tasks, one output shard each): the documents and their order never depend on it
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)
     rejected: bool = False  # also write each dropped document, with its reason, under _rejected/
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)  # inputs that yield no document succeed
 
     def input_names(self) -> tuple[str, ...]:
         """Everything the step reads: its inputs and, for decontamination, the evaluation data."""
         return self.inputs + tuple(getattr(self.transform, "against", ()))
 
     def describe(self) -> dict:
-        """The step's key fields, as its key and stats.json record them (`rejected` only when set,
-        so the keys of steps declared before it existed stay as they were)."""
-        out = key_fields(self)
-        if not self.rejected:
-            del out["rejected"]
-        return out
+        """The step's key fields, as its key and stats.json record them (`rejected` only when set:
+        it is left out at its default, like any option added to a config)."""
+        return key_fields(self)
 
 
 def zephyr_config(config: ZephyrConfig | None, tasks: int) -> ZephyrConfig:
@@ -129,19 +132,40 @@ def _kept(transform, bad_records: str, shard: InputShard, stats: CurationStats, 
         yield out
 
 
+def check_not_empty(documents: int, inputs: Sequence[str], allow_empty: bool) -> None:
+    """An input that yields no document is a mistake (a wrong glob, field or file) unless allowed."""
+    if documents or allow_empty:
+        return
+    shown = ", ".join(inputs[:5]) + (f" and {len(inputs) - 5} more" if len(inputs) > 5 else "")
+    raise CurationError(
+        f"the input yielded 0 documents: {shown}; check the paths and the text field, or pass "
+        "allow_empty=True to accept an empty output"
+    )
+
+
 def finish(
-    step: str, config: dict, results: list[CurationStats], output_path: str, extra: dict | None = None
+    step: str,
+    config: dict,
+    results: list[CurationStats],
+    output_path: str,
+    extra: dict | None = None,
+    *,
+    inputs: Sequence[str],
+    allow_empty: bool,
 ) -> dict:
-    """Merge the shards' stats, write stats.json, return the summary."""
+    """Merge the shards' stats, fail on inputs that yielded nothing (unless `allow_empty`), write
+    stats.json, return the summary."""
     total = CurationStats()
     for r in results:
         total.merge(r)
+    check_not_empty(total.documents_in, inputs, allow_empty)
     stats = total.to_json(step, config) | (extra or {})
     write_stats(output_path, stats)
     logger.info(
         "%s: %d -> %d documents, drops %s", step, total.documents_in, total.documents_out, dict(total.drops)
     )
-    return {k: stats[k] for k in ("documents_in", "documents_out", "drops", "bad_records")}
+    summary = {k: stats[k] for k in ("documents_in", "documents_out", "drops", "bad_records")}
+    return {"headline": {"metric": "documents", "value": total.documents_out}} | summary
 
 
 def run_document_step(config: DocumentStepConfig, output_path: str) -> dict:
@@ -155,4 +179,11 @@ def run_document_step(config: DocumentStepConfig, output_path: str) -> dict:
         shards,
         config.zephyr,
     )
-    return finish(config.kind, config.describe(), results, output_path)
+    return finish(
+        config.kind,
+        config.describe(),
+        results,
+        output_path,
+        inputs=config.inputs,
+        allow_empty=config.allow_empty,
+    )

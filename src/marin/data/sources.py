@@ -168,12 +168,15 @@ def iter_documents(planned: Sequence[PlannedShard], bad_records: str, stats: Sha
         yield from p.texts(bad_records, stats)
 
 
-@dataclass(frozen=True)
-class SourceConfig:
+@dataclass(frozen=True, kw_only=True)
+class SourceFields:
     """Which documents a step reads: a source name or files, the text field, the split, how many, bad-record policy.
 
-    `sample_count` takes exactly the first N documents in canonical order (None: all).
-    `bad_records` is "fail" (an error naming file:line) or "skip" (skip and count malformed records).
+    `tokenized()` and `train_tokenizer()` take these fields as keywords (their handles extend this
+    class); `SourceConfig` is the resolved form a step reads. `sample_count` takes exactly the first
+    N documents in canonical order (None: all). `bad_records` is "fail" (an error naming file:line)
+    or "skip" (skip and count malformed records). `revision` pins a hub dataset's commit, tag or
+    branch.
     """
 
     source: str | None = None
@@ -183,7 +186,12 @@ class SourceConfig:
     hf_config: str | None = None
     sample_count: int | None = None
     bad_records: str = "fail"
-    revision: str | None = None  # a hub dataset's commit, tag or branch: pins what is read
+    revision: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceConfig(SourceFields):
+    """A step's source with every path resolved: what it describes in keys and ledgers, and reads."""
 
     def check(self) -> None:
         """Validate the declaration without touching any file or the network."""
@@ -237,6 +245,15 @@ class SourceConfig:
             and "://" not in self.source
             and os.path.isdir(os.path.expanduser(self.source))
         )
+
+    def where(self, shown: int = 5) -> str:
+        """The source as an error message names it: its files (the first `shown`), or its name."""
+        kind = describe_source(self.source, self.paths)["kind"]
+        if kind != "files":
+            return f"{self.source}" + (f" (split {self.split!r})" if kind == "huggingface" else "")
+        paths = list(self.paths)
+        more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+        return ", ".join(paths[:shown]) + more
 
     def plan(self) -> list[PlannedShard]:
         """Resolve the shards and apply `sample_count` (run time only: lists files, may reach the hub)."""

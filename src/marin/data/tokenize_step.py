@@ -11,10 +11,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import storage
-from marin.data.sources import SourceConfig
+from marin.data.sources import SourceConfig, SourceError
 from marin.data.token_cache import BOS_POLICY, EOS_POLICY, FORMAT_VERSION, TOKENIZER_DIR, token_dtype
 from marin.data.token_cache_writer import write_ledger
 from marin.data.tokenize_pipeline import (
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("marin.data.tokenize")
 
+DEFAULT_VALIDATION_FRACTION = 0.05
+
 
 @dataclass(frozen=True)
 class TokenizerStep:
@@ -45,22 +47,39 @@ def _tokenizer_key(tokenizer: str | TokenizerStep | None) -> dict[str, str | Non
     return {"step": tokenizer.name} if isinstance(tokenizer, TokenizerStep) else {"spec": tokenizer}
 
 
+@dataclass(frozen=True, kw_only=True)
+class TokenizeOptions:
+    """How a source is tokenized, besides the tokenizer: what `tokenized()` takes beyond its source.
+
+    `validation_fraction` is the share of documents (chosen by a hash of their text) put in the
+    "validation" split. Documents longer than `max_chunk_chars` are encoded in whitespace-cut
+    pieces. `zephyr` (backend, workers; None: ZephyrConfig.from_env()) never changes the output
+    bytes, so it is not in the key. A source that yields no document is an error naming it, unless
+    `allow_empty=True` (which changes no byte either: it only lets an empty cache succeed).
+    """
+
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION
+    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
+    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)
+
+
 @dataclass(frozen=True)
-class TokenizeConfig:
+class TokenizeConfig(TokenizeOptions):
     """Everything a tokenize step reads; its key is every field but the execution-only ones.
 
     `tokenizer` is a hub id or folder, or the `TokenizerStep` (a dependency) that trained it.
-    `batch_size` (documents per encode call) and `zephyr` (backend, workers) never change the output
-    bytes, so they are not part of the step's cache key. `format_version` and the EOS / BOS
-    policies are what the writer does: fixed, and keyed so that a change to them changes the key.
+    `batch_size` (documents per encode call) never changes the output bytes, so it is not part of
+    the step's cache key. `format_version` and the EOS / BOS policies are what the writer does:
+    fixed, and keyed so that a change to them changes the key.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("tokenizer", "validation_fraction", "max_chunk_chars")
 
     input: SourceConfig
     tokenizer: str | TokenizerStep | None = field(default=None, metadata=key_as(_tokenizer_key))
-    validation_fraction: float = 0.0
-    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
     batch_size: int = field(default=DEFAULT_BATCH_SIZE, metadata=NOT_KEY)
-    zephyr: ZephyrConfig | None = field(default=None, metadata=NOT_KEY)  # None: ZephyrConfig.from_env()
     format_version: int = field(default=FORMAT_VERSION, init=False)
     eos_policy: str = field(default=EOS_POLICY, init=False)
     bos_policy: str = field(default=BOS_POLICY, init=False)
@@ -127,9 +146,16 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
         validation_fraction=config.validation_fraction,
         bad_records_policy=config.input.bad_records,
     )
+    if not config.allow_empty and not any(e["documents"] for e in ledger["splits"].values()):
+        skipped = f" ({ledger['bad_records']} malformed records skipped)" if ledger["bad_records"] else ""
+        raise SourceError(
+            f"the source yielded 0 documents{skipped}: {config.input.where()}; check the paths and "
+            f"text_key={config.input.text_key!r}, or pass allow_empty=True to accept an empty cache"
+        )
     write_ledger(output_path, ledger)
     resumed = sum(1 for o in outcomes if o.get("resumed"))
     summary = {
+        "headline": {"metric": "tokens", "value": sum(e["tokens"] for e in ledger["splits"].values())},
         "documents": {s: e["documents"] for s, e in ledger["splits"].items()},
         "tokens": {s: e["tokens"] for s, e in ledger["splits"].items()},
         "bad_records": ledger["bad_records"],

@@ -10,6 +10,7 @@ on it from above.
 
     clean_step = zephyr_step("clean", build, deps=[raw_step], hash_attrs={"min_len": 10})
 
+`zephyr_step` is a frozen dataclass over `PipelineStepConfig` (as `train_lm` is over `TrainConfig`).
 The step's `fn` is a module-level function bound with functools.partial to a frozen config, so it
 pickles to whatever process or Ray worker the runner places it on. A re-run after a crash resumes
 the write: finished part files are kept (skip_existing), and the artifact's `records_written` and
@@ -26,80 +27,97 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import KW_ONLY, dataclass, fields
+from typing import Any, ClassVar
 
+from marin.data.sources import SourceError
+from marin.execution.arguments import Checked
 from marin.execution.cache_key import code_fingerprint
 from marin.execution.context import StepContext, current
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from storage import glob, open_read, read_chunks
 from zephyr import Dataset, PlanError, ZephyrConfig
 from zephyr.io import WriteSpec, read_part_stats
 
-if TYPE_CHECKING:
-    from fray.cluster import ResourceConfig
-
 
 @dataclass(frozen=True)
-class PipelineStepConfig:
-    """What a zephyr step runs: `build(context) -> Dataset`, written in `format` under `subdir` of the output."""
+class PipelineStepConfig(Checked):
+    """What a zephyr step runs: `build(context) -> Dataset`, written in `format` under `subdir` of the output.
+
+    `format` is "jsonl", "text" or "parquet"; `compression` "zstd", "gzip" or None. `zephyr` (backend,
+    workers, ...) is how it runs, not what it computes, and is not part of the key. A pipeline that
+    writes no record fails the step, unless `allow_empty=True` (not part of the key either).
+    """
 
     build: Callable[[StepContext], Dataset]
+    _: KW_ONLY
     format: str = "jsonl"
     compression: str | None = None
     subdir: str = ""
     zephyr: ZephyrConfig | None = None
+    allow_empty: bool = False
 
 
-def zephyr_step(
-    name: str,
-    build: Callable[[StepContext], Dataset],
-    *,
-    deps: Sequence[StepSpec] = (),
-    hash_attrs: Mapping[str, Any] | None = None,
-    format: str = "jsonl",
-    compression: str | None = None,
-    subdir: str = "",
-    output_path: str | None = None,
-    version: str | None = None,
-    resources: ResourceConfig | None = None,
-    zephyr_config: ZephyrConfig | None = None,
-    inputs: Sequence[str] = (),
-    adopt: bool = False,
-) -> StepSpec:
-    """A StepSpec that builds a Dataset with `build(current step context)` and writes it to the step's output.
+@dataclass(frozen=True, eq=False)
+class ZephyrStep(PipelineStepConfig, StepOptions):
+    """A step that builds a Dataset with `build(current step context)` and writes it to the step's output.
 
-    `build` must be a module-level function (it travels by pickle); its code fingerprint, the output
-    format and compression join `hash_attrs` in the cache key, so editing the pipeline re-runs the
-    step. `zephyr_config` (backend, workers, ...) is how it runs, not what it computes, and is not
-    part of the key. The step's `.artifact.json` records the part files and record counts.
+    `zephyr_step` is this class: `name`, `build`, then by keyword the `PipelineStepConfig` fields, the
+    `StepOptions` (version, adopt, resources) and the step's own wiring below. `build` must be a
+    module-level function (it travels by pickle); its code fingerprint, the output format,
+    compression and subdir join `hash_attrs` in the cache key, so editing the pipeline re-runs the
+    step. `deps` are the steps (or handles) whose outputs `build` reads through `ctx.path_of`.
     `inputs` (paths, globs, fsspec URLs) are the raw files `build` reads, whose contents join the
     key; `adopt` takes an existing non-empty folder at `output_path` as the output without running.
+    The step's `.artifact.json` records the part files and record counts. Handles of this class
+    compare by identity, as StepSpecs do.
     """
-    WriteSpec(format, "unused", compression)  # fail now, at declaration, on a bad format or compression
-    if not callable(build):
-        raise PlanError(f"step {name!r}: build must be a function (context) -> Dataset, got {build!r}")
-    config = PipelineStepConfig(build, format, compression, subdir.strip("/"), zephyr_config)
-    attrs = dict(hash_attrs or {})
-    attrs["zephyr"] = {
-        "build": build.__qualname__,  # never the module: its import name differs between `marin run` and an import
-        "build_code": code_fingerprint(build),
-        "format": format,
-        "compression": compression,
-        "subdir": config.subdir,
-    }
-    return StepSpec(
-        name=name,
-        fn=functools.partial(run_pipeline_step, config),
-        deps=deps,
-        hash_attrs=attrs,
-        output_path=output_path,
-        version=version,
-        resources=resources,
-        inputs=inputs,
-        adopt=adopt,
-        resumable=True,  # part files are written atomically; a rerun keeps them (skip_existing)
-    )
+
+    helper: ClassVar[str] = "zephyr_step"
+    _: KW_ONLY
+    deps: Sequence[StepSpec | LazyStep] = ()
+    hash_attrs: Mapping[str, Any] | None = None
+    output_path: str | None = None
+    inputs: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        WriteSpec(self.format, "unused", self.compression)  # fail now, at declaration, on a bad format
+        if not callable(self.build):
+            raise PlanError(
+                f"step {self.name!r}: build must be a function (context) -> Dataset, got {self.build!r}"
+            )
+        object.__setattr__(self, "subdir", self.subdir.strip("/"))
+        object.__setattr__(self, "deps", tuple(self.deps))
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    @functools.cached_property
+    def config(self) -> PipelineStepConfig:
+        """What the step's function reads."""
+        return PipelineStepConfig(**{f.name: getattr(self, f.name) for f in fields(PipelineStepConfig)})
+
+    def to_step_spec(self) -> StepSpec:
+        build = self.build
+        attrs = dict(self.hash_attrs or {})
+        attrs["zephyr"] = {
+            "build": build.__qualname__,  # never the module: its import name differs between `marin run` and an import
+            "build_code": code_fingerprint(build),
+            "format": self.format,
+            "compression": self.compression,
+            "subdir": self.subdir,
+        }
+        return StepSpec(
+            fn=functools.partial(run_pipeline_step, self.config),
+            deps=tuple(lower(d) for d in self.deps),
+            hash_attrs=attrs,
+            output_path=self.output_path,
+            inputs=self.inputs,
+            resumable=True,  # part files are written atomically; a rerun keeps them (skip_existing)
+            **self.spec_options(),
+        )
+
+
+zephyr_step = ZephyrStep
 
 
 def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
@@ -140,6 +158,12 @@ def run_pipeline_step(config: PipelineStepConfig) -> dict[str, Any]:
     }
     if uncounted:
         summary["parts_without_bad_record_counts"] = uncounted
+    if not summary["records_written"] and not config.allow_empty:
+        raise SourceError(
+            f"step {context.step_name!r}: its pipeline wrote 0 records to {out}; check what build() reads "
+            "(paths, filters), or pass allow_empty=True to accept an empty output"
+        )
+    summary["headline"] = {"metric": "records", "value": summary["records_written"]}
     return summary
 
 

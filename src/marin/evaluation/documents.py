@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 from marin.data.file_documents import BAD_RECORD_POLICIES, ShardStats, infer_format, read_text_records
 from marin.evaluation.errors import EvalDataError
@@ -27,6 +28,9 @@ class TextDataset:
     Paths are fsspec URLs or local paths; the step's cache key holds the paths, so change the name
     or paths when the files' contents change.
     """
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("text_field", "domain_field", "bad_records")
 
     name: str
     paths: tuple[str, ...]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import orjson
 
@@ -43,6 +44,17 @@ class EvalOptions:
     not the scores, so it is not part of the step's key; every other field is.
     """
 
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "harness_tasks",
+        "harness_stories",
+        "harness_items",
+        "prompts",
+        "sampling",
+        "max_length",
+        "max_documents",
+    )
+
     harness_tasks: tuple[str, ...] = ()
     harness_stories: TextDataset | None = None  # None: the tail of the embedded story corpus
     harness_items: int = 50
@@ -63,6 +75,8 @@ class EvaluationConfig(EvalOptions):
 
     The step's key is `marin.execution.keyed.hash_attrs_of(config)`: every field but `batch_size`.
     """
+
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*EvalOptions.KEYED_AT_DEFAULT, "datasets")
 
     model_step: str
     datasets: tuple[TextDataset | TokenCacheRef, ...] = ()

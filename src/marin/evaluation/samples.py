@@ -8,11 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
 class SamplingConfig:
     """How to continue each prompt: `num_samples` draws at `temperature` with nucleus `top_p`, plus greedy."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "max_new_tokens",
+        "temperature",
+        "top_p",
+        "num_samples",
+        "seed",
+    )
 
     max_new_tokens: int = 48
     temperature: float = 0.8

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import storage
 from marin.evaluation.errors import EvalDataError
@@ -23,6 +24,9 @@ PLOT_PNG = "plot.png"
 @dataclass(frozen=True)
 class SweepReportConfig:
     """The runs to compare as `(label, train step name)` pairs, the metrics (lower is better) and the x axis."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("metrics", "x_key")
 
     runs: tuple[tuple[str, str], ...]
     metrics: tuple[str, ...] = ("eval_loss", "eval_bpb")

@@ -123,11 +123,9 @@ def headline(artifact: ArtifactRecord | None) -> str:
     if not isinstance(shown, dict) or "metric" not in shown:
         return ""
     value = shown.get("value")
-    return (
-        f"{shown['metric']} = {value:.4g}"
-        if isinstance(value, (int, float))
-        else f"{shown['metric']} = {value}"
-    )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{shown['metric']} = {value}"
+    return f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
 
 
 def _duration(events: Sequence[Event]) -> float | None:

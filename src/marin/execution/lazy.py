@@ -3,14 +3,22 @@
 A handle is any hashable object with a `to_step_spec()` method that builds its StepSpec, lowering
 its own dependencies with `lower()`. Lowering is memoised, so one handle used by several
 downstream steps becomes one StepSpec object, and lowering touches no file.
+
+The library's handles are frozen dataclasses over their configs that extend `StepOptions`: the
+step's `name` and the options every step has (`version`, `adopt`, `resources`), declared once here,
+with their arguments checked against their fields (`marin.execution.arguments.Checked`).
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from fray.cluster import ResourceConfig
+from marin.execution.arguments import TYPE_NAMES, Checked
 from marin.execution.errors import DagError
+from marin.execution.keyed import NOT_KEY
 from marin.execution.step_spec import StepSpec
 
 
@@ -19,6 +27,31 @@ class LazyStep(Protocol):
     """What `lower()` accepts besides a StepSpec."""
 
     def to_step_spec(self) -> StepSpec: ...
+
+
+TYPE_NAMES[LazyStep] = "a step handle"
+
+
+@dataclass(frozen=True)
+class StepOptions(Checked):
+    """What every step handle takes besides its own parameters.
+
+    `name` names the step (and its output folder). `version`, when given, stands for the code in the
+    key (bump it to rerun after a change the code fingerprint cannot see). `adopt=True` takes an
+    existing non-empty folder at the output path as the step's output without running it (see
+    StepSpec.adopt). `resources` is what the step asks its cluster for (not part of the key).
+    A handle lists StepOptions as its last base class, so that `name` is its first positional field.
+    """
+
+    name: str
+    _: KW_ONLY
+    version: str | None = None
+    adopt: bool = False
+    resources: ResourceConfig | None = field(default=None, metadata=NOT_KEY)
+
+    def spec_options(self) -> dict[str, Any]:
+        """These options as `StepSpec` keywords."""
+        return {"name": self.name, "version": self.version, "adopt": self.adopt, "resources": self.resources}
 
 
 _lowered: dict[Any, StepSpec] = {}

@@ -113,8 +113,12 @@ class Plan(msgspec.Struct):
     steps: list[PlannedStep]
     index: dict[int, int] = msgspec.field(default_factory=dict)  # id(spec) -> position
 
-    def of(self, spec: StepSpec) -> PlannedStep:
-        """The planned step for a spec of this plan."""
+    def of(self, spec: StepSpec | Any) -> PlannedStep:
+        """The planned step for a spec (or a lazy handle) of this plan."""
+        if not isinstance(spec, StepSpec):
+            from marin.execution.lazy import lower
+
+            spec = lower(spec)
         return self.steps[self.index[id(spec)]]
 
     def counts(self) -> dict[str, int]:
@@ -294,10 +298,7 @@ class _Planner:
 
     def _retry(self, planned: PlannedStep, status: StatusRecord) -> tuple[PlanState, str]:
         """The state of a step whose attempt under this key ended without succeeding (or is running)."""
-        state, resumes = (
-            status.state,
-            "; resumable: it resumes from that attempt's output" if planned.spec.resumable else "",
-        )
+        state, resumes = status.state, _resumes(planned.spec, planned.output_path)
         lost = lost_attempts(status, planned.key)
         if state == StepState.RUNNING:
             if current_holder(planned.output_path, self.lease_timeout) is not None:
@@ -317,6 +318,16 @@ class _Planner:
         if lost:
             reason += f"; retried automatically (attempt {lost + 1}, at most {self.max_attempts} lost)"
         return PlanState.RUN_RETRY, reason + resumes
+
+
+def _resumes(spec: StepSpec, output_path: str) -> str:
+    """What a rerun of an unfinished attempt starts from: the step's own word (`resume_note`) or,
+    for a resumable step without one, that it keeps the attempt's output."""
+    if not spec.resumable:
+        return ""
+    if spec.resume_note is None:
+        return "; resumable: it resumes from that attempt's output"
+    return f"; {spec.resume_note(output_path)}"
 
 
 def _first_line(status: StatusRecord) -> str:

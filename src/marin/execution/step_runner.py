@@ -56,8 +56,8 @@ class RunResult(msgspec.Struct):
         default_factory=dict
     )  # output path -> the value the step returned
 
-    def output_path(self, step: StepSpec) -> str:
-        """Where `step` (a spec of this run) wrote its output."""
+    def output_path(self, step: StepSpec | LazyStep) -> str:
+        """Where `step` (a spec or lazy handle of this run) wrote its output."""
         return self.plan.of(step).output_path
 
 

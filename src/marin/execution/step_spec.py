@@ -29,7 +29,9 @@ class StepSpec:
     `{prefix}/{name}-{key[:8]}`. `version` replaces the code fingerprint when given.
     `resumable=True` says the step writes only atomic units (checkpoints, shard files) and resumes
     from them: when an attempt with the same key died or failed, its output is kept for the rerun
-    instead of cleared (it is not part of the key).
+    instead of cleared (it is not part of the key). `resume_note(output_path) -> str`, for a
+    resumable step, says what a rerun would start from by reading its output (a train step:
+    "resumes from step 80" or "restarts: no checkpoint"); the plan prints it (not part of the key).
     `inputs` are the external files `fn` reads (local paths, globs, fsspec URLs,
     `hf://datasets/ORG/NAME@REV`): each file's name, size and digest are part of the key, so
     changed data reruns the step (see `marin.execution.inputs`).
@@ -46,6 +48,7 @@ class StepSpec:
     version: str | None = None
     resources: ResourceConfig | None = None
     resumable: bool = False
+    resume_note: Callable[[str], str] | None = None
     inputs: Sequence[str] = ()
     adopt: bool = (
         False  # take an existing non-empty folder at the output path as the SUCCESS output (fn not run)

@@ -1,23 +1,27 @@
 """Curation steps as lazy handles: extract_text, filter_language, filter_quality, dedup_exact,
 dedup_fuzzy, decontaminate and mix.
 
-Like `tokenized()`, each call reads nothing and returns a hashable frozen handle; `to_step_spec()`
-builds the StepSpec. An `input` is a path or glob, `marin://web-synth`, a StepSpec or a handle (a
+Like `tokenized()`, each is a frozen dataclass that reads nothing when declared; `to_step_spec()`
+builds the StepSpec. Each parameter is declared once, on the class that takes it: the step
+options (name, version, adopt, resources) on `StepOptions`, what every curation step takes
+(`bad_records`, `zephyr`, `allow_empty`) on `CurationStep`, an input and `rejected=` on
+`InputStep`. An `input` is a path or glob, `marin://web-synth`, a StepSpec or a handle (a
 dependency whose output files are read), or a list of those; the files and globs are the step's
 declared inputs (their digests are in its key). Every parameter that changes the output (rules and
-thresholds, languages, MinHash settings) is in the key; the zephyr backend and worker count are
-not. Each step writes `part-*.jsonl.zst` shards and `stats.json`; with `rejected=True` (all but
-`mix`) also each dropped document with the rule that dropped it, under `_rejected/`. `adopt=True`
-takes an existing folder at the output path as the output (see StepSpec.adopt).
+thresholds, languages, MinHash settings) is in the key; the zephyr backend and worker count and
+`allow_empty` are not. Each step writes `part-*.jsonl.zst` shards and `stats.json`; with
+`rejected=True` (all but `mix`) also each dropped document with the rule that dropped it, under
+`_rejected/`. Inputs that yield no document fail the step, naming them, unless `allow_empty=True`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marin.curation.dedup import DedupConfig, run_dedup_step
 from marin.curation.documents import STEP_PREFIX, CurationError, check_input, declared_files
@@ -29,8 +33,9 @@ from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.evaluation.documents import TextDataset
 from marin.execution.errors import StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
-from marin.execution.lazy import LazyStep, lower
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.mixture import Mixture
 from zephyr.io import BAD_RECORD_POLICIES
 
 if TYPE_CHECKING:
@@ -51,31 +56,367 @@ DEFAULT_QUALITY_RULES = ("gopher_quality", "gopher_repetition", "c4", "fineweb")
 
 
 @dataclass(frozen=True)
-class CurationStep:
-    """A lazy curation step: `fn(config, output_path)` with `config` a frozen dataclass; `steps` are its inputs.
+class CurationStep(StepOptions):
+    """What every curation step takes: how malformed records are treated (`bad_records`: "fail"
+    names file:line, "skip" drops and counts them), how zephyr runs it (`zephyr`, not in the key),
+    and whether inputs that yield no document are accepted (`allow_empty`, not in the key).
 
-    The files and globs it reads are its declared `inputs` (each file's name, size and digest in the
-    key, so appending to a raw input reruns it, naming the file in the plan); `adopt` takes an
-    existing folder at the output path instead of running (see StepSpec.adopt).
+    A subclass says what its step runs (`run`, a module-level `run_*(config, output_path)`) and on
+    which frozen config (`config`, keyed by `marin.execution.keyed.hash_attrs_of`); the files and
+    globs that config reads are the step's declared inputs.
     """
 
-    name: str
-    fn: Callable[[Any, str], dict]
-    config: DocumentStepConfig | DedupConfig | MixConfig  # keyed by marin.execution.keyed.hash_attrs_of
-    steps: tuple = ()
-    version: str | None = None
-    adopt: bool = False
+    _: KW_ONLY
+    bad_records: str = "fail"
+    zephyr: ZephyrConfig | None = None
+    allow_empty: bool = False
+
+    run: ClassVar[Any]
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise StepDefinitionError(f"{self.helper}: the step name must be a non-empty string")
+        if self.bad_records not in BAD_RECORD_POLICIES:
+            raise StepDefinitionError(
+                f"{self.helper} {self.name!r}: bad_records={self.bad_records!r}; choose one of {BAD_RECORD_POLICIES}"
+            )
+        self.config  # noqa: B018 - build the config now: a bad parameter fails at declaration
+
+    @property
+    def config(self) -> DocumentStepConfig | DedupConfig | MixConfig:
+        raise NotImplementedError
+
+    def input_steps(self) -> tuple:
+        """The steps and handles among the inputs: the step's dependencies."""
+        raise NotImplementedError
 
     def to_step_spec(self) -> StepSpec:
         return StepSpec(
-            name=self.name,
-            fn=partial(self.fn, self.config),
-            deps=tuple(lower(s) for s in self.steps),
+            fn=partial(type(self).run, self.config),
+            deps=tuple(dict.fromkeys(lower(s) for s in self.input_steps())),
             hash_attrs=hash_attrs_of(self.config),
-            version=self.version,
             inputs=declared_files(self.config.input_names()),
-            adopt=self.adopt,
+            **self.spec_options(),
         )
+
+    def _inputs(self, value: Any, arg: str) -> tuple[tuple[str, ...], tuple]:
+        return _inputs(self.name, value, arg)
+
+
+@dataclass(frozen=True)
+class InputStep(CurationStep):
+    """A curation step over one input (a path, glob, corpus, step or handle, or a list of those);
+    `rejected=True` also writes each dropped document, with its reason, under `_rejected/`."""
+
+    input: Any
+    _: KW_ONLY
+    rejected: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.input, list):
+            object.__setattr__(self, "input", tuple(self.input))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed_input(self) -> tuple[tuple[str, ...], tuple]:
+        return self._inputs(self.input, "input")
+
+    def input_steps(self) -> tuple:
+        return self._parsed_input[1]
+
+
+@dataclass(frozen=True)
+class DocumentStep(InputStep):
+    """A per-document step: `transform()` is applied to every document of the input."""
+
+    kind: ClassVar[str]
+    run = staticmethod(run_document_step)
+
+    def transform(self) -> Any:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def config(self) -> DocumentStepConfig:
+        return DocumentStepConfig(
+            self.kind,
+            self._parsed_input[0],
+            self.transform(),
+            bad_records=self.bad_records,
+            zephyr=self.zephyr,
+            rejected=bool(self.rejected),
+            allow_empty=self.allow_empty,
+        )
+
+
+@dataclass(frozen=True)
+class ExtractTextStep(DocumentStep):
+    """Extract the main text of web pages with resiliparse (menus, footers, banners removed).
+
+    format="html": JSON records whose `html_key` holds the page (e.g. marin://web-synth);
+    format="warc": .warc(.gz) files, one document per HTTP response. Output records hold "text".
+    """
+
+    helper: ClassVar[str] = "extract_text"
+    kind: ClassVar[str] = "extract_text"
+    _: KW_ONLY
+    format: str = "html"
+    html_key: str = "html"
+
+    def transform(self) -> ExtractText:
+        if self.format not in ("html", "warc"):
+            raise StepDefinitionError(
+                f"extract_text {self.name!r}: format must be 'html' or 'warc', got {self.format!r}"
+            )
+        return ExtractText(self.html_key, format=self.format)
+
+
+@dataclass(frozen=True)
+class FilterLanguageStep(DocumentStep):
+    """Keep documents whose language (py3langid, bundled model) is in `languages` with probability >= min_score."""
+
+    helper: ClassVar[str] = "filter_language"
+    kind: ClassVar[str] = "filter_language"
+    _: KW_ONLY
+    languages: Sequence[str] = ("en",)
+    min_score: float = 0.65
+    text_key: str = "text"
+
+    def transform(self) -> FilterLanguage:
+        languages = self.languages
+        if isinstance(languages, str) or not languages or not all(isinstance(x, str) for x in languages):
+            raise StepDefinitionError(
+                f"filter_language {self.name!r}: languages must be a list of ISO 639-1 codes, got {languages!r}"
+            )
+        if not 0 <= self.min_score <= 1:
+            raise StepDefinitionError(
+                f"filter_language {self.name!r}: min_score must be in [0, 1], got {self.min_score!r}"
+            )
+        return FilterLanguage(tuple(languages), float(self.min_score), self.text_key)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "languages", tuple(self.languages) if isinstance(self.languages, list) else self.languages
+        )
+        super().__post_init__()
+
+
+@dataclass(frozen=True)
+class FilterQualityStep(DocumentStep):
+    """Apply quality rules in order (names take the published thresholds, or pass e.g.
+    `GopherQuality(min_doc_words=100)`)."""
+
+    helper: ClassVar[str] = "filter_quality"
+    kind: ClassVar[str] = "filter_quality"
+    _: KW_ONLY
+    rules: Sequence[Any] = DEFAULT_QUALITY_RULES
+    text_key: str = "text"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", tuple(self.rules))
+        super().__post_init__()
+
+    def transform(self) -> FilterQuality:
+        try:
+            made = make_rules(self.rules)
+        except ValueError as e:
+            raise StepDefinitionError(f"filter_quality {self.name!r}: {e}") from None
+        return FilterQuality(made, self.text_key)
+
+
+@dataclass(frozen=True)
+class DecontaminateStep(DocumentStep):
+    """Drop documents sharing any word `ngram`-gram with the evaluation data in `against`: paths or
+    globs, steps or handles, `TextDataset`s (their paths, read at their `text_field`) or
+    `marin://tinystories-synth` (optionally `?start=A&stop=B`, e.g. the stories an evaluation reads)."""
+
+    helper: ClassVar[str] = "decontaminate"
+    kind: ClassVar[str] = "decontaminate"
+    _: KW_ONLY
+    against: Any
+    ngram: int = 13
+    text_key: str = "text"
+    against_key: str = "text"
+
+    def __post_init__(self) -> None:
+        against = self.against
+        if isinstance(against, (str, os.PathLike, TextDataset)) or not isinstance(against, Sequence):
+            against = [against]
+        object.__setattr__(self, "against", tuple(against))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed_against(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple]:
+        """(names, the text field of each, the steps among them)."""
+        names: list[str] = []
+        fields: list[str] = []
+        steps: tuple = ()
+        for k, item in enumerate(self.against):
+            if isinstance(item, TextDataset):
+                found_names, found = self._inputs(list(item.paths), f"against[{k}].paths")
+                key = item.text_field
+            else:
+                found_names, found = self._inputs(item, f"against[{k}]")
+                key = self.against_key
+            names += found_names
+            fields += [key] * len(found_names)
+            steps += found
+        if not names:
+            raise StepDefinitionError(
+                f"decontaminate {self.name!r}: against is empty; give the evaluation data to remove"
+            )
+        return tuple(names), tuple(fields), steps
+
+    def transform(self) -> DecontaminateSpec:
+        if self.ngram < 1:
+            raise StepDefinitionError(
+                f"decontaminate {self.name!r}: ngram must be a positive int, got {self.ngram!r}"
+            )
+        names, fields, _ = self._parsed_against
+        return DecontaminateSpec(
+            self.ngram,
+            names,
+            self.against_key,
+            self.text_key,
+            self.bad_records,
+            against_fields=fields if any(f != self.against_key for f in fields) else (),
+        )
+
+    def input_steps(self) -> tuple:
+        return super().input_steps() + self._parsed_against[2]
+
+
+@dataclass(frozen=True)
+class DedupStep(InputStep):
+    """What both dedups take: the field compared (`key`) and the shuffle's width (`num_shards`,
+    not in the key: it never changes the output)."""
+
+    method: ClassVar[str]
+    run = staticmethod(run_dedup_step)
+    _: KW_ONLY
+    key: str = "text"
+    num_shards: int | None = None
+
+    def method_options(self) -> dict[str, Any]:
+        return {}
+
+    @functools.cached_property
+    def config(self) -> DedupConfig:
+        return DedupConfig(
+            self.method,
+            self._parsed_input[0],
+            key=self.key,
+            bad_records=self.bad_records,
+            num_shards=self.num_shards,
+            zephyr=self.zephyr,
+            rejected=bool(self.rejected),
+            allow_empty=self.allow_empty,
+            **self.method_options(),
+        )
+
+
+@dataclass(frozen=True)
+class DedupExactStep(DedupStep):
+    """Keep the first document (in input order) of each normalized `key` value."""
+
+    helper: ClassVar[str] = "dedup_exact"
+    method: ClassVar[str] = "exact"
+
+
+@dataclass(frozen=True)
+class DedupFuzzyStep(DedupStep):
+    """MinHash-LSH near-duplicate removal: one document (the earliest) per connected component of pairs
+    whose estimated word-`ngram` Jaccard is >= threshold. `bands=None` picks bands for recall."""
+
+    helper: ClassVar[str] = "dedup_fuzzy"
+    method: ClassVar[str] = "fuzzy"
+    _: KW_ONLY
+    threshold: float = 0.8
+    num_perm: int = 128
+    ngram: int = 5
+    bands: int | None = None
+    seed: int = 1
+
+    def method_options(self) -> dict[str, Any]:
+        what = f"dedup_fuzzy {self.name!r}"
+        if not 0 < self.threshold <= 1:
+            raise StepDefinitionError(f"{what}: threshold must be in (0, 1], got {self.threshold!r}")
+        if self.num_perm < 2 or self.ngram < 1:
+            raise StepDefinitionError(f"{what}: num_perm must be >= 2 and ngram >= 1")
+        if self.bands is not None and not 1 <= self.bands <= self.num_perm:
+            raise StepDefinitionError(f"{what}: bands must be an int in [1, num_perm], got {self.bands!r}")
+        return {
+            "threshold": float(self.threshold),
+            "num_perm": self.num_perm,
+            "ngram": self.ngram,
+            "bands": self.bands,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class MixStep(CurationStep):
+    """A deterministic weighted sample of `total_documents` documents from the inputs (keys of `weights`)."""
+
+    helper: ClassVar[str] = "mix"
+    run = staticmethod(run_mix_step)
+    weights: Mapping[Any, float]
+    _: KW_ONLY
+    total_documents: int
+    seed: int = 0
+    text_key: str = "text"
+
+    def __post_init__(self) -> None:
+        weights = self.weights
+        if not isinstance(weights, Mapping) or not weights:
+            raise StepDefinitionError(
+                f"mix {self.name!r}: weights must be a non-empty {{input: weight}} mapping"
+            )
+        for k, weight in enumerate(weights.values()):
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+                raise StepDefinitionError(
+                    f"mix {self.name!r}: weights[{k}] must be a positive number, got {weight!r}"
+                )
+        if self.total_documents < 1:
+            raise StepDefinitionError(
+                f"mix {self.name!r}: total_documents must be a positive int, got {self.total_documents!r}"
+            )
+        object.__setattr__(self, "weights", weights if isinstance(weights, Mixture) else Mixture(weights))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed(self) -> tuple[tuple[tuple[str, float], ...], tuple]:
+        pairs, steps = [], []
+        for k, (source, weight) in enumerate(self.weights.items()):
+            names, found = self._inputs(source, f"weights[{k}]")
+            if len(names) != 1:
+                raise StepDefinitionError(f"mix {self.name!r}: each key of weights is one input")
+            pairs.append((names[0], float(weight)))
+            steps += found
+        return tuple(pairs), tuple(steps)
+
+    @functools.cached_property
+    def config(self) -> MixConfig:
+        return MixConfig(
+            self._parsed[0],
+            self.total_documents,
+            self.seed,
+            self.text_key,
+            self.bad_records,
+            self.zephyr,
+            allow_empty=self.allow_empty,
+        )
+
+    def input_steps(self) -> tuple:
+        return self._parsed[1]
+
+
+extract_text = ExtractTextStep
+filter_language = FilterLanguageStep
+filter_quality = FilterQualityStep
+decontaminate = DecontaminateStep
+dedup_exact = DedupExactStep
+dedup_fuzzy = DedupFuzzyStep
+mix = MixStep
 
 
 def _inputs(name: str, value: Any, arg: str) -> tuple[tuple[str, ...], tuple]:
@@ -110,288 +451,3 @@ def _inputs(name: str, value: Any, arg: str) -> tuple[tuple[str, ...], tuple]:
                 f"got {type(item).__name__} {item!r:.80}"
             )
     return tuple(names), tuple(steps)
-
-
-def _check_common(name: str, bad_records: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise StepDefinitionError(f"curation step name must be a non-empty string, got {name!r}")
-    if bad_records not in BAD_RECORD_POLICIES:
-        raise StepDefinitionError(
-            f"step {name!r}: bad_records={bad_records!r}; choose one of {BAD_RECORD_POLICIES}"
-        )
-
-
-def _document_step(
-    name: str,
-    input: Any,
-    kind: str,
-    transform: Any,
-    bad_records: str,
-    version: str | None,
-    zephyr: ZephyrConfig | None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    _check_common(name, bad_records)
-    inputs, steps = _inputs(name, input, "input")
-    return CurationStep(
-        name,
-        run_document_step,
-        DocumentStepConfig(kind, inputs, transform, bad_records, zephyr, rejected=bool(rejected)),
-        steps,
-        version,
-        adopt,
-    )
-
-
-def extract_text(
-    name: str,
-    input: Any,
-    *,
-    format: str = "html",
-    html_key: str = "html",
-    bad_records: str = "fail",
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """Extract the main text of web pages with resiliparse (menus, footers, banners removed).
-
-    format="html": JSON records whose `html_key` holds the page (e.g. marin://web-synth);
-    format="warc": .warc(.gz) files, one document per HTTP response. Output records hold "text".
-    """
-    if format not in ("html", "warc"):
-        raise StepDefinitionError(f"step {name!r}: format must be 'html' or 'warc', got {format!r}")
-    return _document_step(
-        name,
-        input,
-        "extract_text",
-        ExtractText(html_key, format=format),
-        bad_records,
-        version,
-        zephyr,
-        rejected,
-        adopt,
-    )
-
-
-def filter_language(
-    name: str,
-    input: Any,
-    *,
-    languages: Sequence[str] = ("en",),
-    min_score: float = 0.65,
-    text_key: str = "text",
-    bad_records: str = "fail",
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """Keep documents whose language (py3langid, bundled model) is in `languages` with probability >= min_score."""
-    if isinstance(languages, str) or not languages or not all(isinstance(x, str) for x in languages):
-        raise StepDefinitionError(
-            f"step {name!r}: languages must be a list of ISO 639-1 codes, got {languages!r}"
-        )
-    if not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
-        raise StepDefinitionError(f"step {name!r}: min_score must be in [0, 1], got {min_score!r}")
-    transform = FilterLanguage(tuple(languages), float(min_score), text_key)
-    return _document_step(
-        name, input, "filter_language", transform, bad_records, version, zephyr, rejected, adopt
-    )
-
-
-def filter_quality(
-    name: str,
-    input: Any,
-    *,
-    rules: Sequence[Any] = DEFAULT_QUALITY_RULES,
-    text_key: str = "text",
-    bad_records: str = "fail",
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """Apply quality rules in order (names take the published thresholds, or pass e.g.
-    `GopherQuality(min_doc_words=100)`).
-    """
-    try:
-        made = make_rules(tuple(rules))
-    except ValueError as e:
-        raise StepDefinitionError(f"step {name!r}: {e}") from None
-    return _document_step(
-        name,
-        input,
-        "filter_quality",
-        FilterQuality(made, text_key),
-        bad_records,
-        version,
-        zephyr,
-        rejected,
-        adopt,
-    )
-
-
-def decontaminate(
-    name: str,
-    input: Any,
-    *,
-    against: Sequence[Any],
-    ngram: int = 13,
-    text_key: str = "text",
-    against_key: str = "text",
-    bad_records: str = "fail",
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """Drop documents sharing any word `ngram`-gram with the evaluation data in `against`: paths or
-    globs, steps or handles, `TextDataset`s (their paths, read at their `text_field`) or
-    `marin://tinystories-synth` (optionally `?start=A&stop=B`, e.g. the stories an evaluation reads)."""
-    if not isinstance(ngram, int) or ngram < 1:
-        raise StepDefinitionError(f"step {name!r}: ngram must be a positive int, got {ngram!r}")
-    if isinstance(against, (str, os.PathLike, TextDataset)) or not isinstance(against, Sequence):
-        against = [against]
-    against_names: list[str] = []
-    fields: list[str] = []
-    against_steps: tuple = ()
-    for k, item in enumerate(against):
-        if isinstance(item, TextDataset):
-            names, found = _inputs(name, list(item.paths), f"against[{k}].paths")
-            key = item.text_field
-        else:
-            names, found = _inputs(name, item, f"against[{k}]")
-            key = against_key
-        against_names += names
-        fields += [key] * len(names)
-        against_steps += found
-    if not against_names:
-        raise StepDefinitionError(f"step {name!r}: against is empty; give the evaluation data to remove")
-    step = _document_step(
-        name,
-        input,
-        "decontaminate",
-        DecontaminateSpec(
-            ngram,
-            tuple(against_names),
-            against_key,
-            text_key,
-            bad_records,
-            against_fields=tuple(fields) if any(f != against_key for f in fields) else (),
-        ),
-        bad_records,
-        version,
-        zephyr,
-        rejected,
-        adopt,
-    )
-    return CurationStep(step.name, step.fn, step.config, step.steps + against_steps, version, adopt)
-
-
-def dedup_exact(
-    name: str,
-    input: Any,
-    *,
-    key: str = "text",
-    bad_records: str = "fail",
-    num_shards: int | None = None,
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """Keep the first document (in input order) of each normalized `key` value."""
-    _check_common(name, bad_records)
-    inputs, steps = _inputs(name, input, "input")
-    config = DedupConfig(
-        "exact",
-        inputs,
-        key=key,
-        bad_records=bad_records,
-        num_shards=num_shards,
-        zephyr=zephyr,
-        rejected=bool(rejected),
-    )
-    return CurationStep(name, run_dedup_step, config, steps, version, adopt)
-
-
-def dedup_fuzzy(
-    name: str,
-    input: Any,
-    *,
-    threshold: float = 0.8,
-    num_perm: int = 128,
-    ngram: int = 5,
-    bands: int | None = None,
-    key: str = "text",
-    seed: int = 1,
-    bad_records: str = "fail",
-    num_shards: int | None = None,
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    rejected: bool = False,
-    adopt: bool = False,
-) -> CurationStep:
-    """MinHash-LSH near-duplicate removal: one document (the earliest) per connected component of pairs
-    whose estimated word-`ngram` Jaccard is >= threshold. `bands=None` picks bands for recall."""
-    _check_common(name, bad_records)
-    if not 0 < threshold <= 1:
-        raise StepDefinitionError(f"step {name!r}: threshold must be in (0, 1], got {threshold!r}")
-    if not isinstance(num_perm, int) or num_perm < 2 or not isinstance(ngram, int) or ngram < 1:
-        raise StepDefinitionError(f"step {name!r}: num_perm >= 2 and ngram >= 1 must be ints")
-    if bands is not None and (not isinstance(bands, int) or not 1 <= bands <= num_perm):
-        raise StepDefinitionError(f"step {name!r}: bands must be an int in [1, num_perm], got {bands!r}")
-    inputs, steps = _inputs(name, input, "input")
-    config = DedupConfig(
-        "fuzzy",
-        inputs,
-        key=key,
-        threshold=float(threshold),
-        num_perm=num_perm,
-        ngram=ngram,
-        bands=bands,
-        seed=seed,
-        bad_records=bad_records,
-        num_shards=num_shards,
-        zephyr=zephyr,
-        rejected=bool(rejected),
-    )
-    return CurationStep(name, run_dedup_step, config, steps, version, adopt)
-
-
-def mix(
-    name: str,
-    weights: Mapping[Any, float],
-    *,
-    total_documents: int,
-    seed: int = 0,
-    text_key: str = "text",
-    bad_records: str = "fail",
-    version: str | None = None,
-    zephyr: ZephyrConfig | None = None,
-    adopt: bool = False,
-) -> CurationStep:
-    """A deterministic weighted sample of `total_documents` documents from the inputs (keys of `weights`)."""
-    _check_common(name, bad_records)
-    if not isinstance(weights, Mapping) or not weights:
-        raise StepDefinitionError(f"step {name!r}: weights must be a non-empty {{input: weight}} mapping")
-    if not isinstance(total_documents, int) or total_documents < 1:
-        raise StepDefinitionError(
-            f"step {name!r}: total_documents must be a positive int, got {total_documents!r}"
-        )
-    pairs, steps = [], []
-    for k, (source, weight) in enumerate(weights.items()):
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
-            raise StepDefinitionError(
-                f"step {name!r}: weights[{k}] must be a positive number, got {weight!r}"
-            )
-        names, found = _inputs(name, source, f"weights[{k}]")
-        if len(names) != 1:
-            raise StepDefinitionError(f"step {name!r}: each key of weights is one input")
-        pairs.append((names[0], float(weight)))
-        steps += found
-    config = MixConfig(tuple(pairs), total_documents, seed, text_key, bad_records, zephyr)
-    return CurationStep(name, run_mix_step, config, tuple(steps), version, adopt)

@@ -17,31 +17,31 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from marin.evaluation.documents import TextDataset
 from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
 from marin.evaluation.sweep_report import SweepReportConfig, run_sweep_report
 from marin.execution.errors import StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
-from marin.execution.lazy import LazyStep, lower
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 
 if TYPE_CHECKING:
-    from fray.cluster import ResourceConfig
     from marin.experiment.data import TokenizedData
     from marin.experiment.train import TrainLm
 
 
 @dataclass(frozen=True)
-class Evaluation(EvalOptions):
+class Evaluation(EvalOptions, StepOptions):
     """Declare the evaluation of `model_step` (a `train_lm()` handle or a StepSpec with an `hf/` export).
 
     `evaluate` is this class: its parameters are `name`, `model_step`, `datasets`, then by keyword
     the `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
-    `max_documents`, `harness_stories`, `harness_items`) and the step's own below, each declared
-    once, so editors complete and type-check the call. `datasets` holds `tokenized()` handles /
-    StepSpecs of token caches (their `eval_split` is scored) and `TextDataset`s of raw text.
+    `max_documents`, `harness_stories`, `harness_items`), the `StepOptions` every step has
+    (`version`, `adopt`, `resources`) and the step's own below, each declared once, so editors
+    complete and type-check the call. `datasets` holds `tokenized()` handles / StepSpecs of token
+    caches (their `eval_split` is scored) and `TextDataset`s of raw text.
     `harness_tasks` names lm-eval-harness tasks, such as our own `marin_story_endings` and
     `marin_text_perplexity`. `prompts` get a greedy continuation and seeded samples
     (`sampling=SamplingConfig(...)`). `adopt=True` takes an existing folder at the step's output
@@ -49,14 +49,11 @@ class Evaluation(EvalOptions):
     option but `batch_size`, which changes no score.
     """
 
-    name: str
+    helper: ClassVar[str] = "evaluate"
     model_step: TrainLm | StepSpec | LazyStep
     datasets: Sequence[TokenizedData | StepSpec | LazyStep | TextDataset] = ()
     _: KW_ONLY
     eval_split: str = "validation"
-    version: str | None = None
-    resources: ResourceConfig | None = None
-    adopt: bool = False  # take an existing evaluation folder at the output path (see StepSpec.adopt)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,13 +91,10 @@ class Evaluation(EvalOptions):
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalOptions)}
         config = EvaluationConfig(model_step=model.name, datasets=tuple(datasets), **options)
         return StepSpec(
-            name=self.name,
             fn=functools.partial(run_evaluation, config),
             deps=deps,
             hash_attrs=hash_attrs_of(config),
-            version=self.version,
-            resources=self.resources,
-            adopt=self.adopt,
+            **self.spec_options(),
         )
 
 
@@ -108,14 +102,13 @@ evaluate = Evaluation
 
 
 @dataclass(frozen=True)
-class SweepReport:
-    """Lazy handle of a sweep-report step over several trained models (see `sweep_report`)."""
+class SweepReport(StepOptions):
+    """Lazy handle of a sweep-report step over several trained models (made by `sweep_report`)."""
 
-    name: str
-    models: tuple[tuple[str, Any], ...]
+    _: KW_ONLY
+    models: tuple[tuple[str, TrainLm | StepSpec | LazyStep], ...]
     metrics: tuple[str, ...] = ("eval_loss", "eval_bpb")
     x_key: str = "tokens"
-    version: str | None = None
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the train steps, hash_attrs the labels, metrics and x axis."""
@@ -124,11 +117,10 @@ class SweepReport:
             tuple((label, spec.name) for label, spec in specs), self.metrics, self.x_key
         )
         return StepSpec(
-            name=self.name,
             fn=functools.partial(run_sweep_report, config),
             deps=list(dict.fromkeys(spec for _, spec in specs)),
             hash_attrs=hash_attrs_of(config),
-            version=self.version,
+            **self.spec_options(),
         )
 
 
@@ -137,19 +129,22 @@ def sweep_report(
     models: Mapping[str, Any],
     metrics: Sequence[str] = ("eval_loss", "eval_bpb"),
     x_key: str = "tokens",
-    version: str | None = None,
+    **options: Any,
 ) -> SweepReport:
     """Declare a report comparing trained models by label (e.g. `{"lr=3e-4": model, ...}`).
 
     The step writes `table.md`, `table.csv` and `plot.png`: each eval metric of each run's
-    `metrics.jsonl` against training tokens, and the final and best value per run.
+    `metrics.jsonl` against training tokens, and the final and best value per run. `options` are
+    the `StepOptions` (version, adopt, resources).
     """
-    if not models:
-        raise StepDefinitionError(f"sweep report {name!r}: give at least one trained model")
+    if not isinstance(models, Mapping) or not models:
+        raise StepDefinitionError(
+            f"sweep report {name!r}: give at least one trained model, as {{label: model}}"
+        )
     for label, model in models.items():
         if not isinstance(model, (StepSpec, LazyStep)):
             raise StepDefinitionError(
                 f"sweep report {name!r}: model {label!r} must be a train_lm() handle or a StepSpec, "
                 f"got {type(model).__name__}"
             )
-    return SweepReport(name, tuple(models.items()), tuple(metrics), x_key, version)
+    return SweepReport(name, models=tuple(models.items()), metrics=tuple(metrics), x_key=x_key, **options)

@@ -18,20 +18,22 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import storage
-from fray.cluster import ResourceConfig, TpuConfig
+from fray.cluster import TpuConfig
 from marin.execution.context import current
-from marin.execution.keyed import NOT_KEY, hash_attrs_of
-from marin.execution.lazy import LazyStep, lower
+from marin.execution.keyed import hash_attrs_of
+from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
-from marin.training.checkpoint import CHECKSUMS
+from marin.experiment.mixture import Mixture, PhasedMixture
+from marin.training.checkpoint import CHECKSUMS, resume_note
 from marin.training.config import TrainConfig, config_of
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError
+from marin.training.mixture import MixtureSchedule
 from marin.training.trainer import TrainJob
 
 if TYPE_CHECKING:
@@ -48,6 +50,9 @@ class TrainStepConfig:
     num_processes: int
     init_from_step: str | None = None  # the dependency whose output holds the starting weights
     init_from_path: str | None = None  # or a folder given by path
+    init_optimizer: bool = False  # and its optimizer state
+    # a mixture schedule: ((start_step, ((dataset step name, weight), ...)), ...); None: static weights
+    mixture: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] | None = None
 
 
 def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
@@ -57,54 +62,40 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
     ctx = current()
     datasets = tuple(DatasetInput(name, ctx.path_of(name), weight) for name, weight in config.datasets)
     init_from = ctx.path_of(config.init_from_step) if config.init_from_step else config.init_from_path
+    mixture = None
+    if config.mixture is not None:
+        names = [name for name, _ in config.datasets]
+        mixture = MixtureSchedule.of(names, [(step, dict(weights)) for step, weights in config.mixture])
     job = TrainJob(
         config=config.train,
         datasets=datasets,
         output_path=output_path,
         run_name=config.run_name,
         init_from=init_from,
+        init_optimizer=config.init_optimizer,
+        mixture=mixture,
     )
     return run_job(job, config.num_processes)
 
 
-class Mixture(Mapping):
-    """The datasets of a train step and their weights: an immutable, hashable, ordered mapping."""
-
-    def __init__(self, pairs: Mapping[Any, float]):
-        self._pairs = tuple((handle, float(weight)) for handle, weight in pairs.items())
-        self._weights = dict(self._pairs)
-
-    def __getitem__(self, handle: Any) -> float:
-        return self._weights[handle]
-
-    def __iter__(self) -> Iterator[Any]:
-        return (handle for handle, _ in self._pairs)
-
-    def __len__(self) -> int:
-        return len(self._pairs)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mixture) and self._pairs == other._pairs
-
-    def __hash__(self) -> int:
-        return hash(self._pairs)
-
-    def __repr__(self) -> str:
-        return f"Mixture({dict(self._pairs)!r})"
-
-
 @dataclass(frozen=True)
-class TrainLm(TrainConfig):
+class TrainLm(TrainConfig, StepOptions):
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
     `train_lm` is this class: its parameters are `name`, then, by keyword, every field of
     `marin.training.config.TrainConfig` (the run: model, optimizer, batch_size, seq_len,
-    num_train_steps, seed, steps_per_eval, ...; see its docstring) and the step's own wiring below.
+    num_train_steps, seed, steps_per_eval, ...; see its docstring), the `StepOptions` every step has
+    (version, adopt, resources) and the step's own wiring below.
     Declared once there, they need no list here, and editors complete and type-check the call like
     any dataclass's. A train step's cache key is the TrainConfig's key fields (those not marked
     execution-only) plus its datasets' steps and weights and its `init_from` source.
 
-    `datasets` maps each tokenized handle to its mixture weight (> 0). Several processes (DDP) run
+    `datasets` maps each tokenized handle to its mixture weight (> 0), or is a mixture schedule,
+    `[(0, {web: 1.0}), (800, {web: 0.5, code: 0.5})]`: phases from increasing steps, the first at 0,
+    each giving the weights (≥ 0, summing to more than 0) that hold until the next; a phase may name
+    a dataset by its handle or by its step name (`"tokenized/web"`), and the handles the phases
+    name are the step's datasets. Each batch takes from each dataset its largest-remainder share
+    of the batch under the weights of its step (`marin.training.mixture`). Several processes (DDP) run
     when `resources` asks for several GPUs or `num_processes` > 1 (on CPU that uses gloo), and
     across hosts when `resources` has `replicas=R` (a gang of R processes, see docs/clusters.md).
     `grad_accum_steps` splits each process's share of the batch into microbatches, so `batch_size`
@@ -115,18 +106,18 @@ class TrainLm(TrainConfig):
     from existing weights (loaded before step 0; a resume still starts from the run's own
     checkpoint): another train step's handle or StepSpec (a dependency), or the path of a train
     step's output, a checkpoint folder or a Hugging Face model folder; the model config must match
-    its shapes. Everything that can be checked without data is checked here; the token caches are
+    its shapes. `init_optimizer=True` also takes its checkpoint's optimizer state (moments and step
+    counts; the same optimizer must have written it): a cooldown continues the base run with its own
+    schedule and mixture. Everything that can be checked without data is checked here; the token caches are
     checked before the first step. `adopt=True` takes an existing run folder (with `hf/`) at the
     step's output path without training.
     """
 
-    name: str
+    helper: ClassVar[str] = "train_lm"
     _: KW_ONLY
-    datasets: Mapping[TokenizedData, float]
-    resources: ResourceConfig | None = field(default=None, metadata=NOT_KEY)
-    version: str | None = None
+    datasets: Mapping[TokenizedData, float] | Sequence[tuple[int, Mapping[Any, float]]]
     init_from: TrainLm | StepSpec | LazyStep | str | os.PathLike | None = None
-    adopt: bool = False  # take an existing run folder at the output path (see StepSpec.adopt)
+    init_optimizer: bool = False
 
     def __post_init__(self) -> None:
         name = self.name
@@ -138,9 +129,9 @@ class TrainLm(TrainConfig):
             raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
         object.__setattr__(self, "datasets", _mixture(name, self.datasets))
         object.__setattr__(self, "init_from", _init_source(name, self.init_from))
-        if self.resources is not None and not isinstance(self.resources, ResourceConfig):
+        if self.init_optimizer and self.init_from is None:
             raise TrainingConfigError(
-                f"train_lm {name!r}: resources must be a fray ResourceConfig, got {type(self.resources).__name__}"
+                f"train_lm {name!r}: init_optimizer=True continues the optimizer of init_from, which is not given"
             )
         if self.resources is not None and isinstance(self.resources.device, TpuConfig):
             raise TrainingConfigError(
@@ -169,9 +160,13 @@ class TrainLm(TrainConfig):
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's key fields."""
         deps = [lower(handle) for handle in self.datasets]
-        weights = tuple(
-            (spec.name, weight) for spec, weight in zip(deps, self.datasets.values(), strict=True)
+        phased = isinstance(self.datasets, PhasedMixture)
+        phases = self.datasets.phases if phased else ((0, self.datasets),)
+        names = {handle: spec.name for handle, spec in zip(self.datasets, deps, strict=True)}
+        schedule = tuple(
+            (step, tuple((names[h], weights.get(h, 0.0)) for h in self.datasets)) for step, weights in phases
         )
+        weights = schedule[0][1]
         init_step = (
             None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
         )
@@ -182,50 +177,94 @@ class TrainLm(TrainConfig):
             num_processes=self.processes_per_replica,
             init_from_step=init_step.name if init_step else None,
             init_from_path=self.init_from if isinstance(self.init_from, str) else None,
+            init_optimizer=self.init_optimizer,
+            mixture=schedule if phased else None,
         )
         # the datasets' and init_from step's own keys enter through deps; here, their names and weights
         hash_attrs = hash_attrs_of(self.config)
         hash_attrs["datasets"] = [{"step": name, "weight": weight} for name, weight in weights]
+        if phased:  # a schedule's key is its phases, each with its datasets' weights
+            hash_attrs["datasets"] = [
+                {"start_step": step, "weights": [{"step": n, "weight": w} for n, w in ws]}
+                for step, ws in schedule
+            ]
         if init_step is not None:
             deps.append(init_step)
             hash_attrs["init_from"] = {"step": init_step.name}
         elif self.init_from is not None:
             hash_attrs["init_from"] = {"path": self.init_from}
+        if self.init_optimizer:
+            hash_attrs["init_from"]["optimizer"] = True
         return StepSpec(
             inputs=_init_weight_inputs(self.init_from) if isinstance(self.init_from, str) else (),
-            name=self.name,
             fn=functools.partial(run_train_step, step_config),
             deps=deps,
             hash_attrs=hash_attrs,
-            version=self.version,
-            resources=self.resources,
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
-            adopt=self.adopt,
+            resume_note=resume_note,  # the plan says from which step, or that none is there
+            **self.spec_options(),
         )
 
 
 train_lm = TrainLm
 
 
-def _mixture(name: str, datasets: Any) -> Mixture:
-    """`datasets` as a Mixture, each key checked to be a tokenized handle and each weight a number > 0."""
+def _mixture(name: str, datasets: Any) -> Mixture | PhasedMixture:
+    """`datasets` as a Mixture (static weights, each a number > 0) or a PhasedMixture (a schedule,
+    checked by `MixtureSchedule.of`: one line naming what is wrong); each key a tokenized handle."""
+    if isinstance(datasets, Mapping):
+        if not datasets:
+            raise TrainingConfigError(
+                f"train_lm {name!r}: datasets must be a non-empty {{tokenized(...): weight}} dict, or a schedule"
+            )
+        for handle, weight in datasets.items():
+            _check_handle(name, handle)
+            if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+                raise TrainingConfigError(
+                    f"train_lm {name!r}: dataset {handle.name!r} has weight {weight!r}; every weight must be a "
+                    "number > 0"
+                )
+        return datasets if isinstance(datasets, Mixture) else Mixture(datasets)
+    if isinstance(datasets, PhasedMixture):
+        return datasets
+    if isinstance(datasets, str | bytes) or not isinstance(datasets, Sequence) or not datasets:
+        raise TrainingConfigError(
+            f"train_lm {name!r}: datasets must be {{tokenized(...): weight}} or a schedule "
+            "[(step, {tokenized(...): weight}), ...]"
+        )
+    for i, entry in enumerate(datasets):
+        if not (isinstance(entry, Sequence) and len(entry) == 2 and isinstance(entry[1], Mapping)):
+            raise TrainingConfigError(
+                f"train_lm {name!r}: datasets[{i}] is {entry!r:.80}; each phase is (step, {{tokenized(...): weight}})"
+            )
+    declared = {}  # the handles the phases name, in order; a phase may also name one by its step name
+    for _, weights in datasets:
+        for key in weights:
+            if not isinstance(key, str):
+                _check_handle(name, key)
+                declared.setdefault(key.name, key)
+    by_name = [(step, {getattr(k, "name", k): w for k, w in weights.items()}) for step, weights in datasets]
+    try:
+        schedule = MixtureSchedule.of(list(declared), by_name, where="datasets")
+    except TrainingConfigError as exc:
+        raise TrainingConfigError(f"train_lm {name!r}: {exc}") from None
+    handles = list(declared.values())
+    return PhasedMixture(
+        tuple(
+            (phase.start_step, Mixture({h: w for h, w in zip(handles, phase.weights, strict=True) if w > 0}))
+            for phase in schedule.phases
+        )
+    )
+
+
+def _check_handle(name: str, handle: Any) -> None:
     from marin.experiment.data import TokenizedData
 
-    if not isinstance(datasets, Mapping) or not datasets:
+    if not isinstance(handle, TokenizedData):
         raise TrainingConfigError(
-            f"train_lm {name!r}: datasets must be a non-empty {{tokenized(...): weight}} dict"
+            f"train_lm {name!r}: dataset {handle!r:.80} is a {type(handle).__name__}, not a tokenized handle; "
+            "pass the value tokenized(...) returns"
         )
-    for handle, weight in datasets.items():
-        if not isinstance(handle, TokenizedData):
-            raise TrainingConfigError(
-                f"train_lm {name!r}: dataset {handle!r:.80} is a {type(handle).__name__}, not a tokenized handle; "
-                "pass the value tokenized(...) returns"
-            )
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
-            raise TrainingConfigError(
-                f"train_lm {name!r}: dataset {handle.name!r} has weight {weight!r}; every weight must be a number > 0"
-            )
-    return datasets if isinstance(datasets, Mixture) else Mixture(datasets)
 
 
 def _init_weight_inputs(path: str) -> tuple[str, ...]:

@@ -76,8 +76,12 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     state: TrainState,
     keep_last_k: int | None,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> str:
-    """Write a checkpoint for `state.step` atomically, prune old ones, and return its path."""
+    """Write a checkpoint for `state.step` atomically, prune old ones, and return its path.
+
+    `tensors` adds named sets of tensors beside the model's (`ema` → `ema.safetensors`), covered by
+    the checksums like the rest and read back by `load_checkpoint(..., tensors=)`."""
     final = storage.join(directory, step_name(state.step))
     temp = storage.join(directory, f"{_TEMP_PREFIX}{step_name(state.step)}-{uuid.uuid4().hex[:8]}")
     storage.makedirs(temp)
@@ -88,6 +92,10 @@ def save_checkpoint(
         "optimizer.safetensors": save_safetensors(_optimizer_tensors(optimizer, names)),
         "state.json": json.dumps(asdict(state)).encode(),
     }
+    for name, named in (tensors or {}).items():
+        files[f"{name}.safetensors"] = save_safetensors(
+            {k: v.detach().to("cpu").contiguous() for k, v in named.items()}
+        )
     for name, data in files.items():
         storage.write_bytes(storage.join(temp, name), data)
     checksums = {name: {"size": len(data), DIGEST: bytes_digest(data)} for name, data in files.items()}
@@ -124,13 +132,20 @@ def _optimizer_tensors(
 
 
 def load_checkpoint(
-    directory: str, step: int, *, model: nn.Module, optimizer: torch.optim.Optimizer, config_fingerprint: str
+    directory: str,
+    step: int,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    config_fingerprint: str,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> TrainState:
     """Load the checkpoint of `step` into `model` and `optimizer` and return its TrainState.
 
     Every file is read and checked against `checksums.json` before the model is touched:
     CorruptCheckpointError (naming the file and why) when one is missing, altered or unparseable;
     CheckpointError when the checkpoint is whole but was written by another configuration.
+    The checkpoint's extra tensor sets (see `save_checkpoint`) are put into `tensors` by name.
     """
     path = storage.join(directory, step_name(step))
     files = read_verified(path)
@@ -140,6 +155,11 @@ def load_checkpoint(
         if not sharded:
             weights = load_safetensors(files["model.safetensors"])
             moments = load_safetensors(files["optimizer.safetensors"])
+            extra_sets = {
+                name.removesuffix(".safetensors"): load_safetensors(data)
+                for name, data in files.items()
+                if name not in _FILES and name.endswith(".safetensors")
+            }
     except Exception as e:  # matched checksums but will not parse: written corrupt
         raise CorruptCheckpointError(f"checkpoint {path} cannot be parsed: {type(e).__name__}: {e}") from None
     if state["config_fingerprint"] != config_fingerprint:
@@ -152,6 +172,8 @@ def load_checkpoint(
     else:
         copy_weights(weights, model, f"checkpoint {path}/model.safetensors")
         _load_optimizer(optimizer, moments, dict(model.named_parameters()))
+        if tensors is not None:
+            tensors.update(extra_sets)
     return TrainState(
         step=state["step"],
         loader=state["loader"],
@@ -191,10 +213,11 @@ def read_verified(folder: str) -> dict[str, bytes]:
 
 
 def _required_files(checksums: dict[str, Any]) -> list[str]:
-    """The files a checkpoint must hold: the safetensors set, or state.json and every listed `dcp/` file."""
+    """The files a checkpoint must hold: the safetensors set and any extra tensor sets it lists, or
+    state.json and every listed `dcp/` file."""
     if DCP_METADATA in checksums:
         return ["state.json", *sorted(name for name in checksums if name.startswith(f"{DCP}/"))]
-    return list(_FILES)
+    return [*_FILES, *sorted(name for name in checksums if name not in _FILES)]
 
 
 def save_sharded_checkpoint(
@@ -289,6 +312,99 @@ def load_sharded(folder: str, model: nn.Module, optimizer: torch.optim.Optimizer
     set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"])
 
 
+class Checkpointer:
+    """A run's checkpoints under `directory`, in the one format its parallelism calls for.
+
+    `sharded=False`: the whole format (safetensors), written by rank 0 alone: under DDP every rank
+    holds the same state. `sharded=True` (FSDP): `torch.distributed.checkpoint`, every rank writing
+    its own shards. Either loads at any world size. `save` is collective: every rank calls it, and
+    it returns when the checkpoint is in place.
+    """
+
+    def __init__(self, directory: str, *, sharded: bool, keep_last_k: int | None):
+        self.directory, self.sharded, self.keep_last_k = directory, sharded, keep_last_k
+
+    def save(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        state: TrainState,
+        tensors: dict[str, dict[str, torch.Tensor]] | None = None,
+    ) -> str:
+        """Write the checkpoint of `state.step` (pruning beyond `keep_last_k`), with any extra tensor
+        sets (the whole format only); its path."""
+        import torch.distributed as dist
+
+        distributed = dist.is_initialized() and dist.get_world_size() > 1
+        if self.sharded:
+            if tensors:
+                raise CheckpointError(
+                    "extra tensor sets (an EMA) are saved in whole checkpoints only, not FSDP's"
+                )
+            return save_sharded_checkpoint(
+                self.directory, model=model, optimizer=optimizer, state=state, keep_last_k=self.keep_last_k
+            )
+        path = storage.join(self.directory, step_name(state.step))
+        if not distributed or dist.get_rank() == 0:
+            path = save_checkpoint(
+                self.directory,
+                model=model,
+                optimizer=optimizer,
+                state=state,
+                keep_last_k=self.keep_last_k,
+                tensors=tensors,
+            )
+        if distributed:
+            dist.barrier()
+        return path
+
+    def load_latest(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        config_fingerprint: str,
+        log: Callable[[str], None] = print,
+        tensors: dict[str, dict[str, torch.Tensor]] | None = None,
+    ) -> TrainState | None:
+        """Load the newest intact checkpoint into `model` and `optimizer` (see `load_latest_intact`)."""
+        return load_latest_intact(
+            self.directory,
+            model=model,
+            optimizer=optimizer,
+            config_fingerprint=config_fingerprint,
+            log=log,
+            tensors=tensors,
+        )
+
+
+def resume_note(output_path: str) -> str:
+    """What a rerun of the train step at `output_path` starts from, as the plan says it:
+    "resumes from step N" (its newest checkpoint that looks intact) or "restarts: no checkpoint".
+
+    Intact here is what a listing shows without reading the weights (the plan must stay fast on a
+    bucket of gigabyte checkpoints): `checksums.json` parses and every file it lists is there with
+    the size written. The digests are checked when the run loads it, which falls back to an older
+    checkpoint if this one was damaged in place.
+    """
+    directory = storage.join(output_path, "checkpoints")
+    for step in reversed(list_checkpoints(directory)):
+        if _looks_intact(storage.join(directory, step_name(step))):
+            return f"resumes from step {step}"
+    return "restarts: no checkpoint"
+
+
+def _looks_intact(folder: str) -> bool:
+    try:
+        checksums = json.loads(storage.read_bytes(storage.join(folder, CHECKSUMS)) or b"")
+        expected = {name: int(checksums[name]["size"]) for name in _required_files(checksums)}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    sizes = dict(storage.walk_files(folder))
+    return all(sizes.get(name) == size for name, size in expected.items())
+
+
 def load_latest_intact(
     directory: str,
     *,
@@ -296,8 +412,10 @@ def load_latest_intact(
     optimizer: torch.optim.Optimizer,
     config_fingerprint: str,
     log: Callable[[str], None] = print,
+    tensors: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> TrainState | None:
-    """Load the newest checkpoint under `directory` that verifies; None when there is none.
+    """Load the newest checkpoint under `directory` that verifies (its extra tensor sets into
+    `tensors`); None when there is none.
 
     Each corrupt one is skipped with a `log` line naming it and why; the older ones are tried in
     turn. When checkpoints exist but none is intact, CheckpointError lists them all: starting over
@@ -308,7 +426,12 @@ def load_latest_intact(
     for step in reversed(steps):
         try:
             return load_checkpoint(
-                directory, step, model=model, optimizer=optimizer, config_fingerprint=config_fingerprint
+                directory,
+                step,
+                model=model,
+                optimizer=optimizer,
+                config_fingerprint=config_fingerprint,
+                tensors=tensors,
             )
         except CorruptCheckpointError as e:
             skipped.append(str(e))
@@ -354,6 +477,33 @@ def _like(value: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
             value.to(param.device), param.device_mesh, param.placements, src_data_rank=None
         )
     return value
+
+
+def load_optimizer_state(
+    optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], model: nn.Module, where: str
+) -> None:
+    """Load saved optimizer state (`{param name}/{field}` tensors) into `optimizer` over `model`, after
+    checking that it is the state this optimizer keeps for these parameters (CheckpointError naming
+    `where` and what differs: another optimizer's, or another model's)."""
+    from marin.training.optim import state_slots
+
+    params = dict(model.named_parameters())
+    saved: dict[str, set[str]] = {}
+    for key in tensors:
+        name, field = key.rsplit("/", 1)
+        saved.setdefault(name, set()).add(field)
+    unknown = sorted(set(saved) - set(params))
+    if unknown:
+        raise CheckpointError(f"{where} holds optimizer state of parameters the model lacks: {unknown[:5]}")
+    expected = state_slots(optimizer)
+    for name, fields_ in saved.items():
+        kind, slots = expected.get(id(params[name]), ("", frozenset(fields_)))
+        if fields_ != slots:
+            raise CheckpointError(
+                f"{where} holds {sorted(fields_)} for {name}, but this run's {kind} keeps {sorted(slots)}: it was "
+                "written by another optimizer; init_optimizer needs the optimizer that wrote it"
+            )
+    _load_optimizer(optimizer, tensors, params)
 
 
 def _load_optimizer(

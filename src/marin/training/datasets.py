@@ -65,7 +65,7 @@ def check_vocab(datasets: list[OpenedDataset], model_vocab_size: int) -> None:
         if ds.vocab_size > model_vocab_size:
             raise TrainingDataError(
                 f"dataset {ds.input.name!r}: its tokenizer has {ds.vocab_size} tokens but the model's embedding "
-                f"has {model_vocab_size} rows; set LlamaConfig.vocab_size ≥ {ds.vocab_size} or leave it None "
+                f"has {model_vocab_size} rows; set the model config's vocab_size ≥ {ds.vocab_size} or leave it None "
                 "to take the tokenizer's size"
             )
 

@@ -19,3 +19,10 @@ class CheckpointError(MarinError):
 
 class CorruptCheckpointError(CheckpointError):
     """A checkpoint's files do not match the checksums written when it was saved, or cannot be parsed."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped on SIGTERM or SIGINT after writing a checkpoint; a rerun resumes from it.
+
+    A KeyboardInterrupt, as the signal would have raised: the step was stopped, not failed.
+    """

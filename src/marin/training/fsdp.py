@@ -1,6 +1,8 @@
-"""FSDP2 helpers of the trainer: shard a Llama, read a replicated value, gather the whole model for export."""
+"""FSDP2 helpers of the trainer: shard a model per block, read a replicated value, gather the whole model."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
@@ -8,11 +10,11 @@ from torch import nn
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import ModelConfig
 
 
-def shard_model(model: Llama, device: torch.device) -> None:
-    """Apply FSDP2 to each transformer block, then to the root (embedding, final norm, output).
+def shard_model(model: nn.Module, blocks: Sequence[nn.Module], device: torch.device) -> None:
+    """Apply FSDP2 to each block (`ModelConfig.blocks`), then to the root (embedding, final norm, output).
 
     On GPU, parameters are gathered and computed in bf16 with gradients reduced in fp32; on CPU
     everything stays fp32.
@@ -22,7 +24,7 @@ def shard_model(model: Llama, device: torch.device) -> None:
         if device.type == "cuda"
         else MixedPrecisionPolicy()
     )
-    for block in model.layers:
+    for block in blocks:
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
 
@@ -32,16 +34,14 @@ def local_tensor(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if isinstance(value, DTensor) else value
 
 
-def gathered_model(model: nn.Module, config: LlamaConfig) -> nn.Module:
-    """On rank 0, a plain CPU Llama holding an FSDP model's whole weights (elsewhere the model itself).
-
-    Every rank must call it: the shards are gathered collectively.
-    """
+def gathered_model(model: nn.Module, config: ModelConfig) -> nn.Module:
+    """On rank 0, a plain CPU model of `config` holding an FSDP model's whole weights (elsewhere the
+    model itself). Every rank must call it: the shards are gathered collectively."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if dist.get_rank() != 0:
         return model
-    whole = Llama(config)
+    whole = config.build()
     whole.load_state_dict(weights)
     return whole

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
@@ -19,15 +19,21 @@ def accumulate_gradients(
     steps: int,
     autocast: contextlib.AbstractContextManager,
     world_size: int = 1,
-) -> torch.Tensor:
-    """Accumulate the gradient of the mean loss over `steps` equal microbatches (DDP and FSDP reduce
-    gradients only on the last); returns that mean loss."""
+    forward_options: dict[str, Any] | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Accumulate the gradient of the mean objective over `steps` equal microbatches (DDP and FSDP
+    reduce gradients only on the last). The objective is the model's loss plus its auxiliary
+    losses (`model(inputs, targets, **forward_options) -> (loss, aux_losses)`; the options are the
+    run's recipes: `document_eos`, `z_loss`); returns the mean loss and the mean of each auxiliary
+    loss, detached."""
+    options = forward_options or {}
     if inputs.shape[0] % steps:
         raise TrainingConfigError(
             f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
             f"(world size {world_size}); make batch_size a multiple of world size x grad_accum_steps"
         )
     total = torch.zeros((), device=inputs.device)
+    aux_total: dict[str, torch.Tensor] = {}
     for i, (x, y) in enumerate(zip(inputs.chunk(steps), targets.chunk(steps), strict=False)):
         last = i == steps - 1
         sync = (
@@ -39,8 +45,13 @@ def accumulate_gradients(
             model.set_requires_gradient_sync(last)
         with sync:
             with autocast:
-                logits = model(x)
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten()) / steps
-            loss.backward()
-        total += loss.detach()
-    return total
+                loss, aux = model(x, y, **options)
+                objective = loss
+                for value in aux.values():
+                    objective = objective + value
+                objective = objective / steps
+            objective.backward()
+        total += loss.detach() / steps
+        for name, value in aux.items():
+            aux_total[name] = aux_total.get(name, 0.0) + value.detach().float() / steps
+    return total, aux_total

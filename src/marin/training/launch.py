@@ -17,7 +17,12 @@ from marin.training.trainer import TrainJob, train
 
 
 def run_job(job: TrainJob, num_processes: int = 1) -> dict:
-    """Train `job` on `num_processes` data-parallel processes and return this host's first one's summary."""
+    """Train `job` on `num_processes` data-parallel processes and return this host's first one's summary,
+    whose headline (what `marin status` shows) is the final training loss."""
     if num_processes == 1:
-        return train(job)
-    return run_as_local_gang(functools.partial(train, job), num_processes, join_outer_group=True)
+        summary = train(job)
+    else:
+        summary = run_as_local_gang(functools.partial(train, job), num_processes, join_outer_group=True)
+    if isinstance(summary, dict) and isinstance(summary.get("final_loss"), int | float):
+        summary = {"headline": {"metric": "final_loss", "value": summary["final_loss"]}} | summary
+    return summary

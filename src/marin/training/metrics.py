@@ -1,7 +1,7 @@
 """Training metrics: `metrics.jsonl` (numbered parts on object stores), optional TensorBoard / W&B,
 and the FLOP accounting behind MFU.
 
-MFU = (tokens/s · `LlamaConfig.flops_per_token(seq_len)`) / (peak FLOP/s of the devices in use).
+MFU = (tokens/s · `ModelConfig.flops_per_token(seq_len)`) / (peak FLOP/s of the devices in use).
 The peak is, in order: `TrainConfig.peak_flops_per_device`, the `MARIN_PEAK_FLOPS` environment
 variable, the dense bf16 figure of a known CUDA device (`CUDA_PEAK_BF16`), and on CPU an estimate of
 cores × 2.5 GHz × 32 float32 FLOPs per cycle (two AVX2 FMA units); state yours when you quote MFU.

@@ -1,81 +1,171 @@
-"""AdamConfig: AdamW with a warmup-then-decay learning-rate schedule, weight decay on matrices only."""
+"""Optimizers behind one seam, `OptimizerConfig`: `AdamConfig` (AdamW) and `MuonConfig` (Muon + AdamW).
+
+Every optimizer config shares the learning-rate schedule's fields (see `marin.training.lr_schedule`)
+and `max_grad_norm`, and says how to build its torch optimizer over a model. Each parameter group
+of what `build` returns carries its own `peak_lr`; `set_scheduled_lr` sets every group to the
+schedule at that peak, so an optimizer with two rates (Muon's matrices, AdamW's embeddings) follows
+one schedule shape. Adding an optimizer is one subclass with `build` (and `peak_rates` when it has
+more than one rate).
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
-from typing import Literal
+from collections.abc import Iterator, MutableMapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import torch
-from torch import nn
-
+from marin.execution.arguments import Checked
+from marin.execution.keyed import key_fields
 from marin.training.errors import TrainingConfigError
+from marin.training.lr_schedule import DecayShape, LrSchedule, ScheduleName, ScheduleSpec, steps_of
 
-LrSchedule = Literal["cosine", "linear", "constant"]
+if TYPE_CHECKING:  # torch is imported where an optimizer is built, so reading configs (the UI) needs none
+    import torch
+    from torch import nn
+
+_EMBEDDING_AND_OUTPUT = ("embed_tokens", "lm_head")  # Hugging Face's names, every architecture's
+_OPTIMIZERS: dict[str, type[OptimizerConfig]] = {}  # every OptimizerConfig subclass, by class name
 
 
 @dataclass(frozen=True)
-class AdamConfig:
-    """AdamW hyperparameters and the learning-rate schedule.
+class OptimizerConfig(Checked):
+    """What every optimizer shares: its peak rate, weight decay, clipping and the schedule.
 
-    `warmup` is a number of steps when ≥ 1, or a fraction of the run when below 1. After warmup the
-    rate decays to `min_lr_ratio · learning_rate` at the last step (cosine or linear), or stays put
-    (constant). `max_grad_norm` clips the global gradient norm; `None` or 0 turns clipping off.
+    `learning_rate` is the peak rate (of the main parameter group: Muon's matrices for Muon).
+    `warmup` is steps when ≥ 1, or a fraction of the run below 1. `lr_schedule` is "cosine", "linear"
+    (decay to `min_lr_ratio · learning_rate` over the steps after warmup), "constant" or "wsd"
+    (warmup-stable-decay: the last `decay_fraction` of each cycle decays, with `decay_shape`
+    "linear", "cosine" or "1-sqrt"). `cycles` repeats the schedule: an int for that many equal
+    cycles, or the steps later cycles start at; each later cycle rises over `rewarmup` steps (or
+    that fraction of the cycle) from where the last one ended back to the peak. `max_grad_norm`
+    clips the global gradient norm; `None` or 0 turns clipping off.
     """
 
     learning_rate: float = 6e-4
     weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.95
-    epsilon: float = 1e-8
     max_grad_norm: float | None = 1.0
     warmup: float = 0.01
-    lr_schedule: LrSchedule = "cosine"
+    lr_schedule: ScheduleName = "cosine"
     min_lr_ratio: float = 0.1
+    decay_fraction: float = 0.2
+    decay_shape: DecayShape = "linear"
+    cycles: int | tuple[int, ...] | None = None
+    rewarmup: float = 0.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _OPTIMIZERS[cls.__name__] = cls
+
+    @classmethod
+    def from_key(cls, key: dict[str, Any]) -> OptimizerConfig:
+        """The optimizer config whose key form (`describe()`, as a step's hash_attrs hold it) is `key`:
+        the fields it names, the rest at their defaults. TrainingConfigError when it names no optimizer."""
+        fields_ = dict(key)
+        kind = _OPTIMIZERS.get(fields_.pop("optimizer", "AdamConfig"))
+        if kind is None:
+            raise TrainingConfigError(
+                f"no optimizer config named {key.get('optimizer')!r}; known: {sorted(_OPTIMIZERS)}"
+            )
+        if isinstance(fields_.get("cycles"), list):
+            fields_["cycles"] = tuple(fields_["cycles"])
+        try:
+            return kind(**fields_)
+        except TypeError as e:
+            raise TrainingConfigError(f"{kind.__name__} has no such fields: {e}") from None
 
     def __post_init__(self) -> None:
+        where = type(self).__name__
         if not self.learning_rate > 0:
-            raise TrainingConfigError(f"AdamConfig.learning_rate must be > 0, got {self.learning_rate!r}")
+            raise TrainingConfigError(f"{where}.learning_rate must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
-            raise TrainingConfigError(f"AdamConfig.weight_decay must be ≥ 0, got {self.weight_decay!r}")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise TrainingConfigError(f"AdamConfig.{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if self.lr_schedule not in ("cosine", "linear", "constant"):
-            raise TrainingConfigError(
-                f"AdamConfig.lr_schedule must be 'cosine', 'linear' or 'constant', got {self.lr_schedule!r}"
-            )
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise TrainingConfigError(f"AdamConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        if self.warmup < 0:
-            raise TrainingConfigError(
-                f"AdamConfig.warmup must be ≥ 0 (steps, or a fraction < 1), got {self.warmup!r}"
-            )
+            raise TrainingConfigError(f"{where}.weight_decay must be ≥ 0, got {self.weight_decay!r}")
+        defaults = {f.name: f.default for f in fields(OptimizerConfig)}
+        spec = self._schedule_spec().checked(where, (defaults["decay_fraction"], defaults["decay_shape"]))
+        object.__setattr__(self, "cycles", spec.cycles)
+
+    def _schedule_spec(self) -> ScheduleSpec:
+        return ScheduleSpec(
+            name=self.lr_schedule,
+            warmup=self.warmup,
+            min_lr_ratio=self.min_lr_ratio,
+            decay_fraction=self.decay_fraction,
+            decay_shape=self.decay_shape,
+            cycles=self.cycles,
+            rewarmup=self.rewarmup,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The key form: the fields, and for any optimizer but AdamW its name (two optimizers whose
+        fields agree are still different runs)."""
+        out = key_fields(self)
+        if not isinstance(self, AdamConfig):
+            out["optimizer"] = type(self).__name__
+        return out
 
     def to_json(self) -> dict:
-        """The fields as a JSON object (for a step's hash_attrs)."""
-        return asdict(self)
+        """The fields as a JSON object, with the optimizer's class name."""
+        out = asdict(self)
+        out["optimizer"] = type(self).__name__
+        return out
 
     def warmup_steps(self, num_train_steps: int) -> int:
         """Warmup length in steps for a run of `num_train_steps`."""
-        if self.warmup < 1:
-            return int(self.warmup * num_train_steps)
-        return int(self.warmup)
+        return steps_of(self.warmup, num_train_steps)
+
+    def schedule(self, num_train_steps: int) -> LrSchedule:
+        """The learning-rate schedule of a run of `num_train_steps` with these fields."""
+        return self._schedule_spec().build(num_train_steps)
 
     def lr_at(self, step: int, num_train_steps: int) -> float:
-        """The learning rate for optimizer step `step` (0-based) of a run of `num_train_steps`."""
-        warmup = self.warmup_steps(num_train_steps)
-        if step < warmup:
-            return self.learning_rate * (step + 1) / warmup
-        if self.lr_schedule == "constant":
-            return self.learning_rate
-        decay_steps = max(1, num_train_steps - 1 - warmup)
-        progress = min(1.0, (step - warmup) / decay_steps)
-        if self.lr_schedule == "cosine":
-            factor = 0.5 * (1.0 + math.cos(math.pi * progress))
-        else:
-            factor = 1.0 - progress
-        return self.learning_rate * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * factor)
+        """The (main) learning rate for optimizer step `step` (0-based) of a run of `num_train_steps`."""
+        return self.schedule(num_train_steps).lr(self.learning_rate, step)
+
+    def peak_rates(self) -> dict[str, float]:
+        """Each named peak rate this optimizer schedules (`lr` is `learning_rate`)."""
+        return {"lr": self.learning_rate}
+
+    def check_run(self, num_train_steps: int, *, sharded: bool) -> None:
+        """Refuse, before anything runs, a run this optimizer cannot train (cycles past its end, ...)."""
+        self.schedule(num_train_steps)
+
+    def build(self, model: nn.Module, *, fused: bool = False) -> Any:
+        """The torch optimizer over `model`'s parameters; every group carries its `peak_lr`."""
+        raise NotImplementedError(f"{type(self).__name__} must define build()")
+
+
+@dataclass(frozen=True)
+class AdamWMoments:
+    """AdamW's moment decay rates and epsilon: AdamConfig's, and the AdamW part's of MuonConfig."""
+
+    beta1: float = 0.9
+    beta2: float = 0.95
+    epsilon: float = 1e-8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # the OptimizerConfig checks, next in the MRO
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise TrainingConfigError(
+                    f"{type(self).__name__}.{name} must be in [0, 1), got {getattr(self, name)!r}"
+                )
+
+
+@dataclass(frozen=True)
+class AdamConfig(AdamWMoments, OptimizerConfig):
+    """AdamW; weight decay applies to matrices (dim ≥ 2) only. See `OptimizerConfig` for the schedule."""
+
+    # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
+    KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "weight_decay",
+        "beta1",
+        "beta2",
+        "epsilon",
+        "max_grad_norm",
+        "warmup",
+        "lr_schedule",
+        "min_lr_ratio",
+    )
 
     def build(self, model: nn.Module, *, fused: bool = False) -> torch.optim.AdamW:
         """AdamW over `model`'s parameters; weight decay applies to matrices (dim ≥ 2) only.
@@ -87,17 +177,203 @@ class AdamConfig:
         for param in model.parameters():
             if param.requires_grad:
                 (decay if param.dim() >= 2 else no_decay).append(param)
-        groups = [
-            {"params": decay, "weight_decay": self.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
-        kwargs = {"fused": True} if fused else {"foreach": True}
-        return torch.optim.AdamW(
-            groups, lr=self.learning_rate, betas=(self.beta1, self.beta2), eps=self.epsilon, **kwargs
-        )
+        return _adamw(self, decay, no_decay, self.learning_rate, fused)
 
 
-def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """Set every parameter group's learning rate (the schedule is explicit, a function of the step)."""
+@dataclass(frozen=True)
+class MuonConfig(AdamWMoments, OptimizerConfig):
+    """Muon (`torch.optim.Muon`) on the 2-D hidden matrices, AdamW on embeddings, output and norms.
+
+    `learning_rate` is Muon's peak rate and `adam_learning_rate` the AdamW part's; both follow the
+    one schedule. `adjust_lr_fn` is torch's per-matrix scaling: "original" (Keller Jordan's,
+    √max(1, rows/cols), with rates near 0.02) or "match_rms_adamw" (Moonshot's, 0.2·√max(rows, cols),
+    which lets Muon reuse an AdamW rate). `weight_decay` applies to Muon's matrices and to the
+    embedding and output matrices (decoupled, as AdamW's), never to norms. `momentum`, `nesterov`
+    and `ns_steps` (Newton–Schulz iterations) are Muon's; `beta1`, `beta2`, `epsilon` AdamW's.
+    Muon's update of a matrix needs the whole matrix: it runs under DDP, not FSDP.
+    """
+
+    learning_rate: float = 0.02
+    adam_learning_rate: float = 6e-4
+    momentum: float = 0.95
+    nesterov: bool = True
+    ns_steps: int = 5
+    adjust_lr_fn: Literal["original", "match_rms_adamw"] = "original"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.adam_learning_rate > 0:
+            raise TrainingConfigError(
+                f"MuonConfig.adam_learning_rate must be > 0, got {self.adam_learning_rate!r}"
+            )
+        if not 0 <= self.momentum < 1:
+            raise TrainingConfigError(f"MuonConfig.momentum must be in [0, 1), got {self.momentum!r}")
+        if (
+            isinstance(self.ns_steps, bool)
+            or not isinstance(self.ns_steps, int)
+            or not 1 <= self.ns_steps < 100
+        ):
+            raise TrainingConfigError(
+                f"MuonConfig.ns_steps must be an int in [1, 100), got {self.ns_steps!r}"
+            )
+        if self.adjust_lr_fn not in ("original", "match_rms_adamw"):
+            raise TrainingConfigError(
+                f"MuonConfig.adjust_lr_fn must be 'original' or 'match_rms_adamw', got {self.adjust_lr_fn!r}"
+            )
+
+    def peak_rates(self) -> dict[str, float]:
+        return {"lr": self.learning_rate, "adam_lr": self.adam_learning_rate}
+
+    def check_run(self, num_train_steps: int, *, sharded: bool) -> None:
+        super().check_run(num_train_steps, sharded=sharded)
+        if sharded:
+            raise TrainingConfigError(
+                "MuonConfig needs each matrix whole for its orthogonalized update and FSDP shards them; "
+                "train Muon with parallelism='ddp', or use AdamConfig with FSDP"
+            )
+
+    def build(self, model: nn.Module, *, fused: bool = False) -> OptimizerChain:
+        """Muon over the hidden matrices and AdamW over the rest, stepped as one."""
+        hidden, matrices, vectors = [], [], []
+        for name, param in model.named_parameters():
+            if not param.requires_grad:
+                continue
+            if param.dim() == 2 and not any(part in _EMBEDDING_AND_OUTPUT for part in name.split(".")):
+                hidden.append(param)
+            else:
+                (matrices if param.dim() >= 2 else vectors).append(param)
+        import torch
+
+        parts: list[torch.optim.Optimizer] = []
+        if hidden:
+            parts.append(
+                torch.optim.Muon(
+                    [{"params": hidden, "peak_lr": self.learning_rate}],
+                    lr=self.learning_rate,
+                    weight_decay=self.weight_decay,
+                    momentum=self.momentum,
+                    nesterov=self.nesterov,
+                    ns_steps=self.ns_steps,
+                    adjust_lr_fn=self.adjust_lr_fn,
+                )
+            )
+        parts.append(_adamw(self, matrices, vectors, self.adam_learning_rate, fused))
+        return OptimizerChain(parts)
+
+
+def _adamw(
+    config: Any, decay: list[nn.Parameter], no_decay: list[nn.Parameter], peak: float, fused: bool
+) -> torch.optim.AdamW:
+    import torch
+
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay, "peak_lr": peak},
+        {"params": no_decay, "weight_decay": 0.0, "peak_lr": peak},
+    ]
+    kwargs = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(
+        groups, lr=peak, betas=(config.beta1, config.beta2), eps=config.epsilon, **kwargs
+    )
+
+
+class _ChainedState(MutableMapping):
+    """The `state` of an OptimizerChain: each parameter's slots, kept by the optimizer that owns it."""
+
+    def __init__(self, optimizers: Sequence[torch.optim.Optimizer]):
+        self._optimizers = optimizers
+        self._owner = {id(p): o for o in optimizers for g in o.param_groups for p in g["params"]}
+
+    def _of(self, param: torch.Tensor) -> torch.optim.Optimizer:
+        owner = self._owner.get(id(param))
+        if owner is None:
+            raise KeyError("parameter is not one this optimizer updates")
+        return owner
+
+    def __getitem__(self, param: torch.Tensor) -> Any:
+        return self._of(param).state[param]
+
+    def __setitem__(self, param: torch.Tensor, value: Any) -> None:
+        self._of(param).state[param] = value
+
+    def __delitem__(self, param: torch.Tensor) -> None:
+        del self._of(param).state[param]
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        for optimizer in self._optimizers:
+            yield from optimizer.state
+
+    def __len__(self) -> int:
+        return sum(len(o.state) for o in self._optimizers)
+
+    def clear(self) -> None:
+        for optimizer in self._optimizers:
+            optimizer.state.clear()
+
+
+class OptimizerChain:
+    """Several torch optimizers over disjoint parameters, used as one: `step`, `zero_grad`,
+    `param_groups` (all of theirs, in order) and `state` (each parameter's slots, whoever owns it),
+    so checkpoints save and load it like a single optimizer."""
+
+    def __init__(self, optimizers: Sequence[torch.optim.Optimizer]):
+        self.optimizers = list(optimizers)
+        self.state = _ChainedState(self.optimizers)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
+
+    def step(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizers": [o.state_dict() for o in self.optimizers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for optimizer, part in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(part)
+
+
+_SLOTS = {
+    "AdamW": ("step", "exp_avg", "exp_avg_sq"),
+    "Adam": ("step", "exp_avg", "exp_avg_sq"),
+    "Muon": ("momentum_buffer",),
+}
+
+
+def state_slots(optimizer: Any) -> dict[int, tuple[str, frozenset[str]]]:
+    """For each parameter (by id) its optimizer's name and the state fields it keeps for it, for the
+    torch optimizers marin builds (an OptimizerChain's parts included); others are left out."""
+    out: dict[int, tuple[str, frozenset[str]]] = {}
+    for part in getattr(optimizer, "optimizers", [optimizer]):
+        name = type(part).__name__
+        if name not in _SLOTS:
+            continue
+        for group in part.param_groups:
+            slots = set(_SLOTS[name]) | ({"max_exp_avg_sq"} if group.get("amsgrad") else set())
+            out.update({id(p): (name, frozenset(slots)) for p in group["params"]})
+    return out
+
+
+def set_scheduled_lr(optimizer: Any, config: OptimizerConfig, step: int, num_train_steps: int) -> float:
+    """Set every parameter group to the schedule's rate at `step` for its own `peak_lr`; returns the
+    main rate (`config.lr_at(step, num_train_steps)`)."""
+    schedule = config.schedule(num_train_steps)
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = schedule.lr(group.get("peak_lr", config.learning_rate), step)
+    return schedule.lr(config.learning_rate, step)
+
+
+def set_learning_rate(optimizer: Any, lr: float) -> None:
+    """Set the groups to the main rate `lr` (that of the first group's peak): a group of another peak
+    gets `lr` scaled by the ratio of the peaks, so every group keeps the same schedule shape."""
+    groups = optimizer.param_groups
+    main = groups[0].get("peak_lr") if groups else None
+    for group in groups:
+        own = group.get("peak_lr")
+        group["lr"] = lr if main is None or own is None or own == main else lr * own / main

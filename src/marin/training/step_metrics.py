@@ -8,7 +8,7 @@ import torch
 
 from marin.training.config import TrainConfig
 from marin.training.metrics import peak_flops_per_device
-from marin.training.model import LlamaConfig
+from marin.training.models import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class StepMetrics:
 
     @classmethod
     def of(
-        cls, config: TrainConfig, model: LlamaConfig, device: torch.device, world_size: int
+        cls, config: TrainConfig, model: ModelConfig, device: torch.device, world_size: int
     ) -> StepMetrics:
         """The figures of a run of `config` training `model` on `world_size` devices like `device`."""
         return cls(

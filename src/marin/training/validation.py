@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from marin.training.datasets import OpenedDataset
@@ -32,13 +31,16 @@ def validation_sums(
     world_size: int = 1,
     lockstep: bool = False,
     autocast: contextlib.AbstractContextManager | None = None,
+    document_eos: int | None = None,
 ) -> list[float]:
     """This rank's [summed loss in nats, tokens predicted, bytes] over its share of the windows.
 
     Rank r scores windows r, r + world_size, ...; sum the lists over ranks for the whole score.
     `lockstep` (FSDP, which gathers each block's weights from every rank) makes every rank run as many
     forwards as rank 0, which has the most windows: a rank out of windows runs one and discards it.
+    `document_eos` scores with document masking, as a run trained with it computes.
     """
+    options = {} if document_eos is None else {"document_eos": document_eos}
     autocast = autocast or contextlib.nullcontext()
     device = next(model.parameters()).device
     nll, count, nbytes = 0.0, 0.0, 0.0
@@ -58,14 +60,13 @@ def validation_sums(
                 rows = [split.tokens(w * stride, w * stride + window) for w in mine[i : i + per_batch]]
                 if not rows:
                     with autocast:
-                        model(torch.zeros((1, window - 1), dtype=torch.long, device=device))
+                        model(torch.zeros((1, window - 1), dtype=torch.long, device=device), **options)
                     continue
                 tokens = torch.from_numpy(np.stack(rows).astype(np.int64)).to(device)
                 with autocast:
-                    logits = model(tokens[:, :-1])
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="sum")
-                nll += loss.item()
+                    loss, _ = model(tokens[:, :-1], tokens[:, 1:], **options)
                 predicted = tokens[:, 1:].numel()
+                nll += loss.item() * predicted  # the model's loss is the mean over the targets
                 count += predicted
                 nbytes += predicted * split.num_bytes / split.num_tokens
     finally:

@@ -16,6 +16,7 @@ CURVES = (
     ("eval_loss", "eval loss"),
     ("eval_bpb", "eval bits per byte"),
     ("lr", "learning rate"),
+    ("lr_schedule", "learning-rate schedule (declared, whole run)"),
     ("tokens_per_s", "tokens / s"),
 )
 
@@ -42,6 +43,24 @@ def series(rows: list[dict[str, Any]]) -> dict[str, list[list[float]]]:
         if points:
             out[field] = points
     return out
+
+
+def schedule_series(hash_attrs: dict[str, Any], max_points: int = 600) -> list[list[float]]:
+    """The learning rate a train step's optimizer declares for every step of the run, as [step,
+    tokens, lr] points (`step` counted as metrics.jsonl counts it, from 1), at most about `max_points`
+    of them; [] when the step's key names no schedule this reads."""
+    from marin.training.errors import TrainingConfigError
+    from marin.training.optim import OptimizerConfig
+
+    try:
+        optimizer = OptimizerConfig.from_key(hash_attrs["optimizer"])
+        n = int(hash_attrs["num_train_steps"])
+        tokens_per_step = int(hash_attrs["batch_size"]) * int(hash_attrs["seq_len"])
+        schedule = optimizer.schedule(n)
+    except (KeyError, TypeError, ValueError, TrainingConfigError):
+        return []
+    steps = sorted(set(range(0, n, max(1, n // max_points))) | {n - 1})
+    return [[s + 1, (s + 1) * tokens_per_step, schedule.lr(optimizer.learning_rate, s)] for s in steps]
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -104,9 +104,9 @@ def test_changing_the_upstream_step_changes_the_key_of_tokenized(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"source": 3}, "source must be a path string, a StepSpec or a step handle"),
-        ({"paths": ["ok.jsonl", 4.5]}, r"paths\[1\] must be a path string"),
-        ({"paths": [None]}, r"paths\[0\] must be a path string"),
+        ({"source": 3}, "source=3 is an int, expected str or PathLike or StepSpec or a step handle"),
+        ({"paths": ["ok.jsonl", 4.5]}, r"paths\[1\]=4.5 is a float, expected str"),
+        ({"paths": [None]}, r"paths\[0\]=None is None, expected str"),
     ],
 )
 def test_anything_else_is_an_error_at_declaration_naming_the_argument(kwargs, message):

@@ -9,6 +9,7 @@ import orjson
 
 from marin.data.zephyr_step import zephyr_step
 from marin.execution.context import StepContext, current, running
+from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from zephyr import Dataset, ZephyrConfig
@@ -41,7 +42,7 @@ def test_zephyr_step_writes_into_its_output_path_and_records_the_parts(tmp_path:
         lower_even,
         deps=[RAW],
         compression="zstd",
-        zephyr_config=ZephyrConfig(backend="processes", num_workers=2, quiet=True),
+        zephyr=ZephyrConfig(backend="processes", num_workers=2, quiet=True),
     )
     runner = StepRunner(prefix=str(tmp_path), progress=False)
     result = runner.run([step])
@@ -59,15 +60,13 @@ def test_step_fn_resumes_a_half_written_output(tmp_path: Path):
     raw_dir, out_dir = tmp_path / "raw", tmp_path / "clean"
     with running(StepContext("raw", str(raw_dir), str(tmp_path))):
         write_raw()
-    step = zephyr_step(
-        "clean", lower_even, deps=[RAW], zephyr_config=ZephyrConfig(backend="sync", quiet=True)
-    )
+    step = zephyr_step("clean", lower_even, deps=[RAW], zephyr=ZephyrConfig(backend="sync", quiet=True))
     context = StepContext("clean", str(out_dir), str(tmp_path), {"raw": str(raw_dir)})
     with running(context):
-        first = step.fn()
+        first = lower(step).fn()
     (out_dir / first["files"][1]).unlink()
     with running(context):
-        second = step.fn()
+        second = lower(step).fn()
     # The totals cover every part, the one the first attempt wrote included.
     assert second["shards_resumed"] == 1 and second["records_written_this_attempt"] == 2
     assert second["records_written"] == first["records_written"] == 5
@@ -86,15 +85,15 @@ def test_resumed_totals_count_earlier_parts_in_every_format(tmp_path: Path):
             deps=[RAW],
             format=fmt,
             compression=compression,
-            zephyr_config=ZephyrConfig(backend="sync", quiet=True),
+            zephyr=ZephyrConfig(backend="sync", quiet=True),
         )
         out_dir = tmp_path / f"clean-{fmt}-{compression}"
         context = StepContext("clean", str(out_dir), str(tmp_path), {"raw": str(raw_dir)})
         with running(context):
-            first = step.fn()
+            first = lower(step).fn()
         (out_dir / first["files"][1]).unlink()
         with running(context):
-            second = step.fn()
+            second = lower(step).fn()
         assert (fmt, second["records_written"], second["records_written_this_attempt"]) == (fmt, 5, 2)
 
 
@@ -145,7 +144,7 @@ def test_resumed_step_reports_bad_records_over_every_attempt(tmp_path: Path, mon
         "clean",
         keep_all_failing_once,
         inputs=(f"{raw}/*.jsonl",),
-        zephyr_config=ZephyrConfig(backend="sync", quiet=True, max_retries=0),
+        zephyr=ZephyrConfig(backend="sync", quiet=True, max_retries=0),
     )
     runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
     try:
@@ -174,7 +173,7 @@ def test_declared_inputs_rerun_the_step_when_a_raw_file_changes(tmp_path: Path, 
         "clean",
         keep_all_failing_once,
         inputs=(f"{raw}/*.jsonl",),
-        zephyr_config=ZephyrConfig(backend="sync", quiet=True),
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
     )
     runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
     runner.run([step])
@@ -200,7 +199,7 @@ def test_adopt_takes_an_existing_folder_without_running_the_pipeline(tmp_path: P
         never_built,
         output_path="curated/v0",
         adopt=True,
-        zephyr_config=ZephyrConfig(backend="sync", quiet=True),
+        zephyr=ZephyrConfig(backend="sync", quiet=True),
     )
     StepRunner(prefix=str(prefix), progress=False).run([step])
     info = json.loads((existing / ".executor_info").read_text())

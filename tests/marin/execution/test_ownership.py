@@ -212,7 +212,7 @@ def test_train_lm_and_evaluate_pass_adopt_to_their_step(tmp_path):
     from marin.experiment.data import tokenized
     from marin.experiment.evaluate import evaluate
     from marin.experiment.train import train_lm
-    from marin.training.model import LlamaConfig
+    from marin.training.models import LlamaConfig
     from marin.training.optim import AdamConfig
 
     corpus = tmp_path / "c.jsonl"

@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent("""
     from marin.execution.step_runner import StepRunner
     from marin.experiment.data import tokenized
     from marin.experiment.train import train_lm
-    from marin.training.model import LlamaConfig
+    from marin.training.models import LlamaConfig
     from marin.training.optim import AdamConfig
     from zephyr import ZephyrConfig
 
@@ -157,7 +157,9 @@ def test_killed_train_lm_resumes_from_its_latest_checkpoint_to_the_weights_of_an
     assert checkpoints and json.loads((out / ".executor_status").read_text())["state"] == "RUNNING"
 
     planned = {s["name"]: s for s in json.loads(finish(start(prefix, "plan")))["steps"]}
-    assert planned["train/nano"]["state"] == "run: retry" and "resumes" in planned["train/nano"]["reason"]
+    newest = int(checkpoints[-1].split("-")[1])
+    assert planned["train/nano"]["state"] == "run: retry"
+    assert planned["train/nano"]["reason"].endswith(f"; resumes from step {newest}")
 
     finish(start(prefix, "train"))
     result = json.loads((out / ".artifact.json").read_text())["result"]

@@ -120,7 +120,7 @@ def test_local_paths_are_made_absolute_and_hub_ids_kept(tmp_path, monkeypatch):
         (dict(source="a/b", sample_count=0), "sample_count"),
         (dict(source="a/b", validation_fraction=1.0), "validation_fraction"),
         (dict(source="a/b", bad_records="ignore"), "bad_records"),
-        (dict(source="a/b", tokenizer=3), "tokenizer must be"),
+        (dict(source="a/b", tokenizer=3), "tokenizer=3 is an int, expected str or TrainedTokenizer"),
     ],
 )
 def test_bad_declarations_are_step_definition_errors(kwargs, message):

@@ -170,7 +170,7 @@ def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
     from marin.data.token_cache import TokenCache
     from marin.experiment.data import tokenized, train_tokenizer
     from marin.experiment.train import train_lm
-    from marin.training.model import LlamaConfig
+    from marin.training.models import LlamaConfig
     from marin.training.optim import AdamConfig
     from zephyr import ZephyrConfig
 

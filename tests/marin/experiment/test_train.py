@@ -10,14 +10,14 @@ from experiments.llama import llama_nano
 from fray.cluster import ResourceConfig
 from marin.data.corpus import SOURCE_NAME, stories
 from marin.data.tokenizer_training import train_byte_level_bpe
-from marin.execution.errors import StepFailedError
+from marin.execution.errors import StepDefinitionError, StepFailedError
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
 from marin.training.errors import TrainingConfigError
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from zephyr import ZephyrConfig
 
@@ -121,7 +121,15 @@ def test_every_train_config_field_is_a_train_lm_keyword_and_only_unmarked_ones_e
     )
     assert type(handle.config) is TrainConfig and handle.config.prefetch == 2
     keyed = {f.name for f in dataclasses.fields(TrainConfig) if is_key_field(f)}
-    assert set(lower(handle).hash_attrs) == keyed | {"datasets"}
+    attrs = set(lower(handle).hash_attrs) - {"datasets"}
+    at_default = {
+        f.name
+        for f in dataclasses.fields(TrainConfig)
+        if f.default is not dataclasses.MISSING and getattr(handle, f.name) == f.default
+    }
+    published = set(TrainConfig.KEYED_AT_DEFAULT)
+    assert attrs == keyed - (at_default - published)  # an option left at its default stays out
+    assert "eval_max_tokens" in attrs and published <= attrs
     assert {"num_processes", "device", "prefetch", "parallelism", "grad_accum_steps"}.isdisjoint(keyed)
     fields = _nano_fields({stories_tokenized: 1.0}, prefetch=2, eval_max_tokens=4096)
     positional = train_lm(fields.pop("name"), **fields)
@@ -130,7 +138,8 @@ def test_every_train_config_field_is_a_train_lm_keyword_and_only_unmarked_ones_e
 
 def test_unknown_parallelism_is_refused_when_declared(stories_tokenized):
     with pytest.raises(
-        TrainingConfigError, match=r"'checkpoints/nano'.*parallelism must be one of \['ddp', 'fsdp'\]"
+        StepDefinitionError,
+        match=r"train_lm 'checkpoints/nano': parallelism='zero3' is not one of 'ddp', 'fsdp'",
     ):
         _nano({stories_tokenized: 1.0}, parallelism="zero3")
 
@@ -197,7 +206,11 @@ def test_tokenizer_larger_than_the_model_embedding_fails_the_step_before_trainin
 def test_empty_token_cache_fails_the_step_before_training(tokenizer_dir, tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     empty = tokenized(
-        "tokenized/empty", tokenizer=tokenizer_dir, paths=[str(tmp_path / "empty.jsonl")], zephyr=IN_PROCESS
+        "tokenized/empty",
+        tokenizer=tokenizer_dir,
+        paths=[str(tmp_path / "empty.jsonl")],
+        zephyr=IN_PROCESS,
+        allow_empty=True,  # without it the tokenize step fails first, naming the file
     )
     with pytest.raises(StepFailedError, match="no tokens"):
         StepRunner(prefix=str(tmp_path / "out"), progress=False).run([lower(_nano({empty: 1.0}))])

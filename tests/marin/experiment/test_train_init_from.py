@@ -12,13 +12,12 @@ from safetensors.torch import load_file
 import storage
 from marin.data.corpus import SOURCE_NAME, stories
 from marin.data.tokenizer_training import train_byte_level_bpe
-from marin.execution.errors import StepFailedError
+from marin.execution.errors import StepDefinitionError, StepFailedError
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
-from marin.training.errors import TrainingConfigError
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from zephyr import ZephyrConfig
 
@@ -149,7 +148,7 @@ def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, so
     handle = _train("checkpoints/nothing", {stories_tokenized: 1.0}, init_from=str(tmp_path / "empty"))
     with pytest.raises(StepFailedError, match=rf"init_from {tmp_path}/empty: not a train step's output"):
         StepRunner(prefix=str(tmp_path), progress=False).run([handle])
-    with pytest.raises(TrainingConfigError, match="init_from is a int"):
+    with pytest.raises(StepDefinitionError, match="init_from=3 is an int, expected TrainLm or StepSpec"):
         _train("checkpoints/bad", {stories_tokenized: 1.0}, init_from=3)
 
 

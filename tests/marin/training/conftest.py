@@ -71,5 +71,9 @@ def empty_cache(tmp_path_factory, bpe_tokenizer) -> str:
     folder = tmp_path_factory.mktemp("empty")
     (folder / "empty.jsonl").write_text("")
     return tokenize(
-        str(folder / "out"), "tokenized/empty", bpe_tokenizer, paths=[str(folder / "empty.jsonl")]
+        str(folder / "out"),
+        "tokenized/empty",
+        bpe_tokenizer,
+        paths=[str(folder / "empty.jsonl")],
+        allow_empty=True,  # an empty source is an error unless asked for; the trainer must refuse it too
     )

@@ -15,7 +15,7 @@ from marin.training.checkpoint import (
     save_checkpoint,
 )
 from marin.training.errors import CheckpointError
-from marin.training.model import Llama, LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.rng import capture_rng, restore_rng
 
@@ -26,7 +26,7 @@ CONFIG = LlamaConfig(
 
 def _trained(seed: int):
     torch.manual_seed(seed)
-    model = Llama(CONFIG)
+    model = CONFIG.build()
     optimizer = AdamConfig(learning_rate=1e-2, weight_decay=0.1).build(model)
     model(torch.randint(0, 40, (2, 8))).sum().backward()
     optimizer.step()
@@ -114,3 +114,23 @@ def _size_written(directory) -> int:
     return json.loads((directory / "step-00000004" / "checksums.json").read_text())["model.safetensors"][
         "size"
     ]
+
+
+def test_a_run_checkpoints_by_wall_time_without_a_step_count(story_cache, tmp_path):
+    from train_child import SleepEachStep, tiny_config
+
+    from marin.training.datasets import DatasetInput
+    from marin.training.trainer import TrainJob, train
+
+    config = tiny_config(
+        8,
+        checkpoint_every=None,
+        checkpoint_every_minutes=0.5 / 60,  # half a second
+        keep_last_k=None,
+        steps_per_eval=None,
+        callbacks=(SleepEachStep(0.3),),  # each step takes at least 0.3 s
+    )
+    out = str(tmp_path / "run")
+    train(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out))
+    steps = list_checkpoints(os.path.join(out, "checkpoints"))
+    assert steps[-1] == 8 and len(steps) >= 4  # at least every other step by time (>= 0.6 s), and at the end

@@ -5,22 +5,22 @@ the logits of the model that was saved."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 
 import pytest
 import torch
-from train_child import tiny_config
+from train_child import FailAfterStep, Stop, arch_config, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
+from marin.execution.arguments import DeclarationError
 from marin.training.config import Parallelism
 from marin.training.datasets import DatasetInput
-from marin.training.errors import TrainingConfigError
 from marin.training.init_weights import load_init_weights
 from marin.training.launch import run_job
-from marin.training.model import Llama
 from marin.training.trainer import TrainJob
 
 pytestmark = pytest.mark.timeout(600)
@@ -49,15 +49,6 @@ def single_run(story_cache, tmp_path_factory):
         num_processes=1,
     )
     return out
-
-
-class _Stop(Exception):
-    """Ends a run on purpose after a checkpoint."""
-
-
-def _stop_after_step_9(done: int) -> None:
-    if done == 9 and os.environ.get("RANK", "0") == "0":
-        raise _Stop("stopped after step 9")
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +95,16 @@ def test_weights_saved_at_world_size_two_give_the_saved_models_logits_in_a_plain
 ):
     out, summary = fsdp_gang_run
     config = tiny_config(STEPS).model.with_vocab_size(summary["vocab_size"])
-    from_checkpoint, from_export = Llama(config), Llama(config)
-    record = load_init_weights(out, from_checkpoint)  # newest checkpoint: the sharded step-20
+    from_checkpoint, from_export = config.build(), config.build()
+    record = load_init_weights(out, from_checkpoint, config)  # newest checkpoint: the sharded step-20
     assert record["path"].endswith("step-00000020/dcp")
-    load_init_weights(os.path.join(out, "hf"), from_export)  # rank 0 gathered the shards for the export
+    load_init_weights(
+        os.path.join(out, "hf"), from_export, config
+    )  # rank 0 gathered the shards for the export
     tokens = torch.randint(0, config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(from_checkpoint(tokens), from_export(tokens), rtol=1e-6, atol=1e-6)
-        assert not torch.allclose(Llama(config)(tokens), from_export(tokens))  # a fresh model differs
+        assert not torch.allclose(config.build()(tokens), from_export(tokens))  # a fresh model differs
 
 
 @pytest.mark.parametrize("parallelism", ["fsdp", "ddp"])
@@ -123,17 +116,16 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
     cluster = LocalCluster(cpu=2)
     try:
         job = TrainJob(
-            tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp"),
+            tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp", callbacks=(FailAfterStep(9),)),
             datasets,
             out,
-            on_step_end=_stop_after_step_9,
         )
         future = cluster.submit(
             functools.partial(run_job, job, 1),
             name="train-fsdp",
             resources=ResourceConfig.with_cpu(1, replicas=2),
         )
-        with pytest.raises(_Stop):
+        with pytest.raises(Stop):
             future.result(timeout=540)
     finally:
         cluster.shutdown()
@@ -160,13 +152,13 @@ def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_thre
     )  # 6 rows split over 2 and 3
     cluster = LocalCluster(cpu=3)
     try:
-        first = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
+        first = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
         stopped = cluster.submit(
             functools.partial(run_job, first, 1),
             name="train-fsdp",
             resources=ResourceConfig.with_cpu(1, replicas=2),
         )
-        with pytest.raises(_Stop):
+        with pytest.raises(Stop):
             stopped.result(timeout=540)
         summary = cluster.submit(
             functools.partial(run_job, TrainJob(config, datasets, out), 1),
@@ -183,9 +175,9 @@ def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_thre
 def test_a_whole_ddp_checkpoint_resumes_as_two_fsdp_shards(story_cache, single_run, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
-    with pytest.raises(_Stop):  # a DDP-style run writes whole (safetensors) checkpoints
+    with pytest.raises(Stop):  # a DDP-style run writes whole (safetensors) checkpoints
         run_job(
-            TrainJob(tiny_config(STEPS, checkpoint_every=3), datasets, out, on_step_end=_stop_after_step_9),
+            TrainJob(tiny_config(STEPS, checkpoint_every=3, callbacks=(FailAfterStep(9),)), datasets, out),
             num_processes=1,
         )
     assert os.path.exists(os.path.join(out, "checkpoints", "step-00000009", "model.safetensors"))
@@ -207,8 +199,11 @@ def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
     config = tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp")
-    with pytest.raises(_Stop):  # one FSDP process (a process group of one)
-        run_job(TrainJob(config, datasets, out, on_step_end=_stop_after_step_9), num_processes=1)
+    with pytest.raises(Stop):  # one FSDP process (a process group of one)
+        run_job(
+            TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out),
+            num_processes=1,
+        )
     shard = os.path.join(out, "checkpoints", "step-00000009", "dcp", "__0_0.distcp")
     data = bytearray(open(shard, "rb").read())
     data[len(data) // 2] ^= 0xFF
@@ -221,7 +216,22 @@ def test_a_corrupt_shard_falls_back_to_the_checkpoint_before(story_cache, single
 
 def test_parallelism_must_be_ddp_or_fsdp():
     assert tiny_config(1, parallelism="fsdp").parallelism is Parallelism.FSDP
-    with pytest.raises(
-        TrainingConfigError, match=r"parallelism must be one of \['ddp', 'fsdp'\], got 'zero3'"
-    ):
+    with pytest.raises(DeclarationError, match=r"parallelism='zero3' is not one of 'ddp', 'fsdp'"):
         tiny_config(1, parallelism="zero3")
+
+
+@pytest.mark.parametrize("arch", ["qwen3", "olmo2"])
+def test_fsdp_shards_every_architecture_per_block_and_trains_as_one_plain_process(
+    story_cache, tmp_path, arch
+):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    plain, sharded = str(tmp_path / "plain"), str(tmp_path / "fsdp")
+    run_job(TrainJob(arch_config(arch, 4, checkpoint_every=None), datasets, plain), num_processes=1)
+    summary = run_job(
+        TrainJob(arch_config(arch, 4, checkpoint_every=None, parallelism="fsdp"), datasets, sharded),
+        num_processes=1,
+    )
+    assert summary["parallelism"] == "fsdp"
+    assert os.listdir(os.path.join(sharded, "checkpoints", "step-00000004", "dcp"))  # the sharded format
+    for a, b in zip(_metrics(plain), _metrics(sharded), strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5), a["step"]

@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,3 +122,94 @@ def test_prefetcher_hands_a_loader_failure_to_the_train_loop(story_cache, tmp_pa
             prefetcher.next()
     finally:
         prefetcher.close()
+
+
+def test_one_dataset_gives_the_batches_of_its_seeded_epoch_permutations(story_cache):
+    """With one dataset the rows are its windows in the order of PCG64([seed, 0, epoch]) permutations,
+    epoch after epoch: the batches the loader drew before mixtures had schedules."""
+    split = _train(story_cache)
+    seq, batch = 128, 6
+    n = (split.num_tokens - 1) // seq
+    order = np.concatenate([np.random.Generator(np.random.PCG64([3, 0, e])).permutation(n) for e in range(2)])
+    loader = WindowMixture([NamedSource("stories", split, 1.0)], seq_len=seq, batch_size=batch, seed=3)
+    for b in range(n * 2 // batch):
+        expected = np.stack(
+            [split.tokens(w * seq, w * seq + seq + 1) for w in order[b * batch : (b + 1) * batch]]
+        )
+        assert np.array_equal(loader.next_batch(), expected.astype(np.int64))
+
+
+class _Bucket:
+    """A stand-in for a bucket: fsspec's memory filesystem under its own protocol, every ranged read
+    counted, each waiting `latency` seconds, and the most reads in flight at once recorded."""
+
+    def __init__(self, latency: float):
+        import threading
+
+        import fsspec
+        from fsspec.implementations.memory import MemoryFileSystem
+
+        bucket = self
+
+        class Slow(MemoryFileSystem):
+            protocol = "slowbucket"
+
+            @classmethod
+            def _strip_protocol(cls, path):
+                return super()._strip_protocol(path.removeprefix("slowbucket://"))
+
+            def cat_file(self, path, start=None, end=None, **kwargs):
+                with bucket.lock:
+                    bucket.reads += 1
+                    bucket.in_flight += 1
+                    bucket.most_in_flight = max(bucket.most_in_flight, bucket.in_flight)
+                try:
+                    time.sleep(latency)
+                    return super().cat_file(path, start=start, end=end, **kwargs)
+                finally:
+                    with bucket.lock:
+                        bucket.in_flight -= 1
+
+        self.lock = threading.Lock()
+        self.reads = self.in_flight = self.most_in_flight = 0
+        fsspec.register_implementation("slowbucket", Slow, clobber=True)
+        self.fs = Slow()
+
+    def upload(self, folder: str, name: str) -> str:
+        for path in Path(folder).rglob("*"):
+            if path.is_file():
+                self.fs.pipe_file(f"/{name}/{path.relative_to(folder)}", path.read_bytes())
+        return f"slowbucket://{name}"
+
+
+def test_batches_read_from_a_bucket_equal_local_ones_in_few_concurrent_coalesced_reads(
+    story_cache, other_cache
+):
+    import uuid
+
+    import storage
+
+    bucket = _Bucket(latency=0.01)
+    remote = [bucket.upload(c, f"{uuid.uuid4().hex}/{i}") for i, c in enumerate((story_cache, other_cache))]
+    try:
+        local = _mixture(story_cache, other_cache, seq_len=16, batch_size=32, seed=4)
+        sources = [
+            NamedSource("stories", _train(remote[0]), 3.0),
+            NamedSource("other", _train(remote[1]), 1.0),
+        ]
+        far = WindowMixture(sources, seq_len=16, batch_size=32, seed=4)
+        bucket.reads = 0
+        assert np.array_equal(far.next_batch(), local.next_batch())
+        assert bucket.reads < 32 and bucket.most_in_flight >= 2  # coalesced, and in flight together
+        prefetcher = Prefetcher(far, torch.device("cpu"), depth=3)
+        try:
+            for _ in range(6):
+                batch = prefetcher.next()
+                rows = local.next_batch()
+                assert torch.equal(batch.inputs, torch.from_numpy(rows[:, :-1]))
+                assert batch.loader_state == local.state_dict()
+        finally:
+            prefetcher.close()
+    finally:
+        storage.forget_clients()
+        bucket.fs.rm("/" + remote[0].split("://")[1].split("/")[0], recursive=True)

@@ -5,6 +5,7 @@ same global batch; so does gradient accumulation over microbatches."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from train_child import tiny_config
+from train_child import FailAfterStep, SleepEachStep, Stop, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
@@ -190,10 +191,6 @@ def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_p
         cluster.shutdown()
 
 
-def _slow_step(done: int) -> None:
-    time.sleep(0.4)  # room to kill a replica mid-run
-
-
 def _rank1_pid(log: str) -> int | None:
     try:
         text = open(log).read()
@@ -211,7 +208,8 @@ def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoin
     cluster = RayCluster(max_retries=2)
     out, log = tmp_path / "gang", tmp_path / "log"
     config = tiny_config(STEPS, checkpoint_every=3)
-    job = TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), str(out), on_step_end=_slow_step)
+    config = dataclasses.replace(config, callbacks=(SleepEachStep(0.4),))  # room to kill a replica mid-run
+    job = TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), str(out))
     future = cluster.submit(
         functools.partial(run_job, job, 1),
         name="train-gang",
@@ -231,28 +229,19 @@ def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoin
     _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
 
 
-class _Stop(Exception):
-    """Ends a run on purpose after a checkpoint."""
-
-
-def _stop_after_step_9(done: int) -> None:
-    if done == 9 and os.environ.get("RANK") == "0":
-        raise _Stop("stopped after step 9")
-
-
 def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     out = str(tmp_path / "run")
     config = tiny_config(STEPS, checkpoint_every=3)
     cluster = LocalCluster(cpu=2)
     try:
-        job = TrainJob(config, datasets, out, on_step_end=_stop_after_step_9)
+        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
         future = cluster.submit(
             functools.partial(run_job, job, 1),
             name="train-gang",
             resources=ResourceConfig.with_cpu(1, replicas=2),
         )
-        with pytest.raises(_Stop):
+        with pytest.raises(Stop):
             future.result(timeout=540)
     finally:
         cluster.shutdown()
@@ -267,19 +256,17 @@ def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_ca
 PREEMPTED_DRIVER = """
 import functools, json, sys, time
 sys.path.insert(0, sys.argv[5])
-from train_child import tiny_config
+from train_child import SleepEachStep, tiny_config
 from fray.cluster import RayCluster, ResourceConfig
 from marin.training.datasets import DatasetInput
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
-def slow(done):
-    time.sleep(0.4)
-
 address, cache, out, log = sys.argv[1:5]
 elastic = sys.argv[6] == "elastic"
 cluster = RayCluster(address=address, max_retries=2)
-job = TrainJob(tiny_config(20, checkpoint_every=3), (DatasetInput("stories", cache, 1.0),), out, on_step_end=slow)
+config = tiny_config(20, checkpoint_every=3, callbacks=(SleepEachStep(0.4),))
+job = TrainJob(config, (DatasetInput("stories", cache, 1.0),), out)
 future = cluster.submit(functools.partial(run_job, job, 1), name="train-gang",
                         resources=ResourceConfig.with_cpu(1, replicas=2, elastic=elastic), log_path=log)
 print(json.dumps(future.result(timeout=600)))

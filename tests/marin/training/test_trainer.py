@@ -10,7 +10,7 @@ import storage
 from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError, TrainingDataError
-from marin.training.model import LlamaConfig
+from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.trainer import TrainJob, train
 

@@ -525,3 +525,13 @@ def test_runs_page_draws_log_x_when_asked(pipeline_client):
     for run in payload:  # a log axis can place every point: no step or token count of 0
         for points in run["series"].values():
             assert points and all(step > 0 and tokens > 0 for step, tokens, _ in points)
+
+
+def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pipeline_client):
+    report = _rel(pipeline_client, "reports/lr")
+    page = pipeline_client.get("/runs", params={"o": report}).text
+    assert 'id="chart-lr_schedule"' in page
+    for run in json.loads(re.search(r'id="runs-data">(.*?)</script>', page, re.S).group(1)):
+        declared = {step: lr for step, _, lr in run["series"]["lr_schedule"]}
+        logged = {step: lr for step, _, lr in run["series"]["lr"]}
+        assert sorted(declared) == list(range(1, 7)) and declared == logged

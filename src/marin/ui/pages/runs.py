@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from marin.ui.index import Entry
-from marin.ui.runs import CURVES, hyperparameter_diff, read_metrics, series
+from marin.ui.runs import CURVES, hyperparameter_diff, read_metrics, schedule_series, series
 from marin.ui.site import Site, _deps, _find_dep, _float
 
 
@@ -34,7 +34,11 @@ def runs(site: Site, request: Request) -> HTMLResponse:
     payload, unreadable = [], []
     for e in selected:
         rows, why = read_metrics(e.row.path)
-        payload.append({"name": f"{e.row.name} ({e.rel})", "series": series(rows)})
+        curves = series(rows)
+        declared = schedule_series((e.info.hash_attrs if e.info else None) or {})
+        if declared:
+            curves["lr_schedule"] = declared
+        payload.append({"name": f"{e.row.name} ({e.rel})", "series": curves})
         if why:
             unreadable.append(f"{e.rel}: {why}")
     params = hyperparameter_diff(
