@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -193,7 +194,10 @@ def run_local_gang(payload: bytes, replicas: int, *, join_outer_group: bool = Fa
             for env in local_rank_envs(replicas, join_outer_group=join_outer_group)
         ]
         try:
-            failed = _wait_for_gang(procs)
+            with _passing_stop_signals(
+                procs
+            ):  # a cancelled gang's replicas may checkpoint, as one task would
+                failed = _wait_for_gang(procs)
             if failed is not None:  # the others may fail of it in turn: let them report why, briefly
                 deadline = time.monotonic() + GRACE_S
                 while time.monotonic() < deadline and any(p.poll() is None for p in procs):
@@ -225,6 +229,29 @@ def run_local_gang(payload: bytes, replicas: int, *, join_outer_group: bool = Fa
         if kind == "error":
             raise value
         return value
+
+
+@contextmanager
+def _passing_stop_signals(procs: list[subprocess.Popen]) -> Iterator[None]:
+    """While the block runs, a SIGTERM to the launcher (LocalCluster's cancel) goes on to each replica
+    still running, and a SIGINT is left to them (a terminal's Ctrl-C reaches the whole group); the
+    launcher then waits for them as usual. Only the main thread can install it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, forward)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def is_peer_loss(error: BaseException) -> bool:

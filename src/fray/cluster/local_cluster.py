@@ -91,6 +91,9 @@ class _Pending:
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
     deferred: Deferred | None = None  # its dispatch, kept by the pool thread that submitted it
+    kill_timer: threading.Timer | None = (
+        None  # after cancel()'s SIGTERM: the SIGKILL, if it outlives the grace
+    )
 
 
 class LocalCluster(Cluster):
@@ -102,7 +105,9 @@ class LocalCluster(Cluster):
     time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
     gets a worker of its own, started with that environment and ended after it. With `echo`, the
     lines a running task writes to its log are also shown on stderr, prefixed with its name.
-    `cancel(future)` kills a running task's worker process. How cores are shared: the module
+    `cancel(future)` sends a running task's worker process SIGTERM, so the task may stop cleanly
+    (a training writes its checkpoint: `marin.training.stop_signals`), and SIGKILL if it is still
+    running `cancel_grace_s` seconds later (0: SIGKILL at once). How cores are shared: the module
     docstring.
 
     A machine has no region: a task's `regions` are ignored, with one PlacementIgnoredWarning per
@@ -111,7 +116,13 @@ class LocalCluster(Cluster):
     """
 
     def __init__(
-        self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None, echo: bool = False
+        self,
+        *,
+        cpu: float | None = None,
+        ram: int | None = None,
+        gpus: int | None = None,
+        echo: bool = False,
+        cancel_grace_s: float = 5.0,
     ):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
@@ -120,6 +131,7 @@ class LocalCluster(Cluster):
             gpus=machine.gpus if gpus is None else int(gpus),
         )
         self.echo = echo
+        self.cancel_grace_s = cancel_grace_s
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else []
         self._free_gpus = (ids or [str(i) for i in range(self.capacity.gpus)])[: self.capacity.gpus]
@@ -177,8 +189,9 @@ class LocalCluster(Cluster):
         return future
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
-        """Keep a queued task from starting, or SIGKILL the worker process of a running one (its future
-        then fails with TaskCancelledError naming `reason`). A task that has finished is left alone."""
+        """Keep a queued task from starting, or stop the worker process of a running one: SIGTERM, then
+        SIGKILL after `cancel_grace_s` (its future then fails with TaskCancelledError naming `reason`,
+        unless the task handled SIGTERM and returned or raised). A task that has finished is left alone."""
         with self._lock:
             pending = self._tasks.get(future)
             if pending is None or pending.finished or pending.cancelled is not None:
@@ -191,9 +204,26 @@ class LocalCluster(Cluster):
             elif pending.worker is not None:  # else it is between start and take(): _run sees `cancelled`
                 # Under the lock: _run hands the worker back to the pool (where the next task may
                 # take it) only after marking the task finished under this lock.
-                pending.worker.kill()
+                self._stop_worker(pending)
         if queued:
             future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
+
+    def _stop_worker(self, pending: _Pending) -> None:
+        """SIGTERM a cancelled task's worker and SIGKILL it after the grace period (under self._lock).
+        The worker is not reused afterwards, so the SIGKILL can only reach this task."""
+        worker = pending.worker
+        if self.cancel_grace_s <= 0:
+            worker.kill()
+            return
+        worker.terminate()
+        pending.kill_timer = threading.Timer(self.cancel_grace_s, self._kill_after_grace, (pending, worker))
+        pending.kill_timer.daemon = True
+        pending.kill_timer.start()
+
+    def _kill_after_grace(self, pending: _Pending, worker: WorkerProcess) -> None:
+        with self._lock:
+            if pending.worker is worker and not pending.finished:
+                worker.kill()
 
     def shutdown(self, *, kill_running: bool = False) -> None:
         """Cancel queued tasks and wait for running ones (or kill them with `kill_running=True`)."""
@@ -308,7 +338,10 @@ class LocalCluster(Cluster):
                     with self._lock:  # from now on cancel() leaves this worker (and its next task) alone
                         pending.finished = True
                         pending.worker = None
-                    self._workers.give_back(worker, reusable=not dedicated)
+                        stopped = pending.cancelled is not None  # it may have got SIGTERM: never reused
+                        if pending.kill_timer is not None:
+                            pending.kill_timer.cancel()
+                    self._workers.give_back(worker, reusable=not (dedicated or stopped))
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
             outcome = exc
         finally:
@@ -370,7 +403,7 @@ class LocalCluster(Cluster):
     @staticmethod
     def _cancelled(pending: _Pending, *, killed: bool) -> TaskCancelledError:
         how = (
-            f": its process (pid {pending.worker.pid}) was killed"
+            f": its process (pid {pending.worker.pid}) was stopped (SIGTERM, then killed if still running)"
             if killed and pending.worker
             else " before it ran"
         )
