@@ -8,8 +8,8 @@ prefix. Three runner processes (`StepRunner().run(...)` of the whole DAG, in fre
 on the default LocalCluster) work on it at once, in rounds: a round starts three runners and ends
 when all three have exited; rounds go on until every step is SUCCESS.
 
-While `--chaos-s` seconds last, the chaos thread (seeded: `--seed`) waits 1-5 s, then injects one
-fault, the first four one of each kind in a seeded order:
+While `--chaos-s` seconds last (and until each kind was injected once), the chaos thread (seeded:
+`--seed`) waits 1-5 s, then injects one fault, the first four one of each kind in a seeded order:
 - `kill_runner`: SIGKILL a runner process;
 - `kill_worker`: SIGKILL a worker process of a runner (the process running a step);
 - `term_runner`: SIGTERM a runner (it cancels its steps, records them INTERRUPTED and exits);
@@ -31,13 +31,17 @@ Then it checks, and prints as JSON:
 `invariants_hold` is true when every check passes.
 
     .venv/bin/python benchmarks/soak.py [--store local|s3] [--seed 1] [--chaos-s 60] [--train-steps 20]
-    .venv/bin/python benchmarks/soak.py --short --store s3   # the suite's version (tests/test_soak.py)
+    .venv/bin/python benchmarks/soak.py --short --store s3   # the suite's version (tests/marin/execution/test_soak.py)
+
+`--short` is `SHORT`: 5 x 8 trivial steps (47 in all), two 2-step trainings, a fault every 0.5-1.5 s
+for 6 s, no baseline; every check is the same.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import random
@@ -82,7 +86,7 @@ DAG = textwrap.dedent('''
     from zephyr import Dataset
 
     JOURNAL = os.environ["SOAK_JOURNAL"]
-    LAYERS, WIDTH = 15, 20
+    LAYERS, WIDTH = int(os.environ.get("SOAK_LAYERS", "15")), int(os.environ.get("SOAK_WIDTH", "20"))
     RECORDS = 2000
     TRAIN_STEPS = int(os.environ.get("SOAK_TRAIN_STEPS", "20"))
 
@@ -151,7 +155,7 @@ DAG = textwrap.dedent('''
             ))
             for lr in (1e-3, 3e-3)
         ]
-        report = StepSpec(name="report", fn=summary, deps=[*layers[-1][:2], doubled, *models], hash_attrs={"v": 1})
+        report = StepSpec(name="report", fn=summary, deps=[*layers[-1][:2], lower(doubled), *models], hash_attrs={"v": 1})
         return journal_every_step([*layers[-1], report])
 
 
@@ -215,14 +219,22 @@ class Fault:
 
 
 class Chaos(threading.Thread):
-    """Injects one fault every 1-5 s (seeded) into the live runners and their workers, until stopped."""
+    """Injects one fault every 1-5 s (seeded; `every`) into the live runners and their workers, until stopped."""
 
-    def __init__(self, seed: int, runners: list[subprocess.Popen], control: str, seconds: float):
+    def __init__(
+        self,
+        seed: int,
+        runners: list[subprocess.Popen],
+        control: str,
+        seconds: float,
+        every: tuple[float, float] = (1.0, 5.0),
+    ):
         super().__init__(name="soak-chaos", daemon=True)
         self.rng = random.Random(seed)
         self.runners = runners  # the current round's, replaced by the driver between rounds
         self.control = control
         self.seconds = seconds  # counted from when the first runner is running steps
+        self.every = every
         self.faults: list[Fault] = []
         self.stop = threading.Event()
         self.first = list(FAULT_KINDS)
@@ -233,7 +245,7 @@ class Chaos(threading.Thread):
             if self.stop.wait(0.1):
                 return
         until = time.time() + self.seconds
-        while not self.stop.wait(self.rng.uniform(1.0, 5.0)) and time.time() < until:
+        while not self.stop.wait(self.rng.uniform(*self.every)) and (time.time() < until or self.first):
             kind = self.first.pop(0) if self.first else self.rng.choice(FAULT_KINDS)
             if not self._inject(kind) and kind in FAULT_KINDS and kind not in self.first:
                 self.first.insert(0, kind)  # nothing to hit now: try this kind again next time
@@ -293,12 +305,14 @@ def _start_runners(work: str, env: dict[str, str], log) -> list[subprocess.Popen
     return [subprocess.Popen(cmd, env=env, cwd=work, stdout=log, stderr=log) for _ in range(RUNNERS)]
 
 
-def _drive(work: str, env: dict[str, str], chaos_s: float, seed: int, max_rounds: int) -> dict:
+def _drive(
+    work: str, env: dict[str, str], chaos_s: float, seed: int, max_rounds: int, every: tuple[float, float]
+) -> dict:
     """Rounds of three runners until every step is SUCCESS (chaos during the first `chaos_s` s)."""
     control = os.path.join(work, "control")
     os.makedirs(control, exist_ok=True)
     started = time.time()
-    chaos = Chaos(seed, [], control, chaos_s) if chaos_s > 0 else None
+    chaos = Chaos(seed, [], control, chaos_s, every) if chaos_s > 0 else None
     rounds, exits = 0, collections.Counter()
     with open(os.path.join(work, f"runners-{seed}-{chaos_s:g}.log"), "ab") as log:
         while rounds < max_rounds:
@@ -458,20 +472,38 @@ def _completions(journal: str, faults: list[Fault]) -> dict:
     return {"repeated_after_a_kill": dict(explained), "repeated_unexplained": unexplained[:20]}
 
 
-def _environment(work: str, prefix: str, extra: dict[str, str], train_steps: int, journal: str) -> dict:
+def _environment(work: str, prefix: str, extra: dict[str, str], size: Size, journal: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "MARIN_CLUSTER"}
     env.update(extra)
     env.update(
         MARIN_PREFIX=prefix,
         SOAK_JOURNAL=journal,
-        SOAK_TRAIN_STEPS=str(train_steps),
+        SOAK_TRAIN_STEPS=str(size.train_steps),
+        SOAK_LAYERS=str(size.layers),
+        SOAK_WIDTH=str(size.width),
         PYTHONPATH=os.pathsep.join([work, ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
         MARIN_TOKENIZER="demo",
     )
     return env
 
 
-def soak(store: str, seed: int, chaos_s: float, train_steps: int, baseline: bool, max_rounds: int) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """How big a soak is: the trivial steps' layers and width, the trainings' steps, the chaos."""
+
+    layers: int = 15
+    width: int = 20
+    train_steps: int = 20
+    chaos_s: float = 60.0
+    fault_every: tuple[float, float] = (1.0, 5.0)  # seconds between faults (seeded uniform)
+
+
+# The suite's version (tests/marin/execution/test_soak.py): 47 steps (40 trivial, the zephyr pair, the
+# tokenizer and tokenization, two 2-step trainings, the report), a fault every 0.5-1.5 s for 6 s.
+SHORT = Size(layers=5, width=8, train_steps=2, chaos_s=6.0, fault_every=(0.5, 1.5))
+
+
+def soak(store: str, seed: int, size: Size, baseline: bool, max_rounds: int) -> dict:
     """Run the soak (and its no-chaos baseline) on `store`; the figures and the checks."""
     import contextlib
 
@@ -490,15 +522,13 @@ def soak(store: str, seed: int, chaos_s: float, train_steps: int, baseline: bool
             extra = server.env if server is not None else {}
             figures: dict = {}
             if baseline:
-                env = _environment(
-                    work, prefix_of("quiet"), extra, train_steps, os.path.join(work, "quiet.journal")
-                )
-                quiet = _drive(work, env, 0, seed, max_rounds)
+                env = _environment(work, prefix_of("quiet"), extra, size, os.path.join(work, "quiet.journal"))
+                quiet = _drive(work, env, 0, seed, max_rounds, size.fault_every)
                 figures["no_chaos"] = {"rounds": quiet["rounds"], "seconds": round(quiet["seconds"], 2)}
             journal = os.path.join(work, "chaos.journal")
             open(journal, "w").close()
-            env = _environment(work, prefix_of("chaos"), extra, train_steps, journal)
-            run = _drive(work, env, chaos_s, seed, max_rounds)
+            env = _environment(work, prefix_of("chaos"), extra, size, journal)
+            run = _drive(work, env, size.chaos_s, seed, max_rounds, size.fault_every)
             checked = _check(work, env)
         repeats = _completions(journal, run["faults"])
     finally:
@@ -511,7 +541,7 @@ def soak(store: str, seed: int, chaos_s: float, train_steps: int, baseline: bool
         "seed": seed,
         "steps": steps,
         "runners": RUNNERS,
-        "chaos_s": chaos_s,
+        "chaos_s": size.chaos_s,
         "faults_by_kind": {k: faults.get(k, 0) for k in FAULT_KINDS},
         "rounds": run["rounds"],
         "runner_exit_codes": run["runner_exit_codes"],
@@ -550,15 +580,19 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=20)
     parser.add_argument("--max-rounds", type=int, default=30)
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--layers", type=int, default=15)
+    parser.add_argument("--width", type=int, default=20)
     parser.add_argument(
-        "--short", action="store_true", help="the suite's version: 20 s of chaos, 4 train steps, no baseline"
+        "--short",
+        action="store_true",
+        help="the suite's version (SHORT: 47 steps, 6 s of chaos), no baseline",
     )
     args = parser.parse_args()
     if args.short:
-        args.chaos_s, args.train_steps, args.no_baseline = 20.0, 4, True
-    result = soak(
-        args.store, args.seed, args.chaos_s, args.train_steps, not args.no_baseline, args.max_rounds
-    )
+        size, args.no_baseline = SHORT, True
+    else:
+        size = Size(args.layers, args.width, args.train_steps, args.chaos_s)
+    result = soak(args.store, args.seed, size, not args.no_baseline, args.max_rounds)
     print(json.dumps(result))
 
 

@@ -47,8 +47,9 @@ class Cluster(abc.ABC):
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Stop the task behind `future` (one this cluster returned); `reason` goes into its error.
 
-        A queued task never starts. A running task is killed where the cluster can kill it (its
-        process on a LocalCluster, its Ray worker on a RayCluster), and its future fails with
+        A queued task never starts. A running task is stopped where the cluster can stop it (its
+        process on a LocalCluster: SIGTERM, then SIGKILL after a grace period, so a training step can
+        write its checkpoint; its Ray worker on a RayCluster), and its future fails with
         `TaskCancelledError`. This default can only keep a task that has not started from starting.
         """
         future.cancel()
