@@ -155,7 +155,8 @@ DAG = textwrap.dedent('''
             ))
             for lr in (1e-3, 3e-3)
         ]
-        report = StepSpec(name="report", fn=summary, deps=[*layers[-1][:2], lower(doubled), *models], hash_attrs={"v": 1})
+        deps = [*layers[-1][:2], lower(doubled), *models]
+        report = StepSpec(name="report", fn=summary, deps=deps, hash_attrs={"v": 1})
         return journal_every_step([*layers[-1], report])
 
 

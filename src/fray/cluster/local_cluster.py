@@ -122,7 +122,7 @@ class LocalCluster(Cluster):
         ram: int | None = None,
         gpus: int | None = None,
         echo: bool = False,
-        cancel_grace_s: float = 0.0,  # 5.0 hung the S3 short soak (tests/marin/execution/test_soak.py): see docs/clusters.md
+        cancel_grace_s: float = 0.0,  # 5.0 hung the S3 short soak: see docs/clusters.md
     ):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
