@@ -6,9 +6,11 @@ for each architecture.
 The data is a real token cache: the embedded story corpus tokenized (through `tokenized()`) with a
 byte-level BPE trained on it (asked for 4,096 entries; 3,000 stories yield about 1,700). The model is
 `experiments.llama.llama_30m`'s shape in each registered architecture (llama, qwen3, olmo2, ...:
-the same width, depth, heads and MLP, with each one's norms and QK-norm), at that vocabulary.
+the same width, depth, heads and MLP, with each one's norms and QK-norm; a mixture-of-experts
+takes the MLP's width as each of its 8 experts', top-2), at that vocabulary.
 Baseline: the same module and AdamW, the same batches drawn beforehand from the same loader
-into memory, then forward / cross-entropy / backward / step / zero_grad and nothing else. Ours:
+into memory, then forward to the model's loss (plus its auxiliary losses: a mixture-of-experts')
+/ backward / step / zero_grad and nothing else. Ours:
 `train()` with its prefetch thread, LR schedule, grad clipping, metrics.jsonl and progress bar.
 The two alternate step by step in one process (a baseline step runs in the trainer's per-step
 hook, outside the trainer's timed period), so both see the same load on a shared machine. Figures
@@ -28,7 +30,6 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -66,18 +67,27 @@ def build_cache(root: str) -> str:
     return path
 
 
+def loader_batches(
+    cache: str, *, seq_len: int, batch_size: int, steps: int, seed: int = 0
+) -> list[torch.Tensor]:
+    """The first `steps` batches the trainer's loader draws from the token cache at `cache`, as tensors."""
+    loader = WindowMixture(
+        [NamedSource("bench", TokenCache.open(cache).split("train"), 1.0)],
+        seq_len=seq_len,
+        batch_size=batch_size,
+        seed=seed,
+    )
+    return [torch.from_numpy(loader.next_batch()) for _ in range(steps)]
+
+
 class PlainLoop:
     """The baseline: the same Llama and AdamW, the same batches drawn beforehand, and nothing else."""
 
     def __init__(self, config: TrainConfig, cache: str, steps: int):
         opened = TokenCache.open(cache)
-        loader = WindowMixture(
-            [NamedSource("bench", opened.split("train"), 1.0)],
-            seq_len=config.seq_len,
-            batch_size=config.batch_size,
-            seed=config.seed,
+        self.batches = loader_batches(
+            cache, seq_len=config.seq_len, batch_size=config.batch_size, steps=steps, seed=config.seed
         )
-        self.batches = [torch.from_numpy(loader.next_batch()) for _ in range(steps)]
         torch.manual_seed(config.seed + 1)
         self.model = config.model.with_vocab_size(opened.vocab_size).build()
         self.optimizer = torch.optim.AdamW(
@@ -88,9 +98,8 @@ class PlainLoop:
         """Run step `i`; return its seconds."""
         rows = self.batches[i]
         start = time.perf_counter()
-        logits = self.model(rows[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1), rows[:, 1:].flatten())
-        loss.backward()
+        loss, aux = self.model(rows[:, :-1], rows[:, 1:])  # the model's loss; a MoE's aux losses too
+        (loss + sum(aux.values())).backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         loss.item()

@@ -39,7 +39,6 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -153,9 +152,9 @@ def plain_loop(
         for i in range(steps):
             start = time.perf_counter()
             with autocast:
-                logits = train_model(rows[i, :, :-1])
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), rows[i, :, 1:].flatten())
-            loss.backward()
+                loss, aux = train_model(rows[i, :, :-1], rows[i, :, 1:])  # a MoE's aux losses too
+                objective = loss + sum(aux.values())
+            objective.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             loss.item()

@@ -28,11 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fresh import load_average  # noqa: E402
-from train_cpu_throughput import build_cache  # noqa: E402
+from train_cpu_throughput import build_cache, loader_batches  # noqa: E402
 
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
-from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
 from marin.training.optim import AdamConfig, MuonConfig, OptimizerConfig, set_scheduled_lr  # noqa: E402
 
 GOAL_RATIO = 1.2
@@ -72,15 +71,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="marin-bench-muon-") as root:
-        cache = TokenCache.open(build_cache(root))
-        loader = WindowMixture(
-            [NamedSource("bench", cache.split("train"), 1.0)],
-            seq_len=args.seq_len,
-            batch_size=args.batch_size,
-            seed=0,
-        )
-        batches = [torch.from_numpy(loader.next_batch()) for _ in range(args.steps)]
-        model_config = llama_30m.with_vocab_size(cache.vocab_size)
+        path = build_cache(root)
+        batches = loader_batches(path, seq_len=args.seq_len, batch_size=args.batch_size, steps=args.steps)
+        model_config = llama_30m.with_vocab_size(TokenCache.open(path).vocab_size)
     adam = Run(AdamConfig(learning_rate=1e-3, warmup=2), model_config, args.steps)
     muon = Run(MuonConfig(learning_rate=0.02, adam_learning_rate=1e-3, warmup=2), model_config, args.steps)
     adam_s, muon_s = [], []

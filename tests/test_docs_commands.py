@@ -42,6 +42,10 @@ CANNOT_RUN_HERE: dict[str, str] = {
     ".venv/bin/marin submit --address http://HEAD_IP:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py": "needs a multi-machine cluster and a bucket; tests/test_readme_ray_commands.py submits to a local head",
     ".venv/bin/marin jobs list --address http://HEAD_IP:8265": "needs the three-machine cluster; tests/test_readme_ray_commands.py lists jobs on a local head",
     "bash scripts/test.sh": "it is the test run itself",
+    "python -m experiments.tutorials.scaling": "the full sweep trains for several minutes on 2 cores; "
+    "tests/marin/experiment/test_scaling_tutorial.py runs its reduced size verbatim",
+    ".venv/bin/python benchmarks/scaling_fit.py": "a benchmark at its full size (tens of seconds of one core; "
+    "tests never time anything): tests/marin/scaling_laws/test_scaling_benchmark.py runs it at a reduced size",
     ".venv/bin/python -m pytest tests/infra tests/fray/test_kuberay_manifest.py -q": "it is a test run itself",
     'ray start --address=HEAD_IP:6379 --labels="ray.io/availability-region=us-central1,ray.io/market-type=spot"': "joins a second machine to a head at HEAD_IP; tests/fray runs labelled local nodes instead",
     ".venv/bin/marin jobs logs raysubmit_XXXX --follow --address http://127.0.0.1:8265": "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "

@@ -33,7 +33,7 @@ def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path):
         "marin plan experiments/tutorials/demo.py",
         "marin run experiments/tutorials/demo.py",
         "marin status marin-outputs",
-        "marin info marin-outputs/checkpoints/marin-nano-tinystories-*",
+        "marin info checkpoints/marin-nano-tinystories",
         "marin gc marin-outputs",
     ]
     stamp = ROOT / ".venv" / ".marin-installed"
@@ -63,8 +63,13 @@ def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path):
 
     rerun = sh(run)
     assert re.search(r"(\d+) steps under .*: \1 cached", rerun), rerun[-3000:]
+    # demo.sh passes its arguments to `marin run`: a rerun with one reuses every step, and still reports
+    again = sh("bash scripts/demo.sh --force-run-failed")
+    assert re.search(r"(\d+) steps under .*: \1 cached", again) and "final training loss" in again, again
     shown = sh(status)
     assert "SUCCESS" in shown and "checkpoints/marin-nano-tinystories" in shown
+    for headline in ("final_loss = ", "bpb = ", "tokens = ", "vocab_size = "):  # one per kind of output
+        assert headline in shown, shown
     (model,) = (project / "marin-outputs" / "checkpoints").glob("marin-nano-tinystories-*")
     explained = sh(info)
     assert "checkpoints/marin-nano-tinystories" in explained and "learning_rate" in explained, explained

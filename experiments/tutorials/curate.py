@@ -55,7 +55,7 @@ model = train_lm(
     resources=ResourceConfig.with_cpu(),
 )
 
-evaluation = evaluate(name="evaluations/marin-nano-web-synth", model_step=model, datasets=[curated_tokens])
+evaluation = evaluate(name="evaluations/marin-nano-web-synth", model=model, datasets=[curated_tokens])
 
 
 def read_ids(folder: str) -> set[str]:

@@ -37,7 +37,7 @@ models = {
 evaluations = [
     evaluate(
         f"eval/nano-{label.replace('=', '')}",
-        model_step=model,
+        model=model,
         datasets=[stories],
         harness_tasks=("marin_story_endings",),
         prompts=("Once upon a time",),

@@ -1,7 +1,10 @@
-"""The tiny-LLM example as Levanter users write it, changed in one import only (AdamConfig is ours, not Levanter's).
+"""The tiny-LLM example as Levanter users write it, changed in one import (AdamConfig is ours, not Levanter's).
 
 It tokenizes 1,000 TinyStories from the Hugging Face hub, so it needs network access (or a warm HF
-cache). `experiments/tutorials/demo.py` is the same pipeline on the embedded corpus, offline.
+cache). `experiments/tutorials/demo.py` is the same pipeline on the embedded corpus, offline. Its
+step names end in `-hub`, apart from the demo's: the two pipelines read different data, and one
+name's outputs under one prefix belong to one pipeline (else each would plan `run: changed`
+against the other's).
 """
 
 from experiments.llama import llama_nano
@@ -16,7 +19,7 @@ from marin.training.optim import AdamConfig
 # 1️⃣  Tokenize a small dataset – nothing is downloaded yet.
 
 tinystories_tokenized = tokenized(
-    name="tokenized/tinystories",
+    name="tokenized/tinystories-hub",
     source="roneneldan/TinyStories",
     tokenizer=marin_tokenizer,
     sample_count=1000,
@@ -25,7 +28,7 @@ tinystories_tokenized = tokenized(
 # 2️⃣  Train a tiny LLM on the tokenized data.
 
 nano_tinystories_model = train_lm(
-    name="checkpoints/marin-nano-tinystories",
+    name="checkpoints/marin-nano-tinystories-hub",
     version="v1",
     model=llama_nano,
     optimizer=AdamConfig(learning_rate=6e-4, weight_decay=0.1),

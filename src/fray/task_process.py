@@ -30,18 +30,25 @@ import cloudpickle
 
 
 def run_task(payload: bytes) -> bytes:
-    """Unpickle and call the task in `payload`; its outcome, pickled (as text when it cannot pickle)."""
+    """Unpickle and call the task in `payload`; its outcome, pickled (as text when it cannot pickle).
+
+    A failure travels as the exception and its traceback in this process without the exception's
+    own lines (its message and notes), which the exception carries itself: the caller shows each
+    once. An exception that cannot be pickled travels as the whole formatted text.
+    """
     try:
         outcome: tuple[Any, ...] = ("ok", cloudpickle.loads(payload)())
     except BaseException as exc:  # noqa: BLE001 - every failure of the task goes back to the caller
-        outcome = ("error", exc, traceback.format_exc())
+        full = traceback.format_exc()
+        own = "".join(traceback.format_exception_only(type(exc), exc))
+        outcome = ("error", exc, full.removesuffix(own).rstrip() if full.endswith(own) else full, full)
     try:
-        return cloudpickle.dumps(outcome)
+        return cloudpickle.dumps(outcome[:3])
     except Exception:  # noqa: BLE001 - an unpicklable value or exception travels as text
         if outcome[0] == "ok":
             text = f"the task returned a {type(outcome[1]).__name__} that cannot be pickled:\n{traceback.format_exc()}"
         else:
-            text = outcome[2]
+            text = outcome[3]
         return cloudpickle.dumps(("error", None, text))
 
 

@@ -1,4 +1,5 @@
-"""The `marin` command: run, plan, status, info, gc, ui, plot-lr; submit and jobs (a Ray cluster, see docs/clusters.md).
+"""The `marin` command: run, plan, status, info, compare, gc, ui, plot-lr; submit and jobs (a Ray cluster, see
+docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
 handle bound to a public top-level name, with their dependencies; `--step NAME` picks some. See
@@ -7,24 +8,68 @@ handle bound to a public top-level name, with their dependencies; `--step NAME` 
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Sequence
 
 import click
 
-from marin.execution.errors import MarinError, RunInterruptedError, StepFailedError
+from marin.execution.errors import RunInterruptedError, StepFailedError, is_reported
 
 _PREFIX_HELP = "Where outputs live (default: $MARIN_PREFIX, else ./marin-outputs)."
+_TRACEBACK_ENV = "MARIN_TRACEBACK"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Marin(click.Group):
+    """The command group; every command's errors are reported here, one way.
+
+    An error raised on purpose (`errors.is_reported`: bad input, a missing path, a mistake in the
+    experiment file, a step that failed on one) is one `error:` line, plus at most a short hint,
+    and exit code 2, without a traceback unless `--traceback` or MARIN_TRACEBACK=1 asks for it. A
+    step that failed on a bug exits 1; an interrupted run 130. Anything else is a bug of marin's and
+    keeps its traceback.
+    """
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except StepFailedError as e:
+            _report_failed_steps(e)
+        except RunInterruptedError as e:
+            _fail(str(e), 130, error=e)
+        except Exception as e:
+            if not is_reported(e):
+                raise
+            _fail(str(e), 2, hint=getattr(e, "hint", ""), error=e)
+
+
+def _set_traceback(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        os.environ[_TRACEBACK_ENV] = "1"
+
+
+_traceback_option = click.option(
+    "--traceback",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_set_traceback,
+    help=f"On an error, also print its full traceback (or set {_TRACEBACK_ENV}=1).",
+)
+
+
+def _wants_traceback() -> bool:
+    return os.environ.get(_TRACEBACK_ENV, "").strip() not in ("", "0")
+
+
+@click.group(cls=_Marin, context_settings={"help_option_names": ["-h", "--help"]})
+@_traceback_option
 def main() -> None:
     """marin: declared pipelines of cached, content-addressed steps."""
 
 
 def _load(file: str, step_names, prefix: str | None):
     """Import FILE's steps; `--prefix` also becomes $MARIN_PREFIX so a runner the file itself starts agrees."""
-    import os
-
     from marin.execution.discover import load_steps
 
     if prefix:
@@ -39,20 +84,37 @@ def _runner(prefix: str | None, max_concurrent: int | None = None, lease_timeout
     return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
 
 
-def _declared_errors() -> tuple[type[Exception], ...]:
-    """The errors a declaration raises on purpose: MarinError, and ZephyrError (zephyr is a leaf
-    library, so its errors have their own base). zephyr is loaded only when the experiment file
-    imported it, so the command itself never pays for importing it."""
-    zephyr_errors = sys.modules.get("zephyr.errors")
-    return (MarinError,) + ((zephyr_errors.ZephyrError,) if zephyr_errors is not None else ())
+def _fail(message: str, code: int = 1, hint: str = "", error: BaseException | None = None) -> None:
+    """Print `error: MESSAGE` (its first line; the rest, or `hint`, indented below) and exit."""
+    if error is not None and _wants_traceback():
+        from marin.execution.mistakes import format_traceback
 
-
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
+        click.echo(format_traceback(error).rstrip(), err=True)
+    lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
+    click.echo(f"error: {lines[0]}", err=True)
+    for line in ([hint] if hint else []) + lines[1:]:
+        click.echo(f"  {line.strip()}", err=True)
     sys.exit(code)
 
 
+def _report_failed_steps(e: StepFailedError) -> None:
+    """One `error:` line per failed step (its error), its log as the hint; exit 2 when every failure
+    was bad input (`StepFailedError.reported`), else 1."""
+    if _wants_traceback():
+        for name, text in e.failures.items():
+            click.echo(f"--- {name}\n{text.rstrip()}", err=True)
+    for name, error, log in e.shown():
+        click.echo(f"error: step {name!r} failed: {error}", err=True)
+        if log:
+            more = "" if _wants_traceback() else "; --traceback prints the full error"
+            click.echo(f"  its log: {log}{more}", err=True)
+    for line in e.rest():
+        click.echo(f"  {line}", err=True)
+    sys.exit(2 if e.reported else 1)
+
+
 @main.command()
+@_traceback_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--step", "step_names", multiple=True, help="Run only this step (step or variable name); repeatable."
@@ -75,28 +137,36 @@ def run(
 ) -> None:
     """Run the steps FILE.py declares (and their dependencies)."""
     if cluster:
-        import os
-
         os.environ["MARIN_CLUSTER"] = cluster
-    try:
-        steps = _load(file, step_names, prefix)
-        result = _runner(prefix, max_concurrent, lease_timeout).run(
-            steps, dry_run=dry_run, force_run=force_run, force_run_failed=force_run_failed
-        )
-    except StepFailedError as e:
-        _fail(str(e))
-    except RunInterruptedError as e:
-        _fail(str(e), 130)
-    except _declared_errors() as e:
-        _fail(str(e), 2)
+    steps = _load(file, step_names, prefix)
+    result = _runner(prefix, max_concurrent, lease_timeout).run(
+        steps, dry_run=dry_run, force_run=force_run, force_run_failed=force_run_failed
+    )
     if not dry_run:
         counts: dict[str, int] = {}
         for outcome in result.outcomes.values():
             counts[outcome] = counts.get(outcome, 0) + 1
         click.echo("done: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())), err=True)
+    return result
+
+
+def run_with_marin(file: str, args: Sequence[str]):
+    """`marin run FILE ARGS` in this process, returning its RunResult, for a script that reports on
+    what it ran (the demo). Its errors are reported as the command reports them, and exit."""
+    try:
+        result = main.main(["run", file, *args], prog_name="marin", standalone_mode=False)
+    except click.ClickException as e:  # a usage error: the command's message and exit code
+        e.show()
+        sys.exit(e.exit_code)
+    except click.Abort:
+        sys.exit(1)
+    if isinstance(result, int):  # --help, which click answers with an exit code
+        sys.exit(result)
+    return result
 
 
 @main.command()
+@_traceback_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--step", "step_names", multiple=True, help="Plan only this step (step or variable name); repeatable."
@@ -107,11 +177,8 @@ def run(
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None:
     """Show what `marin run FILE.py` would do, and why, without running anything."""
-    try:
-        steps = _load(file, step_names, prefix)
-        the_plan = _runner(prefix).plan(steps, force_run=force_run, force_run_failed=force_run_failed)
-    except _declared_errors() as e:
-        _fail(str(e), 2)
+    steps = _load(file, step_names, prefix)
+    the_plan = _runner(prefix).plan(steps, force_run=force_run, force_run_failed=force_run_failed)
     if as_json:
         import orjson
 
@@ -123,15 +190,23 @@ def plan(file, step_names, prefix, force_run, force_run_failed, as_json) -> None
 
 
 @main.command()
+@_traceback_option
 @click.argument("prefix", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout.")
 @click.option("--all", "show_all", is_flag=True, help="Also list moved-aside copies of outputs.")
 def status(prefix, as_json, show_all) -> None:
-    """A table of the step outputs under PREFIX: state, age, duration and headline metric."""
+    """A table of the step outputs under PREFIX: state, age, duration, headline metric and compute."""
+    import storage
+    from marin.execution.errors import MarinError
     from marin.execution.explain import format_seconds, list_outputs
     from marin.execution.plan import resolve_prefix
 
     root = resolve_prefix(prefix)
+    if not storage.is_dir(root):
+        raise MarinError(
+            f"{root}: no such folder; give the prefix the outputs were written under (marin status PREFIX, "
+            "or set MARIN_PREFIX)"
+        )
     rows = list_outputs(root, include_superseded=show_all)
     if as_json:
         import dataclasses
@@ -144,17 +219,25 @@ def status(prefix, as_json, show_all) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} step outputs under {root}")
-    for column in ("state", "step", "output", "age", "duration", "headline", "note"):
+    for column in ("state", "step", "output", "age", "duration", "headline", "FLOPs model / hw", "note"):
         table.add_column(column, overflow="fold")
     for r in rows:
         rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
         table.add_row(
-            r.state, r.name, rel, format_seconds(r.age_s), format_seconds(r.duration_s), r.headline, r.detail
+            r.state,
+            r.name,
+            rel,
+            format_seconds(r.age_s),
+            format_seconds(r.duration_s),
+            r.headline,
+            r.compute,
+            r.detail if len(r.detail) <= 100 else r.detail[:99] + "…",  # `marin info` has all of it
         )
     Console(width=160).print(table)
 
 
 @main.command()
+@_traceback_option
 @click.argument("prefix")
 @click.option(
     "--keep-latest",
@@ -188,36 +271,67 @@ def gc(prefix, keep_latest, yes, dry_run) -> None:
 
 
 @main.command()
-@click.argument("path")
-@click.option("--json", "as_json", is_flag=True, help="Print the raw records as JSON on stdout.")
-def info(path, as_json) -> None:
-    """Explain how the output at PATH was made, from its records."""
-    from marin.execution.explain import explain_output, output_records
+@_traceback_option
+@click.argument("outputs", nargs=-1, required=True)
+@click.option("--prefix", default=None, help=_PREFIX_HELP)
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+def compare(outputs, prefix, fmt) -> None:
+    """Evaluations side by side: differing parameters, metrics with intervals, paired differences.
 
-    try:
-        if as_json:
-            import orjson
+    Each OUTPUT is an evaluation's output folder, or a step name (its latest finished output).
+    """
+    from marin.evaluation.compare import compare as compare_evaluations
+    from marin.evaluation.compare import render, resolve
+    from marin.execution.plan import resolve_prefix
 
-            click.echo(orjson.dumps(output_records(path).to_json(), option=orjson.OPT_INDENT_2).decode())
-        else:
-            click.echo(explain_output(path))
-    except MarinError as e:
-        _fail(str(e), 2)
+    root = resolve_prefix(prefix)
+    comparison = compare_evaluations([resolve(o, root) for o in outputs])
+    click.echo(render(comparison, fmt), nl=False)
 
 
 @main.command()
+@_traceback_option
 @click.argument("path")
-def verify(path) -> None:
-    """Re-check the files of the output at PATH against its manifest (sizes and xxhash digests).
+@click.option("--json", "as_json", is_flag=True, help="Print the raw records as JSON on stdout.")
+@click.option(
+    "--prefix",
+    default=None,
+    help="Where to look for a step NAME's outputs (default: $MARIN_PREFIX, else ./marin-outputs).",
+)
+def info(path, as_json, prefix) -> None:
+    """Explain how the output at PATH (or the latest output of the step named PATH) was made, from its records."""
+    from marin.execution.explain import explain_output, find_output, output_records
+    from marin.execution.plan import resolve_prefix
+
+    path = find_output(path, resolve_prefix(prefix))
+    if as_json:
+        import orjson
+
+        click.echo(orjson.dumps(output_records(path).to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        click.echo(explain_output(path))
+
+
+@main.command()
+@_traceback_option
+@click.argument("path")
+@click.option(
+    "--prefix",
+    default=None,
+    help="Where to look for a step NAME's outputs (default: $MARIN_PREFIX, else ./marin-outputs).",
+)
+def verify(path, prefix) -> None:
+    """Re-check the files of the output at PATH (or the latest output of the step named PATH) against
+    its manifest (sizes and xxhash digests).
 
     Names each file that changed, went missing or was added; exits 1 when any did, 0 when all match.
     """
+    from marin.execution.explain import find_output
+    from marin.execution.plan import resolve_prefix
     from marin.execution.provenance import verify_output
 
-    try:
-        check = verify_output(path)
-    except MarinError as e:
-        _fail(str(e), 2)
+    path = find_output(path, resolve_prefix(prefix))
+    check = verify_output(path)
     for line in check.lines():
         click.echo(line)
     if not check.ok:
@@ -229,6 +343,7 @@ def verify(path) -> None:
 
 
 @main.command()
+@_traceback_option
 @click.argument("path_a")
 @click.argument("path_b")
 @click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON on stdout.")
@@ -239,10 +354,7 @@ def diff(path_a, path_b, as_json) -> None:
     """
     from marin.execution.provenance import diff_outputs
 
-    try:
-        result = diff_outputs(path_a, path_b)
-    except MarinError as e:
-        _fail(str(e), 2)
+    result = diff_outputs(path_a, path_b)
     if as_json:
         import orjson
 
@@ -255,6 +367,7 @@ def diff(path_a, path_b, as_json) -> None:
 
 
 @main.command()
+@_traceback_option
 @click.argument("prefix", required=False)
 @click.option(
     "--host",
@@ -292,11 +405,12 @@ def ui(prefix, host, port, token, experiment) -> None:
             port,
             on_ready=lambda url: click.echo(f"Marina serves {config.prefix} at {url}", err=True),
         )
-    except (UiStartError, MarinError) as e:
+    except UiStartError as e:
         _fail(str(e), 2)
 
 
 @main.command("plot-lr")
+@_traceback_option
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--step", "step_names", multiple=True, help="Draw only this train step (step or variable name)."
@@ -306,11 +420,8 @@ def plot_lr(file, step_names, out) -> None:
     """Draw the learning-rate schedule of each train step FILE.py declares, step by step, into a PNG."""
     from marin.experiment.lr_plot import plot_curves, schedule_curve, train_steps
 
-    try:
-        curves = [schedule_curve(name, handle) for name, handle in train_steps(file, step_names)]
-        plot_curves(curves, out)
-    except _declared_errors() as e:
-        _fail(str(e), 2)
+    curves = [schedule_curve(name, handle) for name, handle in train_steps(file, step_names)]
+    plot_curves(curves, out)
     for curve in curves:
         click.echo(curve.summary())
     click.echo(f"wrote {out}", err=True)

@@ -53,6 +53,7 @@ from storage.listing import (
     list_names,
     move,
     remove_matching,
+    walk_file_details,
     walk_files,
 )
 from storage.overlap import MAX_IN_FLIGHT, overlapped, read_many, write_many

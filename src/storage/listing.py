@@ -56,6 +56,18 @@ def walk_files(path: str) -> Iterator[tuple[str, int]]:
                         continue
                     yield name, size
         return
+    for rel, size, _ in walk_file_details(path):
+        yield rel, size
+
+
+CHECKSUM_FIELDS = ("md5Hash", "md5", "crc32c", "ETag", "etag", "checksum")
+
+
+def walk_file_details(path: str) -> Iterator[tuple[str, int, str | None]]:
+    """Yield (relative path, size, checksum) for every file under `path` on a store, in one listing.
+
+    The checksum is the first the store reports (md5, crc32c or ETag) as `field:value`, or None.
+    """
     fs, p = fs_and_path(path)
     try:
         found = fs.find(p, detail=True)
@@ -64,7 +76,8 @@ def walk_files(path: str) -> Iterator[tuple[str, int]]:
     base = p.rstrip("/") + "/"
     for full, info in found.items():
         if info.get("type") == "file" and full.startswith(base):
-            yield full[len(base) :], int(info.get("size") or 0)
+            checksum = next((f"{k}:{info[k]}" for k in CHECKSUM_FIELDS if info.get(k)), None)
+            yield full[len(base) :], int(info.get("size") or 0), checksum
 
 
 def find_dirs_with(root: str, wanted: Callable[[str], bool]) -> Iterator[tuple[str, list[str]]]:

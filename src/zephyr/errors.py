@@ -48,7 +48,13 @@ class BadRecordError(ZephyrError):
 
 
 class ShardFailedError(ZephyrError):
-    """A shard task kept failing after its retries; names the stage, shard, file, line and exception."""
+    """A shard task kept failing after its retries; names the stage, shard, file, line and exception.
+
+    Its message is one line. When the shard's error was itself a ZephyrError (`expected`: a malformed
+    record, a plan error), whose message already names the file and line, that message leads;
+    otherwise the exception's type and message, then the record it was at. The worker's traceback
+    is a note (printed with the exception's traceback, not part of its message).
+    """
 
     def __init__(
         self,
@@ -62,23 +68,27 @@ class ShardFailedError(ZephyrError):
         message: str,
         attempts: int,
         traceback: str = "",
+        expected: bool = False,
     ):
         self.stage, self.shard, self.num_shards = stage, shard, num_shards
         self.file, self.line = file, line
         self.error_type, self.error_message = error_type, message
-        self.attempts, self.traceback = attempts, traceback
+        self.attempts, self.traceback, self.expected = attempts, traceback, expected
         where = (
             f"{file}:{line}"
             if file is not None and line is not None
             else (file or "(before the first record)")
         )
-        text = (
-            f"stage {stage}, shard {shard} of {num_shards} failed after {attempts} attempt(s) "
-            f"at record {where}: {error_type}: {message}"
-        )
-        if traceback:
-            text += f"\n--- worker traceback ---\n{traceback.rstrip()}"
+        shard_text = f"zephyr stage {stage}, shard {shard} of {num_shards}, after {attempts} attempt(s)"
+        first = message.partition("\n")[0]
+        if expected and first:
+            text = f"{first} ({shard_text})"
+        else:
+            error = f"{error_type}: {first}" if first else error_type
+            text = f"{error} (at record {where}; {shard_text})"
         super().__init__(text)
+        if traceback:
+            self.add_note(f"--- worker traceback ---\n{traceback.rstrip()}")
 
     def __reduce__(self):  # the constructor takes keywords only
         fields = dict(
@@ -91,5 +101,6 @@ class ShardFailedError(ZephyrError):
             message=self.error_message,
             attempts=self.attempts,
             traceback=self.traceback,
+            expected=self.expected,
         )
         return partial(type(self), **fields), ()

@@ -1,4 +1,4 @@
-"""Progress on stderr: shards done out of total per stage, and records per second.
+"""Progress on stderr: shards done out of total per stage (a rate in shards/s), and the records read.
 
 marin's run log (`marin.execution.progress`) is a different printer on purpose: it writes one
 permanent line per step event, safe to interleave with the output of steps running beside it and
@@ -9,7 +9,6 @@ shards. Neither could serve the other's reader; they share no code because they 
 from __future__ import annotations
 
 import sys
-import time
 
 from tqdm import tqdm
 
@@ -21,11 +20,10 @@ class StageProgress:
 
     def __init__(self, stage: int, total: int, quiet: bool):
         self.records = 0
-        self._start = time.monotonic()
         self._bar = None
         if not quiet:
             self._bar = tqdm(
-                total=total, desc=f"zephyr stage {stage}", unit="shard", file=sys.stderr, leave=True
+                total=total, desc=f"zephyr stage {stage}", unit=" shards", file=sys.stderr, leave=True
             )
 
     def skipped(self, shards: int) -> None:
@@ -36,8 +34,7 @@ class StageProgress:
     def shard_done(self, stats: ShardStats) -> None:
         self.records += stats.records_in or stats.records_out
         if self._bar is not None:
-            rate = self.records / max(time.monotonic() - self._start, 1e-9)
-            self._bar.set_postfix_str(f"{rate:,.0f} records/s", refresh=False)
+            self._bar.set_postfix_str(f"{self.records:,} records", refresh=False)
             self._bar.update(1)
 
     def close(self) -> None:

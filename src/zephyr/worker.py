@@ -17,7 +17,7 @@ from typing import Any
 import cloudpickle
 
 from storage import join, makedirs
-from zephyr.errors import BadRecordError, PlanError, UnsupportedKeyError
+from zephyr.errors import BadRecordError, PlanError, UnsupportedKeyError, ZephyrError
 from zephyr.ops import Deduplicate, GroupBy, Reshard, ShardInfo, ShuffleOp, apply_row_ops
 from zephyr.plan import CollectSink, CountSink, Sink
 from zephyr.readers import Position, ShardStats
@@ -52,6 +52,7 @@ class TaskFailure:
     line: int | None
     traceback: str = ""
     retryable: bool = True
+    expected: bool = False  # a ZephyrError: raised on purpose, its message says what is wrong
 
 
 @dataclass
@@ -137,4 +138,6 @@ def _failure(e: BaseException, pos: Position, retryable: bool) -> TaskFailure:
         file, line = e.file, e.line
     else:
         file, line = pos.file, (pos.line or None)
-    return TaskFailure(type(e).__name__, str(e), file, line, traceback.format_exc(), retryable)
+    return TaskFailure(
+        type(e).__name__, str(e), file, line, traceback.format_exc(), retryable, isinstance(e, ZephyrError)
+    )

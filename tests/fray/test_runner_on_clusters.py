@@ -124,9 +124,10 @@ def test_local_cluster_runner_captures_each_log_and_shows_its_tail_on_failure(mo
     runner = StepRunner(prefix=str(tmp_path), progress=False)
     with pytest.raises(StepFailedError) as err:
         runner.run([good, bad])
-    message = str(err.value)
-    assert "RuntimeError: shard 3 is corrupt" in message
-    assert "last lines of its log:" in message and "  | loading shard 3 of 8" in message
+    assert "step 'bad' failed: RuntimeError: shard 3 is corrupt" in str(err.value)
+    failure = err.value.failures["bad"]  # the whole error: its line, the traceback, the log's tail
+    assert failure.startswith("RuntimeError: shard 3 is corrupt\n")
+    assert "last lines of its log:" in failure and "  | loading shard 3 of 8" in failure
     good_out = runner.plan([good]).of(good).output_path
     assert "made 10 numbers" in Path(good_out, ".executor_log").read_text()
 

@@ -76,6 +76,17 @@ def test_run_plan_status_info_round_trip(tmp_path):
     table = marin("status", prefix, cwd=tmp_path)
     assert "SUCCESS" in table.stdout and "loud" in table.stdout
 
+    # A step's name stands for its latest output under the prefix.
+    by_name = marin("info", "text", "--prefix", prefix, cwd=tmp_path)
+    assert by_name.returncode == 0 and f"output   {text_path}" in by_name.stdout, by_name.stderr
+    verified = marin("verify", "loud", cwd=tmp_path, MARIN_PREFIX=prefix)
+    assert verified.returncode == 0 and "ok: 1 files match the manifest" in verified.stderr, verified.stderr
+    nowhere = marin("status", "nowhere", cwd=tmp_path)  # a missing prefix is a mistake, not 0 outputs
+    assert nowhere.returncode == 2 and nowhere.stderr.startswith(f"error: {tmp_path}/nowhere: no such folder")
+    typo = marin("info", "txt", "--prefix", prefix, cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stderr.startswith("error: txt is neither an output folder nor")
+    assert "did you mean text?" in typo.stderr
+
 
 def test_step_option_picks_one_step_and_its_dependencies(tmp_path):
     (tmp_path / "exp.py").write_text(EXPERIMENT)
@@ -113,7 +124,7 @@ def test_a_zephyr_declaration_error_is_reported_without_a_traceback(tmp_path):
     for command in ("plan", "run"):
         ran = marin(command, "exp.py", "--prefix", "out", cwd=tmp_path)
         assert ran.returncode == 2, ran.stderr
-        assert "error: unknown output format 'csv'" in ran.stderr and "Traceback" not in ran.stderr
+        assert "error: exp.py:8: unknown output format 'csv'" in ran.stderr and "Traceback" not in ran.stderr
 
 
 HEADLINE_EXPERIMENT = textwrap.dedent("""
@@ -122,7 +133,15 @@ HEADLINE_EXPERIMENT = textwrap.dedent("""
     def score():
         return {"headline": {"metric": "bpb", "value": 1.23456}, "other": 1}
 
+    def count():
+        return {"headline": {"metric": "tokens", "value": 123456, "n": 1000}}
+
+    def score_with_interval():
+        return {"headline": {"metric": "bpb", "value": 1.23456, "ci95": [1.2012, 1.2698], "n": 50}}
+
     scored = StepSpec(name="evaluations/scored", fn=score)
+    counted = StepSpec(name="tokenized/counted", fn=count)
+    bounded = StepSpec(name="evaluations/bounded", fn=score_with_interval)
 """)
 
 
@@ -132,9 +151,13 @@ def test_status_and_info_show_a_steps_headline_metric(tmp_path):
     assert marin("run", "exp.py", "--prefix", prefix, cwd=tmp_path).returncode == 0
 
     rows = json.loads(marin("status", prefix, "--json", cwd=tmp_path).stdout)
-    assert [(r["name"], r["headline"]) for r in rows] == [("evaluations/scored", "bpb = 1.235")]
+    assert [(r["name"], r["headline"]) for r in rows] == [
+        ("evaluations/bounded", "bpb = 1.235 (95% CI 1.201-1.27, n=50)"),  # the interval and n shown with it
+        ("evaluations/scored", "bpb = 1.235"),
+        ("tokenized/counted", "tokens = 123,456 (n=1,000)"),
+    ]
     assert "bpb = 1.235" in marin("status", prefix, cwd=tmp_path).stdout
-    info = marin("info", rows[0]["path"], cwd=tmp_path)
+    info = marin("info", "evaluations/scored", "--prefix", prefix, cwd=tmp_path)
     assert "headline bpb = 1.235" in info.stdout
 
 

@@ -155,7 +155,11 @@ def run_tokenize(config: TokenizeConfig, output_path: str) -> dict[str, Any]:
     write_ledger(output_path, ledger)
     resumed = sum(1 for o in outcomes if o.get("resumed"))
     summary = {
-        "headline": {"metric": "tokens", "value": sum(e["tokens"] for e in ledger["splits"].values())},
+        "headline": {
+            "metric": "tokens",
+            "value": sum(e["tokens"] for e in ledger["splits"].values()),
+            "n": sum(e["documents"] for e in ledger["splits"].values()),  # the documents they come from
+        },
         "documents": {s: e["documents"] for s, e in ledger["splits"].items()},
         "tokens": {s: e["tokens"] for s, e in ledger["splits"].items()},
         "bad_records": ledger["bad_records"],

@@ -13,8 +13,19 @@ from marin.execution.states import StepState
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
 
-def find_hf_export(step_name: str, output_path: str) -> str:
-    """The directory of the Hugging Face export written by model step `step_name` at `output_path`.
+@dataclass(frozen=True)
+class HfExport:
+    """Where a train step's export is, and its files as the step's `.artifact.json` manifest records them."""
+
+    path: str
+    manifest: (
+        list[dict[str, Any]] | None
+    )  # entries of the step's manifest, paths relative to the step's output
+    manifest_prefix: str  # the export's folder within those paths, e.g. "hf/"
+
+
+def find_hf_export(step_name: str, output_path: str) -> HfExport:
+    """The Hugging Face export written by model step `step_name` at `output_path`.
 
     The step must have finished (its status is SUCCESS); the export is the `"hf_path"` of its
     `.artifact.json` result, else `{output_path}/hf`, and must hold `config.json` and weights. A never-run,
@@ -50,7 +61,10 @@ def find_hf_export(step_name: str, output_path: str) -> str:
             f"model step {step_name!r} has an incomplete export: {hf_path} has config.json but no weights "
             f"({' / '.join(_WEIGHT_FILES)}). Rerun the train step and evaluate again"
         )
-    return hf_path
+    base = output_path.rstrip("/") + "/"
+    prefix = hf_path[len(base) :].strip("/") + "/" if hf_path.startswith(base) else None
+    files = record.files if record is not None and record.files and prefix is not None else None
+    return HfExport(hf_path, files, prefix or "")
 
 
 @dataclass(frozen=True)

@@ -15,3 +15,11 @@ class EvalDataError(MarinError, ValueError):
 
 class HarnessError(MarinError):
     """The lm-eval-harness bridge cannot run (missing extra, unknown task, bad results)."""
+
+
+class SuiteError(MarinError, ValueError):
+    """An unknown suite, task or dataset name (the message suggests the nearest known one)."""
+
+
+class ModelSourceError(MarinError, ValueError):
+    """The model to evaluate cannot be found: no such folder, no config.json, a hub id that cannot be resolved."""

@@ -1,31 +1,47 @@
-"""The body of an evaluation step: score the model's export, run harness tasks, sample, record.
+"""The body of an evaluation step: bring the model local, score it, run harness tasks, sample, record.
 
 `run_evaluation` is what `marin.experiment.evaluate` binds (with `functools.partial`) as a step's
-`fn`. It finds its inputs through `marin.execution.context.current()`, writes `results.json`,
-`samples.jsonl` and the harness's per-sample outputs (`harness_samples/<task>.jsonl`, the first
-`harness.SAMPLES_PER_TASK` of each task) under the step's output, and returns the summary stored in
-`.artifact.json`, whose
-`"headline"` (`{"metric", "value"}`) is what `marin status` / `marin info` show.
+`fn`. It finds its inputs through `marin.execution.context.current()` and works on any prefix:
+a model export on an object store is brought to the local export cache (`export_cache`), the
+harness's task files live in a local work folder, and everything the step keeps is written under
+its output with `storage`:
+- `results.json`: every metric as a metric object (`marin.evaluation.stats`), per dataset, domain,
+  task and suite, with each task's settings and the config;
+- `items.json`: the per-item scores behind them (what `marin compare` pairs);
+- `samples.jsonl`, `harness_samples/<task>.jsonl` (the first `harness.SAMPLES_PER_TASK` items of
+  each task) and `harness/` (the task files the harness ran).
+It returns the summary stored in `.artifact.json`, whose `"headline"` (`{"metric", "value",
+"stderr", "ci95", "n"}`) is what `marin status` / `marin info` show.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
 import orjson
 
 import storage
+from marin.evaluation import stats
 from marin.evaluation.checkpoint import find_hf_export, load_hf_model
 from marin.evaluation.documents import EvalDocument, TextDataset, read_text_dataset, read_token_cache
+from marin.evaluation.model_source import ModelKind, ModelSource, hub_folder
 from marin.evaluation.samples import SamplingConfig, generate_samples
+from marin.evaluation.suites import Aggregate, Suite, Task
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY
+from marin.execution.manifest import bytes_digest
 
 RESULTS_FILE = "results.json"
+ITEMS_FILE = "items.json"
 SAMPLES_FILE = "samples.jsonl"
 HARNESS_SAMPLES_DIR = "harness_samples"
+HARNESS_DIR = "harness"
 
 
 @dataclass(frozen=True)
@@ -41,7 +57,8 @@ class EvalOptions:
     """How an evaluation scores, harnesses and samples; what `evaluate()` takes besides the model and data.
 
     `batch_size` (documents per forward pass, and the harness's batch) changes how fast scores come,
-    not the scores, so it is not part of the step's key; every other field is.
+    not the scores, so it is not part of the step's key; every other field is. `bootstrap_iters` and
+    `bootstrap_seed` set the resampling behind every interval (see `marin.evaluation.stats`).
     """
 
     # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
@@ -63,6 +80,9 @@ class EvalOptions:
     batch_size: int = field(default=8, metadata=NOT_KEY)
     max_length: int | None = None
     max_documents: int | None = None
+    limit: int | None = None  # items per harness task (None: all)
+    bootstrap_iters: int = stats.ITERS
+    bootstrap_seed: int = stats.SEED
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "harness_tasks", tuple(self.harness_tasks))
@@ -71,64 +91,89 @@ class EvalOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class EvaluationConfig(EvalOptions):
-    """Everything an evaluation step needs: the model step, the datasets and the options.
+    """Everything an evaluation step needs: the model, the datasets, the suite and the options.
 
-    The step's key is `marin.execution.keyed.hash_attrs_of(config)`: every field but `batch_size`.
+    The step's key is `marin.execution.keyed.hash_attrs_of(config)`: every field but `batch_size`;
+    a suite enters with every setting of every task.
     """
 
     KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*EvalOptions.KEYED_AT_DEFAULT, "datasets")
 
-    model_step: str
+    model: ModelSource
     datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
+    suite: Suite | None = None
+    checkpoints: str | tuple[int, ...] | None = None  # "all" or steps: the train step's intermediate exports
 
     def to_json(self) -> dict:
         """The whole config as plain JSON (recorded in results.json)."""
         return orjson.loads(orjson.dumps(dataclasses.asdict(self)))
 
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        """The harness tasks to run: the suite's, then the named ones."""
+        from marin.evaluation.harness import harness_tasks
+
+        return (self.suite.tasks if self.suite is not None else ()) + harness_tasks(self.harness_tasks)
+
+
+def local_model_folder(source: ModelSource, path_of) -> tuple[str, str]:
+    """(a local folder holding the model's files, where they came from), fetching what is remote."""
+    from marin.evaluation import export_cache
+
+    if source.kind == ModelKind.HUB:
+        return hub_folder(source), f"hf://{source.location}@{source.revision}"
+    if source.kind == ModelKind.FOLDER:
+        if storage.is_local(source.location):
+            return storage.local_path(source.location), source.location
+        return export_cache.fetch(source.location), source.location
+    export = find_hf_export(source.location, path_of(source.location))
+    if storage.is_local(export.path):
+        return storage.local_path(export.path), export.path
+    return export_cache.fetch(export.path, export.manifest, export.manifest_prefix), export.path
+
 
 def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
-    """Evaluate the model step's Hugging Face export; write results under `output_path`; return the summary."""
+    """Evaluate the model; write results under `output_path`; return the summary for `.artifact.json`."""
     ctx = current()
-    hf_path = find_hf_export(config.model_step, ctx.path_of(config.model_step))
-    loaded = load_hf_model(hf_path, config.max_length)
-    results: dict = {
-        "model_step": config.model_step,
-        "hf_path": hf_path,
-        "max_length": loaded.max_length,
+    folder, source = local_model_folder(config.model, ctx.path_of)
+    results, items = _score(config, folder, output_path, ctx.path_of, prompts=True)
+    results = {
+        "model": {**dataclasses.asdict(config.model), "label": config.model.label()},
+        "hf_path": source,
+        **results,
+        "bootstrap": {"iters": config.bootstrap_iters, "seed": config.bootstrap_seed},
         "config": config.to_json(),
     }
+    if config.checkpoints is not None:
+        results["checkpoints"] = _score_checkpoints(config, output_path, ctx.path_of)
+    results["items"] = ITEMS_FILE
+    storage.write_many(
+        [
+            (storage.join(output_path, ITEMS_FILE), orjson.dumps(items)),
+            (storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+        ]
+    )
+    return summary(results)
 
-    docs = _documents(config, loaded.model.config.vocab_size, ctx.path_of)
+
+def _score(
+    config: EvaluationConfig, folder: str, output_path: str, path_of, prompts: bool
+) -> tuple[dict, dict]:
+    """Score the model in the local `folder` on the datasets and tasks (and prompts); (results, items)."""
+    loaded = load_hf_model(folder, config.max_length)
+    results: dict = {"max_length": loaded.max_length}
+    items: dict = {}
+    docs = _documents(config, loaded.model.config.vocab_size, path_of)
     if docs:
         from marin.evaluation.perplexity import score_documents, summarize
 
-        results["perplexity"] = summarize(
-            score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, config.batch_size)
-        )
-    if config.harness_tasks:
-        from marin.evaluation.harness import run_harness, samples_file, write_own_tasks
-
-        tasks_dir = write_own_tasks(
-            storage.join(output_path, "harness"),
-            _harness_stories(config),
-            config.harness_items,
-            seed=config.sampling.seed,
-        )
-        samples_dir = storage.join(output_path, HARNESS_SAMPLES_DIR)
-        results["harness"] = run_harness(
-            hf_path,
-            config.harness_tasks,
-            tasks_dir,
-            batch_size=config.batch_size,
-            seed=config.sampling.seed,
-            samples_dir=samples_dir,
-        )
-        results["harness_samples"] = {
-            task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}"
-            for task in results["harness"]
-            if storage.exists(storage.join(samples_dir, samples_file(task)))
-        }
-    if config.prompts:
+        scores = score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, config.batch_size)
+        results["perplexity"] = summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
+        items["perplexity"] = _document_items(docs, scores)
+    tasks = config.tasks
+    if tasks:
+        _run_harness(config, tasks, loaded, output_path, results, items)
+    if prompts and config.prompts:
         results["samples"] = generate_samples(
             loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
         )
@@ -136,22 +181,192 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
             storage.join(output_path, SAMPLES_FILE),
             b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
         )
-    storage.write_atomic(
-        storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)
+    return results, items
+
+
+def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> dict:
+    """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
+
+    Each checkpoint's results and items are written under `checkpoints/step-NNNNNNNN/`.
+    """
+    from marin.evaluation.compare import metrics_of
+    from marin.evaluation.errors import CheckpointNotReadyError
+
+    step = config.model.location
+    train_output = path_of(step)
+    exports, tokens_per_step = checkpoint_exports(step, train_output)
+    wanted = sorted(exports) if config.checkpoints == "all" else list(config.checkpoints or ())
+    missing = [s for s in wanted if s not in exports]
+    if missing:
+        raise CheckpointNotReadyError(
+            f"checkpoints={list(config.checkpoints or ())}: model step {step!r} has no export of step(s) {missing}; "
+            f"it exported steps {sorted(exports)} (train_lm(..., export_every=N) exports every N steps and the last)"
+        )
+    curves: dict[str, list[dict]] = {}
+    points = []
+    for number in wanted:
+        url = storage.join(train_output, exports[number])
+        folder = _local_export(step, train_output, url)
+        where = storage.join(output_path, "checkpoints", storage.basename(exports[number]))
+        results, items = _score(config, folder, where, path_of, prompts=False)
+        storage.write_many(
+            [
+                (storage.join(where, ITEMS_FILE), orjson.dumps(items)),
+                (storage.join(where, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+            ]
+        )
+        tokens = number * tokens_per_step if tokens_per_step else None
+        points.append(
+            {"step": number, "tokens": tokens, "results": f"checkpoints/{storage.basename(exports[number])}"}
+        )
+        for name, metric in metrics_of(results).items():
+            curves.setdefault(name, []).append({"step": number, "tokens": tokens, **metric})
+    return {"steps": wanted, "points": points, "curves": curves}
+
+
+def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], int | None]:
+    """The intermediate exports a train step recorded ({step: folder under its output}) and its tokens per step."""
+    from marin.evaluation.errors import CheckpointNotReadyError
+    from marin.execution.artifact import read_artifact
+
+    find_hf_export(step, train_output)  # finished, with its final export
+    record = read_artifact(train_output)
+    result = record.result if record is not None and isinstance(record.result, dict) else {}
+    exports = {int(k): v for k, v in (result.get("exports") or {}).items()}
+    if not exports:
+        raise CheckpointNotReadyError(
+            f"model step {step!r} wrote no intermediate exports; train it with train_lm(..., export_every=N) "
+            "to evaluate its checkpoints"
+        )
+    return exports, result.get("tokens_per_step")
+
+
+def _local_export(step: str, train_output: str, url: str) -> str:
+    from marin.evaluation import export_cache
+    from marin.execution.artifact import read_artifact
+
+    if storage.is_local(url):
+        return storage.local_path(url)
+    record = read_artifact(train_output)
+    prefix = url[len(train_output.rstrip("/")) + 1 :].strip("/") + "/"
+    return export_cache.fetch(url, record.files if record is not None else None, prefix)
+
+
+def _run_harness(
+    config: EvaluationConfig, tasks, loaded, output_path: str, results: dict, items: dict
+) -> None:
+    from marin.evaluation.harness import OWN_DIR, run_tasks, samples_file, write_own_tasks, write_samples
+
+    work = tempfile.mkdtemp(prefix="marin-harness-")
+    try:
+        tasks_dir = os.path.join(work, "tasks")
+        os.makedirs(tasks_dir)
+        if any(t.harness_dir == OWN_DIR for t in tasks):
+            tasks_dir = write_own_tasks(
+                work, _harness_stories(config), config.harness_items, seed=config.sampling.seed
+            )
+        done = run_tasks(
+            loaded.model,
+            loaded.tokenizer,
+            tasks,
+            tasks_dir,
+            batch_size=config.batch_size,
+            seed=config.sampling.seed,
+            iters=config.bootstrap_iters,
+            limit=config.limit,
+        )
+        _keep_task_files(work, storage.join(output_path, HARNESS_DIR))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["harness"] = {name: {m: v.to_json() for m, v in r.metrics.items()} for name, r in done.items()}
+    results["tasks"] = {
+        t.name: {
+            "harness_task": t.harness_task,
+            "shots": t.shots,
+            "format": t.format,
+            "metric": t.metric,
+            "chance": t.chance,
+            "dataset": t.dataset_path or t.dataset or None,
+            "n": next(iter(done[t.name].metrics.values())).n if done[t.name].metrics else 0,
+        }
+        for t in tasks
+    }
+    items["harness"] = {name: r.items for name, r in done.items()}
+    written = write_samples(
+        storage.join(output_path, HARNESS_SAMPLES_DIR), {name: r.samples for name, r in done.items()}
     )
-    return summary(results)
+    results["harness_samples"] = {task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in written}
+    if config.suite is not None:
+        results["suite"] = suite_aggregate(config.suite, done, config.bootstrap_iters, config.bootstrap_seed)
+
+
+def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> dict:
+    """The suite's one number with its interval, from its tasks' per-item scores (see `Aggregate`)."""
+    per_task = [(t, done[t.name].items[t.metric]) for t in suite.tasks]
+    out: dict = {
+        "name": suite.name,
+        "aggregate": suite.aggregate.value,
+        "tasks": [t.name for t in suite.tasks],
+    }
+    if suite.aggregate == Aggregate.CENTRED_ACCURACY:
+        metric = stats.centred_accuracy_mean(
+            [(np.asarray(i["values"]), float(t.chance or 0.0)) for t, i in per_task], iters, seed
+        )
+        out["centred_accuracy"] = metric.to_json()
+    elif suite.aggregate == Aggregate.POOLED_ACCURACY:
+        out["acc"] = stats.accuracy(np.concatenate([np.asarray(i["values"]) for _, i in per_task])).to_json()
+    else:
+        strata = [stats.Stratum(np.asarray(i["values"]), np.asarray(i["weights"])) for _, i in per_task]
+        _, micro, macro = stats.pooled_and_mean(strata, float(per_task[0][1]["scale"]), iters, seed)
+        out["bits_per_byte"] = micro.metric().to_json()
+        out["macro_bits_per_byte"] = macro.metric().to_json()
+    return out
+
+
+def _keep_task_files(work: str, dest: str) -> None:
+    """Copy the harness's task files and data from the local work folder to the step's output."""
+    if storage.is_local(dest):
+        shutil.copytree(work, storage.local_path(dest), dirs_exist_ok=True)
+        return
+    files = [(rel, os.path.join(work, rel)) for rel, _ in storage.walk_files(work)]
+    storage.overlapped(lambda f: storage.upload(f[1], storage.join(dest, f[0])), files)
+
+
+def _document_items(docs: list[EvalDocument], scores) -> dict:
+    """Per dataset: each document's id (its index and content digest), nll, tokens and bytes."""
+    out: dict = {}
+    index: dict[str, int] = {}
+    for doc, score in zip(docs, scores, strict=True):
+        i = index.get(doc.dataset, 0)
+        index[doc.dataset] = i + 1
+        content = (
+            doc.text.encode("utf-8") if doc.text is not None else np.asarray(doc.tokens, np.int64).tobytes()
+        )
+        entry = out.setdefault(doc.dataset, {"ids": [], "nll": [], "tokens": [], "bytes": []})
+        entry["ids"].append(f"{i}:{bytes_digest(content)[:16]}")
+        entry["nll"].append(score.nll)
+        entry["tokens"].append(score.tokens)
+        entry["bytes"].append(score.bytes)
+    return out
 
 
 def summary(results: dict) -> dict:
-    """The artifact: a headline metric, the averages, per-dataset bits-per-byte and harness metrics."""
-    artifact: dict = {"results_path": RESULTS_FILE, "hf_path": results["hf_path"]}
+    """The artifact: a headline metric, the averages, per-dataset bits-per-byte, harness and suite metrics."""
+    artifact: dict = {"results_path": RESULTS_FILE, "items_path": ITEMS_FILE, "hf_path": results["hf_path"]}
+    artifact["model"] = results["model"]["label"]
     perplexity = results.get("perplexity")
+    suite = results.get("suite")
+    if suite:
+        artifact["suite"] = suite
+        name = next(k for k in ("centred_accuracy", "acc", "bits_per_byte") if k in suite)
+        artifact["headline"] = {"metric": f"{suite['name']}/{name}", **suite[name]}
     if perplexity:
-        artifact["headline"] = {
-            "metric": "bpb",
-            "value": perplexity["micro"]["bpb"],
-            "over": "micro average of all evaluation documents",
-        }
+        if "headline" not in artifact:
+            artifact["headline"] = {
+                "metric": "bpb",
+                **perplexity["micro"]["bpb"],
+                "over": "micro average of all evaluation documents",
+            }
         artifact["micro"] = perplexity["micro"]
         artifact["macro"] = perplexity["macro"]
         artifact["bpb"] = {name: m["bpb"] for name, m in perplexity["datasets"].items()}
@@ -162,7 +377,7 @@ def summary(results: dict) -> dict:
             metric = next(
                 (k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics))
             )
-            artifact["headline"] = {"metric": f"{task}/{metric}", "value": metrics[metric]}
+            artifact["headline"] = {"metric": f"{task}/{metric}", **metrics[metric]}
     if results.get("samples"):
         artifact["samples_path"] = SAMPLES_FILE
     return artifact

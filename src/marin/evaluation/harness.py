@@ -1,25 +1,37 @@
-"""The lm-eval-harness bridge: run harness tasks on an exported Hugging Face checkpoint, offline.
+"""The lm-eval-harness bridge: run harness tasks on a loaded Hugging Face model, every number with its interval.
 
 Our own tasks (`OWN_TASKS`) ship as YAML templates in `harness_tasks/`; before a run their data is
-written as JSONL under the step's output and the templates are rendered to point at it, so the
-harness reads only local files. Other task names go to the harness's built-in registry (which may
-need the network for their datasets). Needs the `[eval]` extra.
+written as JSONL in a local work folder and the templates are rendered to point at it, so the
+harness reads only local files. Suite tasks (`marin.evaluation.suites`) and other names go to the
+harness's own task folders (their datasets come from the hub unless a task's `dataset_path` points
+elsewhere). Needs the `[eval]` extra.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 
+import numpy as np
 import orjson
 
 import storage
+from marin.evaluation import stats
 from marin.evaluation.errors import HarnessError
 from marin.evaluation.story_endings import story_ending_items
+from marin.evaluation.suites import Task
 
-OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")
+OWN_DIR = "marin"  # a Task's harness_dir for our own tasks: the rendered templates of this run
+_TASK_LINE = re.compile(r"^['\"]?task['\"]?:\s*['\"]?([A-Za-z0-9_.-]+)['\"]?\s*$", re.MULTILINE)
+
+OWN_TASKS = ("marin_story_endings", "marin_text_perplexity")  # loss-based: these run in the training loop too
+GENERATION_TASKS = ("marin_next_word",)  # exact match of generated text
+ALL_OWN_TASKS = OWN_TASKS + GENERATION_TASKS
 SAMPLES_PER_TASK = 100  # per-sample records kept of each task; the metrics still cover every item
 SAMPLE_TEXT_CHARS = 2000  # longer strings in a kept record are cut, marked with "…"
 
@@ -28,7 +40,8 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     """Write our tasks' JSONL data and rendered YAMLs under `work_dir`; return the task directory.
 
     The multiple-choice items come from `stories` (see `story_endings`); the perplexity task
-    scores the same stories as whole documents.
+    scores the same stories as whole documents; the generation task asks for the last word of each
+    story's first sentence (`next_word_items`).
     """
     if not storage.is_local(work_dir):
         raise HarnessError(f"lm-eval-harness reads local files only; {work_dir} is not a local path")
@@ -42,7 +55,8 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     _write_jsonl(
         storage.join(data_dir, "marin_text_perplexity.jsonl"), [{"text": s} for s in stories[:num_items]]
     )
-    for task in OWN_TASKS:
+    _write_jsonl(storage.join(data_dir, "marin_next_word.jsonl"), next_word_items(stories[:num_items]))
+    for task in ALL_OWN_TASKS:
         template = (
             resources.files("marin.evaluation").joinpath(f"harness_tasks/{task}.yaml").read_text("utf-8")
         )
@@ -52,65 +66,353 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
     return tasks_dir
 
 
+def next_word_items(stories: Sequence[str]) -> list[dict]:
+    """`{"context", "target"}` per story: its first sentence but the last word, then that word."""
+    items = []
+    for story in stories:
+        words = re.split(r"(?<=[.!?])\s", story.strip(), maxsplit=1)[0].rstrip(".!?").split()
+        if len(words) >= 3:
+            items.append({"context": " ".join(words[:-1]) + " ", "target": words[-1].strip(",;:\"'")})
+    return items
+
+
 def _write_jsonl(path: str, records: Sequence[dict]) -> None:
     storage.write_atomic(path, b"".join(orjson.dumps(record) + b"\n" for record in records))
 
 
-def run_harness(
-    hf_path: str,
-    tasks: Sequence[str],
+@dataclass(frozen=True)
+class TaskResult:
+    """One task's scores: a metric object per metric, the per-item scores behind them, and the raw rows."""
+
+    metrics: dict[str, stats.Metric]
+    items: dict[str, dict]  # metric -> {"ids", "values", "weights" (or None), "scale"}
+    samples: list[dict]
+    harness: dict[str, float | None]  # the harness's own value and stderr, "metric" / "metric_stderr"
+
+
+def harness_tasks(names: Sequence[str]) -> tuple[Task, ...]:
+    """Tasks for plain harness task names: our own (with their format and metric) or the harness's."""
+    from marin.evaluation.suites import PromptFormat
+
+    own = {
+        "marin_story_endings": (PromptFormat.CLOZE, "acc", 0.25),
+        "marin_text_perplexity": (PromptFormat.PERPLEXITY, "bits_per_byte", 0.0),
+        "marin_next_word": (PromptFormat.GENERATION, "exact_match", 0.0),
+    }
+    tasks = []
+    for name in names:
+        fmt, metric, chance = own.get(name, (None, None, None))
+        tasks.append(Task(name, name, OWN_DIR if name in own else "", None, fmt, metric, chance, ""))
+    return tuple(tasks)
+
+
+def run_tasks(
+    model,
+    tokenizer,
+    tasks: Sequence[Task],
     tasks_dir: str,
     *,
-    limit: int | None = None,
     batch_size: int = 8,
     seed: int = 0,
-    samples_dir: str | None = None,
-) -> dict[str, dict[str, float]]:
-    """Run `tasks` with the harness's `hf` model on `hf_path`; return `{task: {metric: value}}`.
+    iters: int = stats.ITERS,
+    limit: int | None = None,
+    distributed: bool = False,
+) -> dict[str, TaskResult]:
+    """Score `tasks` with lm-eval-harness's `HFLM` over the loaded `model`; return each task's result.
 
-    The model is scored in float32 without a BOS token added to the text, as our own perplexity
-    scorer does, so the two agree on the same text. With `samples_dir`, the harness's per-sample
-    outputs are written there too, as `<task>.jsonl` (see `write_samples`).
+    `tasks_dir` is a local folder holding our own tasks' rendered YAMLs (`write_own_tasks`); every
+    other task gets a YAML there too (`write_task_files`) that includes the harness's own and sets
+    its name, shots and dataset path, so the harness indexes only this folder. The model is scored
+    in float32 without a BOS token added to the text, as our own perplexity scorer does. The harness
+    runs with its bootstrap on (`iters` resamples) and every item logged; each metric becomes a
+    metric object computed from the per-item scores (`item_metric`), which equals the harness's
+    value and, where the harness gives one, its stderr.
+
+    `distributed=True`, called by every rank of a torch.distributed group that each holds `model`:
+    the ranks share the items (the harness gives rank r every world_size-th item of a task and
+    gathers the scored items to rank 0), and rank 0 returns what one process would (the metrics
+    come from the per-item scores in item order); the other ranks return {}. A task with few-shot
+    examples is scored on rank 0 alone, since the harness draws every item's examples from one
+    generator in item order, and sharing its items would change which examples each item sees.
     """
     try:
-        import lm_eval
+        import lm_eval  # noqa: F401
         from lm_eval.tasks import TaskManager
     except ImportError as e:
         raise HarnessError(
-            f"harness tasks {list(tasks)} need lm-eval-harness: pip install 'marin[eval]' ({e})"
+            f"harness tasks {[t.name for t in tasks]} need lm-eval-harness: pip install 'marin[eval]' ({e})"
         ) from None
-    import torch
 
-    manager = TaskManager(include_path=tasks_dir, include_defaults=any(t not in OWN_TASKS for t in tasks))
-    unknown = [t for t in tasks if t not in manager.all_tasks]
-    if unknown:
-        raise HarnessError(f"unknown harness task(s) {unknown}; our own are {list(OWN_TASKS)}")
-    model_args = {
-        "pretrained": hf_path,
-        "dtype": "float32",
-        "device": "cuda" if torch.cuda.is_available() else "cpu",
-        "add_bos_token": False,
-        "prefix_token_id": _prefix_token(hf_path),
+    write_task_files(tasks, tasks_dir)
+    manager = TaskManager(include_defaults=False, include_path=tasks_dir)
+    rank, world = _ranks() if distributed else (0, 1)
+    names = [t.name for t in tasks]
+    saved = os.environ.get("DISABLE_MULTIPROC")
+    os.environ["DISABLE_MULTIPROC"] = "1"  # the harness's bootstrap in this process: it is the cheap part
+    try:
+        if world == 1:
+            output = _evaluate(_lm(model, tokenizer, batch_size), names, manager, limit, iters, seed)
+        else:
+            loaded = manager.load(names)["tasks"]
+            shared = [loaded[n] for n in names if not loaded[n].get_config("num_fewshot")]
+            alone = [loaded[n] for n in names if loaded[n].get_config("num_fewshot")]
+            outputs = []
+            if shared:
+                lm = _lm(model, tokenizer, batch_size, ranks=(rank, world))
+                outputs.append(_evaluate(lm, shared, manager, limit, iters, seed))
+            if alone and rank == 0:
+                outputs.append(
+                    _evaluate(_lm(model, tokenizer, batch_size), alone, manager, limit, iters, seed)
+                )
+            if rank != 0:
+                return {}
+            output = {
+                k: {n: v for o in outputs for n, v in o[k].items()} for k in ("results", "samples", "configs")
+            }
+    finally:
+        if saved is None:
+            os.environ.pop("DISABLE_MULTIPROC", None)
+        else:
+            os.environ["DISABLE_MULTIPROC"] = saved
+    if output is None:
+        raise HarnessError(f"lm-eval-harness returned no results for {names}")
+    return {
+        t.name: _task_result(
+            output["results"][t.name],
+            output["samples"][t.name],
+            _aggregations(output["configs"][t.name]),
+            iters,
+            seed,
+        )
+        for t in tasks
     }
-    output = lm_eval.simple_evaluate(
-        model="hf",
-        model_args=model_args,
-        tasks=list(tasks),
+
+
+def _evaluate(lm, tasks: list, manager, limit: int | None, iters: int, seed: int) -> dict | None:
+    """`lm_eval.simple_evaluate` of `tasks` (names or the harness's task objects), every item logged."""
+    import lm_eval
+
+    return lm_eval.simple_evaluate(
+        model=lm,
+        tasks=tasks,
         task_manager=manager,
         limit=limit,
-        batch_size=batch_size,
-        bootstrap_iters=0,
-        log_samples=samples_dir is not None,
+        bootstrap_iters=iters,
+        log_samples=True,
         random_seed=seed,
         numpy_random_seed=seed,
         torch_random_seed=seed,
         fewshot_random_seed=seed,
     )
-    if output is None:
-        raise HarnessError(f"lm-eval-harness returned no results for {list(tasks)}")
-    if samples_dir is not None:
-        write_samples(samples_dir, output.get("samples") or {})
-    return {task: _metrics(values) for task, values in output["results"].items()}
+
+
+def _ranks() -> tuple[int, int]:
+    """(rank, world size) of the running torch.distributed group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        return 0, 1
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _lm(model, tokenizer, batch_size: int, ranks: tuple[int, int] = (0, 1)):
+    """The harness's `HFLM` over the loaded model; with `ranks` (rank, world size), one that shares
+    the items with the other ranks (`_lm_class`)."""
+    from marin.evaluation.perplexity import prefix_token_id
+
+    lm = _lm_class()(
+        pretrained=model,
+        tokenizer=tokenizer,
+        batch_size=batch_size,
+        add_bos_token=False,
+        prefix_token_id=prefix_token_id(tokenizer),
+    )
+    lm._rank, lm._world_size = ranks
+    return lm
+
+
+@functools.cache
+def _lm_class():
+    """HFLM whose collectives go through torch.distributed's running group.
+
+    HFLM runs data-parallel only under `accelerate launch`, with a model it loads itself; over a
+    model we hand it, it is one process. The harness's evaluator shards and gathers through the
+    LM's `rank`, `world_size`, `all_gather`, `gather_object` and `barrier`, which here are the
+    group's (object collectives, so CPU tensors go over gloo and NCCL alike).
+    """
+    import torch
+    import torch.distributed as dist
+    from lm_eval.models.huggingface import HFLM
+
+    class GroupHFLM(HFLM):
+        def all_gather(self, tensor):
+            if self.world_size <= 1:
+                return tensor
+            parts: list = [None] * self.world_size
+            dist.all_gather_object(parts, tensor.detach().cpu().reshape(-1))
+            return torch.cat(parts).to(tensor.device)
+
+        def gather_object(self, obj, dst=0):
+            if self.world_size <= 1:
+                return [obj]
+            parts: list = [None] * self.world_size
+            dist.all_gather_object(parts, obj)
+            return parts if self.rank == dst else None
+
+        def barrier(self):
+            if self.world_size > 1:
+                dist.barrier()
+
+    return GroupHFLM
+
+
+def write_task_files(tasks: Sequence[Task], tasks_dir: str) -> None:
+    """For each task not our own, `<tasks_dir>/<name>.yaml`: the harness's YAML included, then our
+    name, shots and dataset path over it."""
+    for task in tasks:
+        if task.harness_dir == OWN_DIR:
+            if task.name != task.harness_task or task.shots is not None:
+                raise HarnessError(
+                    f"our own task {task.harness_task!r} runs under its own name at its own shots"
+                )
+            continue
+        source = harness_yaml(task)
+        config: dict = {"include": source, "task": task.name}
+        if task.shots is not None:
+            config["num_fewshot"] = task.shots
+        if task.dataset_path is not None:
+            config["dataset_path"] = task.dataset_path
+        config.update(task.overrides)
+        storage.write_atomic(storage.join(tasks_dir, f"{task.name}.yaml"), _yaml(config))
+
+
+def _yaml(config: dict) -> bytes:
+    """A flat mapping as YAML (JSON strings are YAML scalars)."""
+    return "".join(f"{k}: {orjson.dumps(v).decode()}\n" for k, v in config.items()).encode()
+
+
+def harness_yaml(task: Task) -> str:
+    """The harness's YAML file that declares `task.harness_task` (in `task.harness_dir` when given)."""
+    import lm_eval.tasks
+
+    root = os.path.dirname(lm_eval.tasks.__file__)
+    found = _task_files(os.path.join(root, task.harness_dir) if task.harness_dir else root).get(
+        task.harness_task
+    )
+    if found is None:
+        raise HarnessError(
+            f"unknown harness task {task.harness_task!r}: no YAML of lm-eval-harness "
+            f"{'in ' + task.harness_dir + ' ' if task.harness_dir else ''}declares it; our own tasks are "
+            f"{list(OWN_TASKS)}, the suites' are in marin.evaluation.suites.SUITES"
+        )
+    return found
+
+
+@functools.lru_cache(maxsize=64)
+def _task_files(folder: str) -> dict[str, str]:
+    """Each task name the YAML files under `folder` declare (`task: NAME`), and its file: a text scan,
+    far cheaper than the harness's own index of all its tasks."""
+    found: dict[str, str] = {}
+    for parent, _, files in sorted(os.walk(folder)):
+        for name in sorted(files):
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            try:
+                with open(os.path.join(parent, name), encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for match in _TASK_LINE.finditer(text):
+                found.setdefault(match.group(1), os.path.join(parent, name))
+    return found
+
+
+def known_harness_tasks() -> list[str]:
+    """Every task name the harness's YAML files declare (for suggestions)."""
+    import lm_eval.tasks
+
+    return sorted(_task_files(os.path.dirname(lm_eval.tasks.__file__)))
+
+
+def _aggregations(config: dict) -> dict[str, str]:
+    """Each metric's aggregation: as the task's config names it, else the harness's default for the metric."""
+    from lm_eval.api.registry import get_metric_aggregation
+
+    out = {}
+    for entry in config.get("metric_list") or ():
+        aggregation = entry.get("aggregation")
+        if not isinstance(aggregation, str):
+            default = get_metric_aggregation(entry["metric"])
+            aggregation = getattr(default, "__name__", "mean") if default is not None else "mean"
+        out[entry["metric"]] = aggregation
+    return out
+
+
+def _task_result(
+    values: dict, rows: list[dict], aggregations: dict[str, str], iters: int, seed: int
+) -> TaskResult:
+    rows = sorted(rows, key=lambda r: r["doc_id"])
+    ids = [f"{r['doc_id']}:{str(r.get('doc_hash', ''))[:16]}" for r in rows]
+    metrics: dict[str, stats.Metric] = {}
+    items: dict[str, dict] = {}
+    harness: dict[str, float | None] = {}
+    names = list(dict.fromkeys(m for r in rows for m in r.get("metrics") or ()))
+    for name in names:
+        per_item = [r[name] for r in rows]
+        metric, item_scores = item_metric(name, aggregations.get(name, "mean"), per_item, iters, seed)
+        metrics[name] = metric
+        items[name] = {"ids": ids, **item_scores}
+        harness[name] = _number(values.get(f"{name},none"))
+        harness[f"{name}_stderr"] = _number(values.get(f"{name}_stderr,none"))
+    return TaskResult(metrics, items, rows, harness)
+
+
+def item_metric(
+    name: str, aggregation: str, per_item: list, iters: int, seed: int
+) -> tuple[stats.Metric, dict]:
+    """A metric object from one metric's per-item values, aggregated as the harness aggregates them.
+
+    - `mean` of 0/1 items: an accuracy (Wilson interval, the harness's stderr); of other values: a mean;
+    - `bits_per_byte` of (loglikelihood, bytes) pairs: a ratio bootstrapped over items;
+    - `weighted_perplexity` of (loglikelihood, weight) pairs: exp of the ratio, bootstrapped;
+    - `perplexity` of loglikelihoods: exp of minus their mean, bootstrapped (the harness's own draws).
+    Returns the metric and the per-item scores (`values`, `weights`, `scale`) a paired test needs.
+    """
+    if aggregation in ("bits_per_byte", "weighted_perplexity"):
+        pairs = np.asarray(per_item, dtype=np.float64).reshape(-1, 2)
+        nll, weights = -pairs[:, 0], pairs[:, 1]
+        if aggregation == "bits_per_byte":
+            scale = 1 / math.log(2)
+            metric = stats.ratio_estimate(nll, weights, scale, iters, seed).metric()
+        else:
+            scale = 1.0
+            metric = stats.ratio_estimate(nll, weights, 1.0, iters, seed).map(np.exp).metric()
+        return metric, {
+            "values": nll.tolist(),
+            "weights": weights.tolist(),
+            "scale": scale,
+            "transform": aggregation,
+        }
+    values = np.asarray(per_item, dtype=np.float64)
+    if aggregation == "perplexity":
+        metric = stats.mean_estimate(-values, iters, seed).map(np.exp).metric()
+        return metric, {
+            "values": (-values).tolist(),
+            "weights": None,
+            "scale": 1.0,
+            "transform": "perplexity",
+        }
+    if aggregation != "mean":
+        raise HarnessError(f"metric {name!r}: aggregation {aggregation!r} has no interval here yet")
+    binary = bool(np.all((values == 0) | (values == 1)))
+    metric = stats.accuracy(values) if binary else stats.mean(values, iters, seed)
+    return metric, {"values": values.tolist(), "weights": None, "scale": 1.0, "transform": "mean"}
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def samples_file(task: str) -> str:
@@ -159,22 +461,3 @@ def _clip(value, text_chars: int):
     if isinstance(value, (list, tuple)):
         return [_clip(v, text_chars) for v in value]
     return value
-
-
-def _prefix_token(hf_path: str) -> int:
-    """The document-start token our own scorer uses (see `perplexity.prefix_token_id`)."""
-    from transformers import AutoTokenizer
-
-    from marin.evaluation.perplexity import prefix_token_id
-
-    return prefix_token_id(AutoTokenizer.from_pretrained(hf_path))
-
-
-def _metrics(values: dict) -> dict[str, float]:
-    """`{"acc,none": 0.5, "acc_stderr,none": "N/A", "alias": ...}` -> `{"acc": 0.5}`: numbers only."""
-    metrics = {}
-    for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            continue
-        metrics[key.split(",")[0]] = float(value)
-    return metrics

@@ -6,15 +6,18 @@ the document's first tokens; each later window is a full context ending at the n
 token and scores only tokens not scored before. Every token is thus predicted exactly once, so our
 bits-per-byte is the harness's `bits_per_byte` on the same text. Bytes are the UTF-8 bytes of the
 original text. Averages follow Paloma: micro pools all tokens/bytes, macro is the plain mean over
-datasets (and over domains).
+datasets (and over domains). Every figure carries a bootstrap interval over documents (`summarize`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from marin.evaluation import stats
 from marin.evaluation.documents import EvalDocument
 
 _AVERAGED = ("loss", "perplexity", "bpb")
@@ -102,52 +105,98 @@ def score_documents(
             for row, w in enumerate(batch):
                 ids[row, : len(w.inputs)] = torch.tensor(w.inputs, dtype=torch.long)
             # Right padding needs no attention mask: a causal model never looks ahead at the pad.
-            logprobs = torch.log_softmax(model(ids.to(device)).logits.float(), dim=-1)
-            for row, w in enumerate(batch):
-                n, p = len(w.inputs), len(w.targets)
-                target = torch.tensor(w.targets, dtype=torch.long, device=device)
-                picked = logprobs[row, n - p : n].gather(-1, target[:, None])
-                nll[w.doc_index] -= float(picked.double().sum())
+            logits = model(ids.to(device)).logits
+            # Only the positions that score a target are normalised (not the padding, nor the
+            # context of a later window); one transfer per batch, not one per row.
+            scored = torch.cat(
+                [logits[row, len(w.inputs) - len(w.targets) : len(w.inputs)] for row, w in enumerate(batch)]
+            )
+            targets = torch.tensor([t for w in batch for t in w.targets], dtype=torch.long, device=device)
+            per_token = torch.nn.functional.cross_entropy(scored.float(), targets, reduction="none").double()
+            bounds = torch.tensor([0] + [len(w.targets) for w in batch]).cumsum(0).tolist()
+            sums = torch.stack(
+                [per_token[a:b].sum() for a, b in zip(bounds, bounds[1:], strict=False)]
+            ).tolist()
+            for w, value in zip(batch, sums, strict=True):
+                nll[w.doc_index] += value
     return [
         DocumentScore(d.dataset, d.domain, nll[i], len(token_lists[i]), d.num_bytes)
         for i, d in enumerate(docs)
     ]
 
 
-def group_metrics(scores: Iterable[DocumentScore]) -> dict:
-    """Loss (nats/token), perplexity, bits-per-byte and sizes of a group of documents, pooled."""
-    scores = list(scores)
-    nll = sum(s.nll for s in scores)
-    tokens = sum(s.tokens for s in scores)
-    num_bytes = sum(s.bytes for s in scores)
-    loss = nll / tokens if tokens else float("nan")
+def _columns(scores: Sequence[DocumentScore]) -> np.ndarray:
+    """Per document: nll (nats), tokens, bytes."""
+    return np.array([(s.nll, s.tokens, s.bytes) for s in scores], dtype=np.float64).reshape(-1, 3)
+
+
+def _group(columns: np.ndarray, sums: np.ndarray) -> dict:
+    """loss, perplexity and bits-per-byte of one group of documents, from its columns and resampled sums."""
+    nll, tokens, num_bytes = (float(v) for v in columns.sum(axis=0))
+    n = len(columns)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loss = stats.Estimate(nll / tokens if tokens else float("nan"), sums[:, 0] / sums[:, 1], n)
+        bpb = stats.Estimate(
+            nll / math.log(2) / num_bytes if num_bytes else float("nan"),
+            sums[:, 0] / math.log(2) / sums[:, 2],
+            n,
+        )
+    return {"loss": loss, "perplexity": loss.map(np.exp), "bpb": bpb}
+
+
+def _as_json(estimates: dict[str, stats.Estimate]) -> dict:
+    return {name: e.metric().to_json() for name, e in estimates.items()}
+
+
+def _stratified(
+    scores: Sequence[DocumentScore], key, iters: int, seed: int
+) -> tuple[dict[str, dict], dict, dict]:
+    """Per group (by `key`): metrics and sizes; then the pooled micro and the plain macro estimates."""
+    names = list(dict.fromkeys(key(s) for s in scores))
+    columns = [_columns([s for s in scores if key(s) == name]) for name in names]
+    sums = stats.stratified_sums(columns, iters, seed)
+    groups = {name: _group(c, r) for name, c, r in zip(names, columns, sums, strict=True)}
+    everything = np.concatenate(columns) if columns else np.zeros((0, 3))
+    micro = _group(everything, sum(sums)) if columns else {}
+    n = len(everything)
+    macro = (
+        {
+            metric: stats.Estimate(
+                float(np.mean([g[metric].value for g in groups.values()])),
+                np.mean([g[metric].replicates for g in groups.values()], axis=0),
+                n,
+            )
+            for metric in _AVERAGED
+        }
+        if groups
+        else {}
+    )
+    per_group = {
+        name: {**_as_json(groups[name]), **_sizes(c)} for name, c in zip(names, columns, strict=True)
+    }
+    return per_group, {**_as_json(micro), **_sizes(everything)} if columns else {}, _as_json(macro)
+
+
+def _sizes(columns: np.ndarray) -> dict:
     return {
-        "loss": loss,
-        "perplexity": math.exp(loss) if tokens else float("nan"),
-        "bpb": nll / math.log(2) / num_bytes if num_bytes else float("nan"),
-        "documents": len(scores),
-        "tokens": tokens,
-        "bytes": num_bytes,
+        "documents": len(columns),
+        "tokens": int(columns[:, 1].sum()),
+        "bytes": int(columns[:, 2].sum()),
     }
 
 
-def summarize(scores: Sequence[DocumentScore]) -> dict:
-    """Per-dataset and per-domain metrics, the micro average over everything, and macro averages."""
-    by_dataset = {
-        name: group_metrics(s for s in scores if s.dataset == name)
-        for name in dict.fromkeys(s.dataset for s in scores)
-    }
-    by_domain = {
-        name: group_metrics(s for s in scores if s.domain == name)
-        for name in dict.fromkeys(s.domain for s in scores)
-    }
+def summarize(scores: Sequence[DocumentScore], iters: int = stats.ITERS, seed: int = stats.SEED) -> dict:
+    """Per-dataset and per-domain metrics, the micro average over everything, and macro averages.
+
+    Each of loss, perplexity and bpb is a metric object (`marin.evaluation.stats`): a bootstrap over
+    documents, stratified by dataset for the datasets, micro and `macro.datasets`, and by domain for
+    the domains and `macro.domains`; perplexity's replicates are exp of loss's.
+    """
+    datasets, micro, macro_datasets = _stratified(scores, lambda s: s.dataset, iters, seed)
+    domains, _, macro_domains = _stratified(scores, lambda s: s.domain, iters, seed)
     return {
-        "datasets": by_dataset,
-        "domains": by_domain,
-        "micro": group_metrics(scores),
-        "macro": {"datasets": _mean_of(by_dataset), "domains": _mean_of(by_domain)},
+        "datasets": datasets,
+        "domains": domains,
+        "micro": micro,
+        "macro": {"datasets": macro_datasets, "domains": macro_domains},
     }
-
-
-def _mean_of(groups: dict[str, dict]) -> dict:
-    return {key: sum(g[key] for g in groups.values()) / len(groups) for key in _AVERAGED} if groups else {}

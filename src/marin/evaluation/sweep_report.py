@@ -1,7 +1,9 @@
 """A sweep report: a table (Markdown and CSV) and a PNG plot of eval metrics against training tokens.
 
 It reads the `metrics.jsonl` of each trained model (records holding `tokens` and eval metrics such
-as `eval_loss`, `eval_bpb`) and compares the runs of, say, a learning-rate sweep. The step body,
+as `eval_loss`, `eval_bpb`), or the checkpoint curve of each evaluation (`evaluate(...,
+checkpoints="all")`: each metric with its interval at each export, drawn as a band), and compares
+the runs of, say, a learning-rate sweep. The step body,
 `run_sweep_report`, finds each train step's output through `marin.execution.context.current()`.
 """
 
@@ -12,7 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import orjson
+
 import storage
+from marin.evaluation.direction import best
 from marin.evaluation.errors import EvalDataError
 from marin.execution.context import current
 
@@ -23,7 +28,8 @@ PLOT_PNG = "plot.png"
 
 @dataclass(frozen=True)
 class SweepReportConfig:
-    """The runs to compare as `(label, train step name)` pairs, the metrics (lower is better) and the x axis."""
+    """The runs to compare as `(label, train step name)` pairs, the metrics and the x axis. Each metric's
+    best is the lowest or the highest value, as `direction.higher_is_better` says for its name."""
 
     # keyed even at their defaults: these keys were published before defaults stayed out (marin.execution.keyed)
     KEYED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("metrics", "x_key")
@@ -34,7 +40,12 @@ class SweepReportConfig:
 
 
 def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], x_key: str) -> list[dict]:
-    """The records of a train step's `metrics.jsonl` that carry an eval metric, as `{x_key, metric...}`."""
+    """A run's eval metrics against `x_key`: the records of a train step's `metrics.jsonl` that carry
+    one, or the checkpoint curve of an evaluation step (`evaluate(..., checkpoints=...)`), whose
+    points hold each metric's value (and its interval under `<metric>_ci95`) at each export."""
+    results = storage.read_bytes(storage.join(output_path, "results.json"))
+    if results is not None:
+        return _checkpoint_curve(step_name, orjson.loads(results), metrics, x_key)
     records = storage.read_records(storage.join(output_path, "metrics.jsonl"))
     if not records:
         raise EvalDataError(f"train step {step_name!r} has no metrics.jsonl at {output_path}: has it run?")
@@ -50,8 +61,26 @@ def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], 
     return curve
 
 
+def _checkpoint_curve(step_name: str, results: dict, metrics: tuple[str, ...], x_key: str) -> list[dict]:
+    curves = (results.get("checkpoints") or {}).get("curves") or {}
+    found = [m for m in metrics if m in curves]
+    if not found:
+        raise EvalDataError(
+            f"evaluation {step_name!r} has no checkpoint curve of {list(metrics)}; evaluate with "
+            f"checkpoints='all' and name metrics it has: {sorted(curves)[:8]}"
+        )
+    by_x: dict = {}
+    for metric in found:
+        for point in curves[metric]:
+            row = by_x.setdefault(point.get(x_key, point["step"]), {x_key: point.get(x_key, point["step"])})
+            row[metric] = point["value"]
+            row[f"{metric}_ci95"] = point.get("ci95")
+    return [by_x[x] for x in sorted(by_x)]
+
+
 def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> list[dict]:
-    """One row per run: its step, final tokens, and the final and best value of each metric."""
+    """One row per run: its step, final tokens, and the final and best value of each metric (the best by
+    the metric's direction: the highest accuracy, the lowest loss)."""
     rows = []
     for label, step in config.runs:
         curve = curves[label]
@@ -59,7 +88,7 @@ def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> li
         for metric in config.metrics:
             values = [r[metric] for r in curve if metric in r and math.isfinite(r[metric])]
             row[f"final_{metric}"] = values[-1] if values else None
-            row[f"best_{metric}"] = min(values) if values else None
+            row[f"best_{metric}"] = best(values, metric) if values else None
         rows.append(row)
     return rows
 
@@ -91,7 +120,12 @@ def curves_csv(config: SweepReportConfig, curves: dict[str, list[dict]]) -> str:
 
 def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
     """One panel per metric, one line per run, metric against `x_key`; PNG bytes."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise EvalDataError(
+            f"a sweep report draws plot.png with matplotlib: pip install 'marin[plot]' ({e})"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -99,8 +133,15 @@ def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
     fig, axes = plt.subplots(1, len(config.metrics), figsize=(5 * len(config.metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], config.metrics, strict=True):
         for label, _ in config.runs:
-            points = [(r[config.x_key], r[metric]) for r in curves[label] if metric in r]
+            points = [
+                (r[config.x_key], r[metric], r.get(f"{metric}_ci95")) for r in curves[label] if metric in r
+            ]
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+            bands = [p for p in points if p[2]]
+            if bands:  # an evaluation's checkpoint curve: each point's 95% interval as a band
+                ax.fill_between(
+                    [p[0] for p in bands], [p[2][0] for p in bands], [p[2][1] for p in bands], alpha=0.2
+                )
         ax.set_xlabel(f"training {config.x_key}")
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
@@ -127,10 +168,7 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     ranked = [r for r in rows if r[f"final_{first}"] is not None]
     artifact = {"table_path": TABLE_MD, "csv_path": TABLE_CSV, "plot_path": PLOT_PNG, "runs": rows}
     if ranked:
-        best = min(ranked, key=lambda r: r[f"final_{first}"])
-        artifact["headline"] = {
-            "metric": f"final_{first}",
-            "value": best[f"final_{first}"],
-            "run": best["run"],
-        }
+        value = best((r[f"final_{first}"] for r in ranked), first)
+        top = next(r for r in ranked if r[f"final_{first}"] == value)
+        artifact["headline"] = {"metric": f"final_{first}", "value": top[f"final_{first}"], "run": top["run"]}
     return artifact

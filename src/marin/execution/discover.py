@@ -25,6 +25,7 @@ from typing import Any
 
 from marin.execution.errors import MarinError
 from marin.execution.lazy import LazyStep, lower
+from marin.execution.mistakes import as_experiment_error
 from marin.execution.step_spec import StepSpec
 
 # The module name `marin run` gives an experiment file (not `__main__`); `.executor_info` finds the
@@ -64,7 +65,8 @@ def defer_run(steps: Iterable[Any] | Any) -> bool:
 def import_file(path: str) -> Any:
     """Import the Python file at `path` as a module, with its directory and the cwd importable.
 
-    A `StepRunner.run` the file calls while it is imported runs nothing (see `defer_run`).
+    A `StepRunner.run` the file calls while it is imported runs nothing (see `defer_run`). A
+    mistake in the file is an `ExperimentError` naming its file and line (see `mistakes`).
     """
     full = os.path.abspath(path)
     if not os.path.isfile(full):
@@ -86,6 +88,11 @@ def import_file(path: str) -> Any:
     token = _runner_calls.set(calls)
     try:
         spec.loader.exec_module(module)
+    except Exception as e:
+        mistake = as_experiment_error(e)  # the user's mistake as one line naming file:line; None: a bug
+        if mistake is None:
+            raise
+        raise mistake from e
     finally:
         _runner_calls.reset(token)
     _deferred[module_name] = calls

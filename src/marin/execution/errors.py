@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import sys
+
+from fray.cluster import FrayError
+
 
 class MarinError(Exception):
     """Base class of every error marin raises on purpose."""
@@ -16,25 +21,72 @@ class DagError(MarinError):
 
 
 class StepFailedError(MarinError):
-    """One or more steps failed during a run. `failures` maps step name -> formatted error.
+    """One or more steps failed during a run. `failures` maps step name -> its formatted error, whose
+    first line is the error itself (`error_line`) and the rest where to read more and the traceback.
 
-    The message shows the first `SHOWN` failures in full and names the rest (all are in `failures`).
+    The message is one line per failed step (the first `SHOWN` of them), naming the rest and the
+    steps they blocked; `reported` is True when every failure was an error raised on purpose with a
+    message for the user (`is_reported`: bad input), not a bug.
     """
 
     SHOWN = 5
 
-    def __init__(self, failures: dict[str, str], blocked: list[str] | None = None):
+    def __init__(self, failures: dict[str, str], blocked: list[str] | None = None, reported: bool = False):
         self.failures = dict(failures)
         self.blocked = list(blocked or [])
-        lines = [f"{len(self.failures)} step(s) failed:"]
-        for name, message in list(self.failures.items())[: self.SHOWN]:
-            lines.append(f"--- {name}\n{message}")
-        rest = list(self.failures)[self.SHOWN :]
-        if rest:
-            lines.append(f"--- and {len(rest)} more failed: {_names(rest)} (see each step's .executor_log)")
+        self.reported = reported
+        lines = []
+        for name, error, log in self.shown():
+            lines.append(f"step {name!r} failed: {error}" + (f" (log: {log})" if log else ""))
+        lines += self.rest()
+        super().__init__("\n".join(lines))
+
+    def shown(self) -> list[tuple[str, str, str | None]]:
+        """(step, its error line, its log when the line does not name it) of the first SHOWN failures."""
+        out = []
+        for name, text in list(self.failures.items())[: self.SHOWN]:
+            error = first_line(text)
+            log = _LOG.search(text)
+            out.append((name, error, log.group(1) if log and log.group(1) not in error else None))
+        return out
+
+    def rest(self) -> list[str]:
+        """The lines after the shown failures: how many more failed, and which steps they blocked."""
+        lines = []
+        more = list(self.failures)[self.SHOWN :]
+        if more:
+            lines.append(f"and {len(more)} more failed: {_names(more)} (see each step's .executor_log)")
         if self.blocked:
             lines.append(f"{len(self.blocked)} step(s) blocked by those failures: {_names(self.blocked)}")
-        super().__init__("\n".join(lines))
+        return lines
+
+
+_LOG = re.compile(r"log: (\S+?\.executor_log)")
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of a message."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def is_reported(error: BaseException) -> bool:
+    """Whether `error` was raised on purpose with a message for the user: a MarinError, a FrayError
+    (a resource request, a cluster's refusal) or a ZephyrError (fray and zephyr are libraries
+    below marin, with their own bases; zephyr is looked up only when loaded, since the engine never
+    imports it)."""
+    if isinstance(error, MarinError | FrayError):
+        return True
+    zephyr_errors = sys.modules.get("zephyr.errors")
+    return zephyr_errors is not None and isinstance(error, zephyr_errors.ZephyrError)
+
+
+def error_line(error: BaseException) -> str:
+    """The error as one line: its message when raised on purpose (`is_reported`), else its type and
+    message (`ValueError: cannot handle document 17`)."""
+    message = first_line(str(error))
+    if is_reported(error) and message:
+        return message
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 def _names(names: list[str], limit: int = 50) -> str:

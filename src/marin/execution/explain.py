@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from typing import Any
 import storage
 from marin.execution.artifact import ArtifactRecord, ExecutorInfo, read_artifact, read_info
 from marin.execution.aside import ASIDE_RECORD, read_aside
-from marin.execution.errors import MarinError, UnreadableRecordError
+from marin.execution.errors import MarinError, UnreadableRecordError, first_line
 from marin.execution.lease import current_holder, is_lease_file
 from marin.execution.states import OutputState, StepState
 from marin.execution.status import STATUS_FILE, Event, StatusRecord, read_status
@@ -28,6 +30,7 @@ class OutputStatus:
     detail: str = ""
     headline: str = ""
     superseded: bool = False
+    compute: str = ""
 
 
 def list_outputs(
@@ -87,12 +90,14 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
             detail = "its process was lost (killed from outside, or its node); the next run retries it"
         else:
             state = OutputState(status.state)
-            if has_lease:
+            detail = first_line(events[-1].error) if events and events[-1].error else ""  # a failure's line
+            if has_lease and not detail:
                 detail = "a stale lease remains from an interrupted attempt"
     else:
         state, detail, age = OutputState.INTERRUPTED, "a first attempt died before finishing", None
     name = (status.name if status is not None else "") or (holder.step if holder else storage.basename(path))
-    shown = headline(read_artifact(path)) if state == OutputState.SUCCESS else ""
+    artifact = read_artifact(path) if state == OutputState.SUCCESS else None
+    shown, spent = headline(artifact), compute(artifact)
     if superseded:
         state = state if status is not None else OutputState.MOVED_ASIDE
         detail = f"moved-aside copy ({aside.kind}) of {aside.origin} (delete with `marin gc PREFIX --yes`)"
@@ -101,7 +106,7 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         detail = "; ".join(
             filter(None, [detail, f"preempted {len(preempted)}x (a replica or node lost; retried)"])
         )
-    return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded)
+    return OutputStatus(path, name, state, age, _duration(events), detail, shown, superseded, spent)
 
 
 def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
@@ -115,8 +120,9 @@ def preemptions(events: Sequence[Event]) -> list[dict[str, Any]]:
 def headline(artifact: ArtifactRecord | None) -> str:
     """A step's headline metric as 'metric = value', when its result declares one.
 
-    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations
-    do); the engine shows it and attaches no meaning to it.
+    A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations,
+    training, token caches, curation and zephyr steps do), with, when it has them, the `ci95`
+    interval and the `n` it rests on, shown beside the value; the engine attaches no meaning to it.
     """
     result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
@@ -125,7 +131,34 @@ def headline(artifact: ArtifactRecord | None) -> str:
     value = shown.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{shown['metric']} = {value}"
-    return f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    text = f"{shown['metric']} = {value:,}" if isinstance(value, int) else f"{shown['metric']} = {value:.4g}"
+    ci, n = shown.get("ci95"), shown.get("n")
+    extra = []
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        extra.append(f"95% CI {ci[0]:.4g}-{ci[1]:.4g}")
+    if isinstance(n, int) and not isinstance(n, bool):
+        extra.append(f"n={n:,}")
+    return text + (f" ({', '.join(extra)})" if extra else "")
+
+
+def compute(artifact: ArtifactRecord | None) -> str:
+    """A step's compute as 'M / H (ratio)': its model and hardware FLOPs, when its result records them.
+
+    A step opts in by returning `{"flops": {"model": M, "hardware": H, "ratio": M / H}, ...}`
+    (train steps do: the model's FLOPs and the devices' peak over the wall time, see
+    `marin.training.flops`); the engine shows it and attaches no meaning to it.
+    """
+    result = artifact.result if artifact is not None else None
+    flops = result.get("flops") if isinstance(result, dict) else None
+    if not isinstance(flops, dict) or not all(_is_number(flops.get(k)) for k in ("model", "hardware")):
+        return ""
+    ratio = flops.get("ratio")
+    shown = f"{flops['model']:.3g} / {flops['hardware']:.3g}"
+    return shown + (f" ({ratio:.1%})" if _is_number(ratio) else "")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _duration(events: Sequence[Event]) -> float | None:
@@ -171,6 +204,46 @@ class OutputRecords:
                 )
             },
         }
+
+
+def find_output(name_or_path: str, prefix: str) -> str:
+    """The output folder `name_or_path` names: itself when it holds a step's records, else the latest
+    output of the step of that name under `prefix` (its SUCCESS outputs first, then by the time of
+    its last event), as `marin info NAME` / `marin verify NAME` take it.
+
+    MarinError naming what was looked for, and the step names found beside it, when there is none.
+    """
+    path = storage.absolute(name_or_path)
+    if storage.is_dir(path) and any(is_output_record(n) for n in storage.list_names(path)):
+        return path
+    name = name_or_path.strip("/")
+    folder = storage.join(prefix, posixpath.dirname(name)) if posixpath.dirname(name) else prefix
+    stem = posixpath.basename(name)
+    found: list[tuple[bool, float, str]] = []
+    others: set[str] = set()  # the step names the folder's outputs are named for
+    children = storage.list_names(folder) if storage.is_dir(folder) else []
+    for child in children:
+        base, _, suffix = child.rpartition("-")  # an output folder is {name}-{key[:8]}
+        if not base or len(suffix) != 8:
+            continue
+        if base != stem:
+            others.add(posixpath.join(posixpath.dirname(name), base))
+            continue
+        status = read_status(storage.join(folder, child))
+        if status is None or status.name != name:
+            continue
+        last = status.events[-1].time if status.events else 0.0
+        found.append((status.state == StepState.SUCCESS, last, storage.join(folder, child)))
+    if found:
+        return max(found)[2]
+    if storage.is_dir(path):
+        output_records(path)  # raises, saying the folder holds no step output
+    close = difflib.get_close_matches(name, sorted(others), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise MarinError(
+        f"{name_or_path} is neither an output folder nor the name of a step with an output under {prefix}"
+        f"{hint} (`marin status {prefix}` lists them)"
+    )
 
 
 def output_records(path: str) -> OutputRecords:
@@ -229,6 +302,8 @@ def explain_output(path: str) -> str:
         files = artifact.files
         if headline(artifact):
             lines.append(f"headline {headline(artifact)}")
+        if compute(artifact):
+            lines.append(f"compute  {compute(artifact)}  (model / hardware FLOPs)")
         lines.append(f"result   {_json(artifact.result)}")
         lines.append(f"files    {len(files)} files, {artifact.total_bytes} bytes")
         lines += [f"           {f['path']}  {f['size']} B" for f in files[:20]]
@@ -237,7 +312,7 @@ def explain_output(path: str) -> str:
     for e in status.events if status is not None else ():
         lines.append(
             f"event    {_when(e.time)}  {e.state:<8} {e.host}:{e.pid}"
-            + (f"  {_error_line(e.error)}" if e.error else "")
+            + (f"  {first_line(e.error)}" if e.error else "")
             + (f"  {_preemption_line(e.preempted)}" if e.preempted is not None else "")
         )
     return "\n".join(lines)
@@ -263,12 +338,6 @@ def _preemption_line(p: dict[str, Any]) -> str:
     replica = "a replica" if p.get("replica") is None else f"replica {p['replica']}"
     node = f" on node {p['node']}" if p.get("node") else ""
     return f"preempted: lost {replica}{node}; retry {p.get('retry')} of {p.get('of')}: {str(p.get('error'))[:160]}"
-
-
-def _error_line(error: str) -> str:
-    """The exception line of a formatted failure (the line before the closing '(step ...)' note)."""
-    lines = [line for line in error.strip().splitlines() if line.strip()]
-    return lines[-2] if len(lines) > 1 and lines[-1].startswith("(step ") else (lines[-1] if lines else "")
 
 
 def _json(value: Any) -> str:

@@ -44,7 +44,13 @@ from fray.cluster.logs import tail
 from marin.execution.artifact import LOG_FILE, manifest, write_records
 from marin.execution.aside import AsideKind, move_aside
 from marin.execution.context import StepContext
-from marin.execution.errors import LeaseLostError, OutputConflictError, UnreadableRecordError
+from marin.execution.errors import (
+    LeaseLostError,
+    OutputConflictError,
+    UnreadableRecordError,
+    error_line,
+    is_reported,
+)
 from marin.execution.heartbeat import Heartbeat
 from marin.execution.interrupt import Interrupt
 from marin.execution.lease import Lease, LeaseInfo, is_lease_file, try_acquire
@@ -74,8 +80,9 @@ class Outcome(msgspec.Struct, frozen=True):
 
     kind: RunOutcome
     result: Any = None
-    error: str = ""
+    error: str = ""  # a failure's formatted error: its first line is the error itself (`error_line`)
     seconds: float | None = None
+    reported: bool = False  # a failure raised on purpose with a message for the user (`is_reported`)
 
 
 class ExecutionSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -163,8 +170,8 @@ def execute_step(step: PlannedStep, deps: Sequence[PlannedStep], settings: Execu
                 return _under_lease(step, lease_or_outcome, deps, settings)
             except LeaseLostError:
                 continue  # another runner took the step over: wait for it and reuse its output
-    except Exception as e:
-        return Outcome(RunOutcome.FAILED, error=_format_error(e, step))
+    except Exception as e:  # the runner's own machinery failed (storage, pickling): report, don't hang
+        return Outcome(RunOutcome.FAILED, error=_format_error(e, step), reported=is_reported(e))
 
 
 def _under_lease(
@@ -530,7 +537,8 @@ def _record_failure(
             "could not record the end of step %r in %s", step.name, step.output_path, exc_info=True
         )
     kind = RunOutcome.LOST if lost else RunOutcome.FAILED
-    return Outcome(kind, error=message, seconds=time.time() - attempt.started)
+    reported = not lost and is_reported(ended.error)
+    return Outcome(kind, error=message, seconds=time.time() - attempt.started, reported=reported)
 
 
 def _adopt(
@@ -558,5 +566,8 @@ def _adopt(
 
 
 def _format_error(error: BaseException, step: PlannedStep) -> str:
+    """The error's line, where to read more, then its traceback: the first line is what a reader
+    needs (`marin run` prints it alone), the rest what a debugger does."""
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return f"{text.rstrip()}\n(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"
+    where = f"(step {step.name!r}; log: {step.output_path}/{LOG_FILE}; output: {step.output_path})"
+    return f"{error_line(error)}\n{where}\n{text.rstrip()}"

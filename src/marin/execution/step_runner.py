@@ -192,6 +192,7 @@ class _Schedule:
     in_flight: int = 0  # steps handed to a driver and not yet finished
     failures: dict[str, str] = field(default_factory=dict)  # step name -> formatted error
     blocked: list[str] = field(default_factory=list)
+    reported: bool = True  # every failure so far was raised on purpose (bad input, not a bug)
 
     @classmethod
     def of(cls, steps: list[PlannedStep], pending: list[int]) -> _Schedule:
@@ -280,7 +281,9 @@ class _Run:
         finally:
             self._close(restore)
         if self.schedule.failures or self.schedule.blocked:
-            raise StepFailedError(self.schedule.failures, self.schedule.blocked)
+            raise StepFailedError(
+                self.schedule.failures, self.schedule.blocked, reported=self.schedule.reported
+            )
         return self.result
 
     def _wait_for_the_end(self) -> None:
@@ -384,6 +387,7 @@ class _Run:
         self.result.outcomes[step.output_path] = kind
         if kind in (RunOutcome.FAILED, RunOutcome.LOST):
             self.schedule.failures[step.name] = outcome.error
+            self.schedule.reported &= outcome.reported
             detail = f"log: {step.output_path}/.executor_log"
             if kind == RunOutcome.LOST:
                 detail = f"{outcome.error.splitlines()[0]}; {detail}"

@@ -207,9 +207,17 @@ class TokenizedData(TokenizeOptions, _SourceStep):
             deps=deps + tuple(d for d in self._source_deps() if d not in deps),
             hash_attrs=hash_attrs_of(config),  # a tokenizer step's own key enters through deps
             resumable=True,  # shards are published atomically; a rerun keeps the finished ones
-            inputs=declared_inputs(config.input),
+            inputs=declared_inputs(config.input) + _tokenizer_files(self.tokenizer),
             **self.spec_options(),
         )
 
 
 tokenized = TokenizedData
+
+
+def _tokenizer_files(tokenizer: TokenizerArg) -> tuple[str, ...]:
+    """A tokenizer folder's files (a local or fsspec path), declared as inputs: replacing them reruns
+    the step. A hub id is named by the key only, and a tokenizer step enters through its own key."""
+    if not isinstance(tokenizer, str) or not (os.path.isabs(tokenizer) or "://" in tokenizer):
+        return ()
+    return (tokenizer.rstrip("/") + "/*",)

@@ -1,14 +1,16 @@
-"""`evaluate()`: declare an evaluation step of a trained model. Declaring runs nothing.
+"""`evaluate()`: declare an evaluation step of a model. Declaring runs nothing.
 
-    ev = evaluate("eval/nano-tinystories", model_step=nano_model,
+    ev = evaluate("eval/nano-tinystories", model=nano_model,
                   datasets=[tinystories_tokenized, TextDataset("notes", ("notes.jsonl",))],
                   harness_tasks=("marin_story_endings", "marin_text_perplexity"),
                   prompts=("Once upon a time",))
-    StepRunner().run([lower(ev)])
+    baseline = evaluate("eval/gpt2-core", model="openai-community/gpt2", suite="core")
+    StepRunner().run([lower(ev), lower(baseline)])
 
 The step writes `results.json` (loss, perplexity and bits-per-byte per dataset and domain, micro
-and macro averages, harness metrics, samples); the step's result, stored by the runner in
-`.artifact.json` under `"result"`, carries `"headline": {"metric": "bpb", "value": ...}`.
+and macro averages, harness and suite metrics, samples), every number a metric object with its
+interval; the step's result, stored by the runner in `.artifact.json` under `"result"`, carries
+`"headline": {"metric": "bpb", "value": ..., "stderr": ..., "ci95": [...], "n": ...}`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from marin.evaluation.documents import TextDataset
+from marin.evaluation.errors import ModelSourceError, SuiteError
 from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
+from marin.evaluation.model_source import ModelKind, ModelSource, from_string
+from marin.evaluation.suites import Suite
+from marin.evaluation.suites import suite as find_suite
 from marin.evaluation.sweep_report import SweepReportConfig, run_sweep_report
 from marin.execution.errors import StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
@@ -34,39 +40,58 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Evaluation(EvalOptions, StepOptions):
-    """Declare the evaluation of `model_step` (a `train_lm()` handle or a StepSpec with an `hf/` export).
+    """Declare the evaluation of `model`: a `train_lm()` handle or StepSpec (its `hf/` export), a
+    Hugging Face folder (a local path, or an `s3://` / `gs://` URL), or a hub id (`ORG/NAME`,
+    `ORG/NAME@REVISION`).
 
-    `evaluate` is this class: its parameters are `name`, `model_step`, `datasets`, then by keyword
-    the `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
-    `max_documents`, `harness_stories`, `harness_items`), the `StepOptions` every step has
-    (`version`, `adopt`, `resources`) and the step's own below, each declared once, so editors
-    complete and type-check the call. `datasets` holds `tokenized()` handles / StepSpecs of token
-    caches (their `eval_split` is scored) and `TextDataset`s of raw text.
-    `harness_tasks` names lm-eval-harness tasks, such as our own `marin_story_endings` and
-    `marin_text_perplexity`. `prompts` get a greedy continuation and seeded samples
-    (`sampling=SamplingConfig(...)`). `adopt=True` takes an existing folder at the step's output
-    path as its result (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every
-    option but `batch_size`, which changes no score.
+    `evaluate` is this class: its parameters are `name`, `model`, `datasets`, then by keyword
+    `suite` (a name in `marin.evaluation.suites.SUITES`, such as `"core"`, or a `Suite`), the
+    `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
+    `max_documents`, `limit`, `harness_stories`, `harness_items`, `bootstrap_iters`,
+    `bootstrap_seed`), the `StepOptions` every step has (`version`, `adopt`, `resources`) and the
+    step's own below, each declared once, so editors complete and type-check the call. `datasets`
+    holds `tokenized()` handles / StepSpecs of token caches (their `eval_split` is scored) and
+    `TextDataset`s of raw text, whose files are the step's declared inputs (edit one and the
+    evaluation reruns, the plan naming the file). `harness_tasks` names
+    lm-eval-harness tasks, such as our own `marin_story_endings` and `marin_text_perplexity`.
+    `prompts` get a greedy continuation and seeded samples (`sampling=SamplingConfig(...)`).
+    `adopt=True` takes an existing folder at the step's output path as its result (see
+    StepSpec.adopt). The key is the EvaluationConfig's key fields: every option but `batch_size`,
+    which changes no score; a folder model enters by its files' digests, a hub model by its commit.
     """
 
     helper: ClassVar[str] = "evaluate"
-    model_step: TrainLm | StepSpec | LazyStep
+    model: TrainLm | StepSpec | LazyStep | str | ModelSource
     datasets: Sequence[TokenizedData | StepSpec | LazyStep | TextDataset] = ()
     _: KW_ONLY
+    suite: str | Suite | None = None
+    checkpoints: str | Sequence[int] | None = None
     eval_split: str = "validation"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         name = self.name
-        if not isinstance(self.model_step, (StepSpec, LazyStep)):
+        if not isinstance(self.model, (StepSpec, LazyStep, str, ModelSource)):
             raise StepDefinitionError(
-                f"evaluation {name!r}: model_step must be a train_lm() handle or a StepSpec, got "
-                f"{type(self.model_step).__name__}"
+                f"evaluation {name!r}: model must be a train_lm() handle, a StepSpec, a Hugging Face folder "
+                f"or URL, or a hub id, got {type(self.model).__name__}"
             )
+        if isinstance(self.model, str):
+            try:
+                object.__setattr__(self, "model", from_string(self.model))
+            except ModelSourceError as e:
+                raise ModelSourceError(f"evaluation {name!r}: {e}") from None
+        if self.suite is not None:
+            try:
+                object.__setattr__(self, "suite", find_suite(self.suite))
+            except SuiteError as e:
+                raise SuiteError(f"evaluation {name!r}: suite={self.suite!r}: {e}") from None
+        self._check_task_names()
+        self._check_checkpoints()
         object.__setattr__(self, "datasets", tuple(self.datasets))
-        if not (self.datasets or self.harness_tasks or self.prompts):
+        if not (self.datasets or self.harness_tasks or self.prompts or self.suite):
             raise StepDefinitionError(
-                f"evaluation {name!r} has nothing to do: give datasets, harness_tasks or prompts"
+                f"evaluation {name!r} has nothing to do: give datasets, a suite, harness_tasks or prompts"
             )
         for dataset in self.datasets:
             if not isinstance(dataset, (TextDataset, StepSpec, LazyStep)):
@@ -75,25 +100,92 @@ class Evaluation(EvalOptions, StepOptions):
                     f"got {type(dataset).__name__}"
                 )
 
+    def _check_checkpoints(self) -> None:
+        """`checkpoints="all"` or a list of steps, of a train step that exports them; refused now when it cannot."""
+        chosen = self.checkpoints
+        if chosen is None:
+            return
+        where = f"evaluation {self.name!r}: checkpoints={chosen!r}"
+        if isinstance(self.model, ModelSource):
+            raise StepDefinitionError(
+                f"{where}: scores a train step's intermediate exports; model= is not a step"
+            )
+        if chosen != "all":
+            if isinstance(chosen, str) or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in chosen
+            ):
+                raise StepDefinitionError(f'{where}: give "all" or a list of positive step numbers')
+            object.__setattr__(self, "checkpoints", tuple(sorted(set(chosen))))
+        config = getattr(self.model, "config", None)  # a train_lm() handle knows what it will export
+        every = getattr(config, "export_every", None) if config is not None else None
+        if config is None or not hasattr(config, "num_train_steps"):
+            return  # a StepSpec: its exports are checked when the evaluation runs
+        if not every:
+            raise StepDefinitionError(
+                f"{where}: the model step exports no checkpoints; train it with train_lm(..., export_every=N)"
+            )
+        from marin.training.callbacks import export_steps
+
+        exported = export_steps(every, config.num_train_steps)
+        missing = [s for s in self.checkpoints if s not in exported] if self.checkpoints != "all" else []
+        if missing:
+            raise StepDefinitionError(
+                f"{where}: step(s) {missing} will not exist; with export_every={every} and "
+                f"num_train_steps={config.num_train_steps} the exports are steps {exported}"
+            )
+
+    def _check_task_names(self) -> None:
+        """An unknown name in `harness_tasks` is refused now, with the nearest known name."""
+        from marin.evaluation.harness import ALL_OWN_TASKS
+        from marin.evaluation.suites import SUITES, unknown
+
+        known = set(ALL_OWN_TASKS) | {t.harness_task for s in SUITES.values() for t in s.tasks}
+        for task in self.harness_tasks:
+            if task in known:
+                continue
+            try:
+                from marin.evaluation.harness import known_harness_tasks
+
+                harness_names = known_harness_tasks()
+            except ImportError:
+                harness_names = []  # without the [eval] extra the run itself says what to install
+            if harness_names and task not in harness_names:
+                raise SuiteError(
+                    f"evaluation {self.name!r}: harness_tasks: "
+                    + unknown("task", task, sorted(known) + harness_names)
+                )
+
     def to_step_spec(self) -> StepSpec:
-        """The StepSpec: deps are the model step and every tokenized dataset, hash_attrs the config's key fields."""
-        model = lower(self.model_step)
-        deps = [model]
+        """The StepSpec: deps are a model step and every tokenized dataset; inputs a model folder's files
+        and every TextDataset's; hash_attrs the config's key fields."""
+        deps: list[StepSpec] = []
+        inputs: list[str] = []
+        if isinstance(self.model, ModelSource):
+            source = self.model
+            inputs.extend(source.inputs)
+        else:
+            spec = lower(self.model)
+            deps.append(spec)
+            source = ModelSource(ModelKind.STEP, spec.name)
         datasets: list[TextDataset | TokenCacheRef] = []
         for dataset in self.datasets:
             if isinstance(dataset, TextDataset):
                 datasets.append(dataset)
+                inputs.extend(p for p in dataset.paths if p not in inputs)
             else:
                 spec = lower(dataset)
                 if spec not in deps:
                     deps.append(spec)
                 datasets.append(TokenCacheRef(spec.name, self.eval_split))
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalOptions)}
-        config = EvaluationConfig(model_step=model.name, datasets=tuple(datasets), **options)
+        config = EvaluationConfig(
+            model=source, datasets=tuple(datasets), suite=self.suite, checkpoints=self.checkpoints, **options
+        )
         return StepSpec(
             fn=functools.partial(run_evaluation, config),
             deps=deps,
             hash_attrs=hash_attrs_of(config),
+            inputs=inputs,
             **self.spec_options(),
         )
 

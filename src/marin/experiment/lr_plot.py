@@ -3,7 +3,9 @@
 The schedule is a pure function of the step (`OptimizerConfig.lr_at`), so the drawing is exactly
 what the trainer will set, step by step, and what `metrics.jsonl` will record as `lr`. Each train
 step is one line; an optimizer with two rates (Muon's matrices and its AdamW part) is drawn in two
-panels, one per rate. Nothing is trained or read: the file is imported as `marin plan` imports it.
+panels, one per rate. A step that starts from another train step (`init_from`, a cooldown) is drawn
+after it: its step 0 is placed at the end of the run it continues. Nothing is trained or read: the
+file is imported as `marin plan` imports it.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ class ScheduleCurve:
     optimizer: str
     num_train_steps: int
     rates: dict[str, list[float]]
+    offset: int = 0  # the steps of the runs it continues (init_from), before its own step 0
 
     def summary(self) -> str:
         """A line saying what the curve is: peak, where decay starts, last rate."""
         lrs = self.rates["lr"]
         peak = max(lrs)
         held = [i for i, lr in enumerate(lrs) if lr == peak]
+        after = f", after {self.offset} steps it continues" if self.offset else ""
         return (
-            f"{self.name}: {self.optimizer}, {self.num_train_steps} steps, peak {peak:.3g} "
+            f"{self.name}: {self.optimizer}, {self.num_train_steps} steps{after}, peak {peak:.3g} "
             f"(steps {held[0]}–{held[-1]}), last {lrs[-1]:.3g}"
         )
 
@@ -43,7 +47,11 @@ def schedule_curve(name: str, handle: TrainLm) -> ScheduleCurve:
     optimizer, n = handle.optimizer, handle.num_train_steps
     schedule = optimizer.schedule(n)
     rates = {rate: [schedule.lr(peak, s) for s in range(n)] for rate, peak in optimizer.peak_rates().items()}
-    return ScheduleCurve(name, type(optimizer).__name__, n, rates)
+    offset, source = 0, handle.init_from
+    while isinstance(source, TrainLm):
+        offset += source.num_train_steps
+        source = source.init_from
+    return ScheduleCurve(name, type(optimizer).__name__, n, rates, offset)
 
 
 def train_steps(path: str, names: Sequence[str] = ()) -> list[tuple[str, TrainLm]]:
@@ -84,7 +92,7 @@ def plot_curves(curves: Sequence[ScheduleCurve], out: str) -> str:
     for axis, rate in zip(axes[:, 0], panels, strict=True):
         for i, curve in enumerate(curves):  # one colour per train step in every panel
             if rate in curve.rates:
-                steps = range(curve.num_train_steps)
+                steps = range(curve.offset, curve.offset + curve.num_train_steps)
                 axis.plot(steps, curve.rates[rate], label=curve.name, color=f"C{i % 10}", linewidth=1.6)
         axis.set_ylabel(RATE_TITLES.get(rate, rate))
         axis.grid(alpha=0.3)

@@ -16,6 +16,7 @@ bytes of its files (declared as the step's inputs), so replacing the weights the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
@@ -118,6 +119,9 @@ class TrainLm(TrainConfig, StepOptions):
     datasets: Mapping[TokenizedData, float] | Sequence[tuple[int, Mapping[Any, float]]]
     init_from: TrainLm | StepSpec | LazyStep | str | os.PathLike | None = None
     init_optimizer: bool = False
+    eval_tasks: tuple[str, ...] = ()  # harness tasks scored on the live model (marin.experiment.in_loop_eval)
+    eval_tasks_every: int | None = None  # None: only at the last step
+    eval_task_items: int = 50
 
     def __post_init__(self) -> None:
         name = self.name
@@ -147,8 +151,15 @@ class TrainLm(TrainConfig, StepOptions):
 
     @functools.cached_property
     def config(self) -> TrainConfig:
-        """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads."""
-        return config_of(self)
+        """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads; with
+        `eval_tasks`, their in-loop evaluator among its callbacks."""
+        config = config_of(self)
+        if not self.eval_tasks:
+            return config
+        from marin.experiment.in_loop_eval import HarnessTasks
+
+        evaluator = HarnessTasks(self.eval_tasks, self.eval_tasks_every, self.eval_task_items)
+        return dataclasses.replace(config, callbacks=(*config.callbacks, evaluator))
 
     @property
     def processes_per_replica(self) -> int:
@@ -188,6 +199,12 @@ class TrainLm(TrainConfig, StepOptions):
                 {"start_step": step, "weights": [{"step": n, "weight": w} for n, w in ws]}
                 for step, ws in schedule
             ]
+        if self.eval_tasks:  # what metrics.jsonl holds, not what the weights become
+            hash_attrs["eval_tasks"] = {
+                "tasks": list(self.eval_tasks),
+                "every": self.eval_tasks_every,
+                "items": self.eval_task_items,
+            }
         if init_step is not None:
             deps.append(init_step)
             hash_attrs["init_from"] = {"step": init_step.name}

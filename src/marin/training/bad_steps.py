@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from marin.training.errors import TrainingConfigError
-
 MEAN_DECAY = 0.99
 MIN_STEPS = 20
 
@@ -23,17 +21,10 @@ MIN_STEPS = 20
 class BadStepGuard:
     """Decides, step by step, whether to skip the update (see the module docstring)."""
 
-    factor: float
+    factor: float  # > 1: TrainConfig checks it
     mean: float = 0.0  # the biased running mean of taken steps' losses
     taken: int = 0
     skipped: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.factor > 1:
-            raise TrainingConfigError(
-                f"skip_bad_steps must be a factor > 1 (skip when the loss is above that many times its "
-                f"running mean, e.g. 3.0), got {self.factor!r}"
-            )
 
     @property
     def running_mean(self) -> float:

@@ -18,13 +18,15 @@ the user's (`train_lm(..., callbacks=(MyCallback(),))`). The contract:
 Callbacks run on every process of a run, in the same order (the loss and gradient norm they see
 are already averaged over processes), so a decision made from them is the same everywhere.
 `trainer` exposes `config`, `model_config`, `model` (the module being trained), `optimizer`,
-`step`, `rank`, `world_size`, `is_main`, `output_path`, `evaluate()`, `request_stop(reason)`,
-`stopping`, and `save_checkpoint()`.
+`step`, `rank`, `world_size`, `is_main`, `output_path`, `rates` (the run's tokens per step,
+FLOPs per token and devices' peak: `marin.training.step_metrics.StepMetrics`), `evaluate()`,
+`request_stop(reason)`, `stopping`, and `save_checkpoint()`.
 
-The order is: `Evaluation` (every `steps_per_eval` and at the end), the user's callbacks,
+The order is: `Evaluation` (every `steps_per_eval` and at the end), `FlopsAccount` (model and
+hardware FLOPs, `marin.training.flops`), the user's callbacks, `Exports` (every `export_every`),
 `MetricsWriter`, `Checkpointing` (by step count, by wall time, at the end, when stopping),
-`ProgressBar`. So a user callback sees the step's evaluation, what it adds is written, and a stop
-it requests is checkpointed in the same step.
+`ProgressBar`. So a user callback sees the step's evaluation and FLOPs, what it adds is written, and
+a stop it requests is checkpointed in the same step.
 """
 
 from __future__ import annotations
@@ -128,6 +130,27 @@ class Checkpointing(Callback):
             self._since = step.clock
 
 
+class Exports(Callback):
+    """Writes a Hugging Face export every `export_every` steps to `hf/step-NNNNNNNN/` (the last step's too,
+    so a curve over the exports ends at the final model)."""
+
+    def on_step_end(self, trainer: Trainer, step: StepOutput) -> None:
+        every = trainer.config.export_every
+        if every and (step.step % every == 0 or (step.last and not trainer.interrupted)):
+            trainer.export_hf(f"{trainer.output_path}/hf/{export_step_name(step.step)}")
+            step.record["export"] = f"hf/{export_step_name(step.step)}"
+
+
+def export_step_name(step: int) -> str:
+    """The folder of the export of step `step` under `hf/`: `step-00000010`."""
+    return f"step-{step:08d}"
+
+
+def export_steps(every: int, last: int) -> list[int]:
+    """The steps a run that reached step `last` exported: every `every`-th, and the last."""
+    return sorted({*range(every, last + 1, every), last}) if last > 0 else []
+
+
 class ProgressBar(Callback):
     """A tqdm bar of steps and loss on rank 0."""
 
@@ -167,5 +190,11 @@ class StopAfter(Callback):
 
 
 def default_callbacks(user: tuple[Callback, ...]) -> list[Callback]:
-    """The loop's callbacks in order: evaluation, the user's, metrics, checkpoints, progress."""
-    return [Evaluation(), *user, MetricsWriter(), Checkpointing(), ProgressBar()]
+    """The loop's callbacks in order: evaluation, FLOPs, the user's, exports, metrics, checkpoints,
+    progress.
+
+    FlopsAccount comes before the user's callbacks so that its place, under which its state is
+    checkpointed, does not depend on how many a run has."""
+    from marin.training.flops import FlopsAccount  # a callback module of its own, which imports this one
+
+    return [Evaluation(), FlopsAccount(), *user, Exports(), MetricsWriter(), Checkpointing(), ProgressBar()]

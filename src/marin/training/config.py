@@ -55,7 +55,14 @@ class ActivationCheckpointing(StrEnum):
 
 
 _POSITIVE = ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps")
-_POSITIVE_OR_NONE = ("steps_per_eval", "checkpoint_every", "keep_last_k", "num_processes", "cpu_threads")
+_POSITIVE_OR_NONE = (
+    "steps_per_eval",
+    "checkpoint_every",
+    "export_every",
+    "keep_last_k",
+    "num_processes",
+    "cpu_threads",
+)
 _COMPILE = ("auto", True, False)
 
 
@@ -69,8 +76,10 @@ class TrainConfig(Checked):
     never by time), every `checkpoint_every` optimizer steps (None: never by count), at the end,
     and when the run is stopped (a callback's `request_stop`, SIGTERM or SIGINT: the trainer
     finishes the step it is in, writes a checkpoint and exits; a second signal exits at once).
-    `keep_last_k` checkpoints are kept. `eval_max_tokens` caps the validation tokens scored per
-    dataset at each evaluation.
+    `keep_last_k` checkpoints are kept. `export_every` also writes a Hugging Face export of the model
+    every that many optimizer steps, to `hf/step-NNNNNNNN/` (the final one stays in `hf/`), so an
+    evaluation can score every checkpoint (`evaluate(..., checkpoints="all")`). `eval_max_tokens`
+    caps the validation tokens scored per dataset at each evaluation.
     `parallelism` is "ddp" or "fsdp" (see `Parallelism`).
     `grad_accum_steps` splits each process's share of the batch into that many microbatches whose
     gradients add up before the optimizer step: the global batch stays `batch_size` whatever the world
@@ -114,6 +123,7 @@ class TrainConfig(Checked):
     eval_max_tokens: int = 1 << 18
     checkpoint_every: int | None = None
     keep_last_k: int | None = 2
+    export_every: int | None = None
     z_loss: float = 0.0
     ema: float | None = None
     export_ema: bool = True

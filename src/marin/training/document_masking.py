@@ -21,6 +21,7 @@ A batch whose rows are each one document takes plain causal attention, which com
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,8 @@ class DocumentMask:
     """Where each row's documents are, and the attention plan every layer shares.
 
     `positions` (batch, seq) restart at 0 at each document. `blocks` (CPU) holds, per block of
-    queries [q0, q1), the first key k0 it needs and its boolean mask (batch, 1, q1 - q0, q1 - k0);
+    queries [q0, q1), the first key k0 it needs and its additive mask (batch, 1, q1 - q0, q1 - k0):
+    0 where a query may attend, -inf where not;
     `block_mask` (CUDA) is flex attention's. Both are None when every row is one document.
     """
 
@@ -70,7 +72,8 @@ class DocumentMask:
         for q0, k0 in zip(range(0, seq, block), first_keys, strict=True):
             q1 = min(seq, q0 + block)
             same = doc_ids[:, None, q0:q1, None] == doc_ids[:, None, None, k0:q1]
-            blocks.append((q0, q1, k0, same & (index[q0:q1, None] >= index[None, k0:q1])))
+            allowed = same & (index[q0:q1, None] >= index[None, k0:q1])
+            blocks.append((q0, q1, k0, torch.zeros(allowed.shape).masked_fill_(~allowed, -math.inf)))
         return cls(positions, blocks=tuple(blocks))
 
 
@@ -83,11 +86,68 @@ def document_attention(
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     if mask.block_mask is not None:
         return _compiled_flex()(q, k, v, block_mask=mask.block_mask)
-    outs = [
-        F.scaled_dot_product_attention(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], attn_mask=allowed)
-        for q0, q1, k0, allowed in mask.blocks
-    ]
-    return torch.cat(outs, dim=2)
+    return _BlockedAttention.apply(q, k, v, mask.blocks)
+
+
+class _BlockedAttention(torch.autograd.Function):
+    """Attention block by block (`DocumentMask.blocks`), with a backward that writes each block's
+    gradients into one buffer per input. Through plain autograd, every slice of q, k and v would
+    take a full-size zero tensor in the backward (more time than the attention itself at seq 2048).
+    On CPU the blocks run torch's own flash kernel and its backward (the ops scaled-dot-product
+    attention dispatches to), keeping each block's log-sum-exp; elsewhere the backward recomputes
+    each block's attention."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocks: tuple) -> torch.Tensor:
+        ctx.flash = _CPU_FLASH is not None and q.device.type == "cpu"
+        ctx.blocks = blocks = tuple((q0, q1, k0, allowed.to(q.dtype)) for q0, q1, k0, allowed in blocks)
+        outs, saved = [], []
+        for q0, q1, k0, allowed in blocks:
+            qb, kb, vb = q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1]
+            if ctx.flash:
+                out, lse = _CPU_FLASH[0](qb, kb, vb, attn_mask=allowed)
+                saved += [out, lse]
+            else:
+                out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=allowed)
+            outs.append(out)
+        ctx.save_for_backward(q, k, v, *saved)
+        return torch.cat(outs, dim=2)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None]:
+        q, k, v, *saved = ctx.saved_tensors
+        dk, dv = torch.zeros_like(k), torch.zeros_like(v)
+        dqs = []
+        for i, (q0, q1, k0, allowed) in enumerate(ctx.blocks):
+            qb, kb, vb, gb = q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], grad[:, :, q0:q1].contiguous()
+            if ctx.flash:
+                out, lse = saved[2 * i], saved[2 * i + 1]
+                gq, gk, gv = _CPU_FLASH[1](gb, qb, kb, vb, out, lse, 0.0, False, attn_mask=allowed)
+            else:
+                qb, kb, vb = (t.detach().requires_grad_() for t in (qb, kb, vb))
+                with torch.enable_grad():
+                    out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=allowed)
+                gq, gk, gv = torch.autograd.grad(out, (qb, kb, vb), gb)
+            dqs.append(gq)
+            dk[:, :, k0:q1] += gk
+            dv[:, :, k0:q1] += gv
+        return torch.cat(dqs, dim=2), dk, dv, None
+
+
+def _cpu_flash_ops() -> tuple[Any, Any] | None:
+    """torch's CPU flash-attention forward and backward, which return and take the log-sum-exp."""
+    ops = torch.ops.aten
+    if hasattr(ops, "_scaled_dot_product_flash_attention_for_cpu") and hasattr(
+        ops, "_scaled_dot_product_flash_attention_for_cpu_backward"
+    ):
+        return (
+            ops._scaled_dot_product_flash_attention_for_cpu,
+            ops._scaled_dot_product_flash_attention_for_cpu_backward,
+        )
+    return None
+
+
+_CPU_FLASH = _cpu_flash_ops()
 
 
 def _flex_block_mask(doc_ids: torch.Tensor) -> Any:

@@ -18,9 +18,7 @@ class WeightEma:
     """The EMA of `model`'s parameters at `decay` (see the module docstring)."""
 
     def __init__(self, model: nn.Module, decay: float):
-        if not 0 < decay < 1:
-            raise TrainingConfigError(f"ema must be a decay in (0, 1), e.g. 0.999, got {decay!r}")
-        self.decay = decay
+        self.decay = decay  # in (0, 1): TrainConfig checks it
         self._params = dict(model.named_parameters())
         with torch.no_grad():
             self.averages = {name: p.detach().float().clone() for name, p in self._params.items()}

@@ -34,14 +34,17 @@ def local_tensor(value: torch.Tensor) -> torch.Tensor:
     return value.full_tensor() if isinstance(value, DTensor) else value
 
 
-def gathered_model(model: nn.Module, config: ModelConfig) -> nn.Module:
-    """On rank 0, a plain CPU model of `config` holding an FSDP model's whole weights (elsewhere the
-    model itself). Every rank must call it: the shards are gathered collectively."""
+def gathered_model(model: nn.Module, config: ModelConfig, *, every_rank: bool = False) -> nn.Module:
+    """On rank 0 (on every rank with `every_rank`), a plain CPU model of `config` holding an FSDP
+    model's whole weights; elsewhere the model itself. Every rank must call it: the shards are
+    gathered collectively."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    if dist.get_rank() != 0:
+    # cpu_offload gathers to rank 0 alone; without it every rank receives the whole tensors
+    options = StateDictOptions(full_state_dict=True, cpu_offload=not every_rank)
+    weights = get_model_state_dict(model, options=options)
+    if not every_rank and dist.get_rank() != 0:
         return model
     whole = config.build()
-    whole.load_state_dict(weights)
+    whole.load_state_dict({k: v.cpu() for k, v in weights.items()})
     return whole

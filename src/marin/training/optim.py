@@ -10,6 +10,7 @@ more than one rate).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -114,7 +115,7 @@ class OptimizerConfig(Checked):
 
     def schedule(self, num_train_steps: int) -> LrSchedule:
         """The learning-rate schedule of a run of `num_train_steps` with these fields."""
-        return self._schedule_spec().build(num_train_steps)
+        return _schedule_of(self._schedule_spec(), num_train_steps)
 
     def lr_at(self, step: int, num_train_steps: int) -> float:
         """The (main) learning rate for optimizer step `step` (0-based) of a run of `num_train_steps`."""
@@ -259,6 +260,12 @@ class MuonConfig(AdamWMoments, OptimizerConfig):
             )
         parts.append(_adamw(self, matrices, vectors, self.adam_learning_rate, fused))
         return OptimizerChain(parts)
+
+
+@functools.lru_cache(maxsize=256)
+def _schedule_of(spec: ScheduleSpec, num_train_steps: int) -> LrSchedule:
+    """A spec's schedule, built once per run length (the trainer asks for it every step)."""
+    return spec.build(num_train_steps)
 
 
 def _adamw(

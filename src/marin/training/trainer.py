@@ -35,7 +35,7 @@ from torch import nn
 
 from marin.training.bad_steps import BadStepGuard
 from marin.training.blocks import checkpoint_blocks, compile_blocks, compile_wanted
-from marin.training.callbacks import Callback, StepOutput, default_callbacks
+from marin.training.callbacks import Callback, StepOutput, default_callbacks, export_step_name, export_steps
 from marin.training.checkpoint import Checkpointer, TrainState, step_name
 from marin.training.config import Parallelism, TrainConfig
 from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
@@ -268,6 +268,24 @@ class Trainer:
         return self.checkpointer.save(
             model=self.model, optimizer=self.optimizer, state=state, tensors=tensors
         )
+
+    def export_hf(self, out_dir: str) -> str:
+        """Write the model's Hugging Face export to `out_dir` (collective under FSDP: every rank calls it):
+        the weights being trained, or their moving average when the run keeps one and exports it."""
+        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
+        if self.ema is not None and self.config.export_ema:
+            export_model = copy.deepcopy(self.model)
+            self.ema.copy_to(export_model)
+        if self.is_main:
+            first = self.datasets[0]
+            export_hf(
+                export_model,
+                self.model_config,
+                out_dir,
+                tokenizer_dir=first.tokenizer_path,
+                eos_id=first.eos_id,
+            )
+        return out_dir
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Call `fn` when the loop ends, however it ends (a callback's cleanup)."""
@@ -525,19 +543,13 @@ class Trainer:
             "skipped_steps": self.guard.skipped if self.guard is not None else 0,
             "exported_weights": "ema" if self.ema is not None and self.config.export_ema else "last",
         }
-        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
-        if self.ema is not None and self.config.export_ema:
-            export_model = copy.deepcopy(self.model)
-            self.ema.copy_to(export_model)
+        self.export_hf(hf_path)
+        if self.config.export_every:
+            summary["exports"] = {
+                str(s): f"hf/{export_step_name(s)}" for s in export_steps(self.config.export_every, self.step)
+            }
+            summary["tokens_per_step"] = self.config.batch_size * self.config.seq_len
         if self.is_main:
-            first = self.datasets[0]
-            export_hf(
-                export_model,
-                self.model_config,
-                hf_path,
-                tokenizer_dir=first.tokenizer_path,
-                eos_id=first.eos_id,
-            )
             summary["train_unigram_entropy"] = unigram_entropy(
                 [d.train for d in self.datasets], self.model_config.vocab_size
             )

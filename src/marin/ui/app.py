@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 import storage
 from marin.ui.auth import TokenGate
 from marin.ui.index import OutputIndex
-from marin.ui.pages import data, evals, lineage, outputs, plan, runs
+from marin.ui.pages import data, evals, lineage, outputs, plan, runs, scaling
 from marin.ui.site import HERE, Site, template_env
 
 
@@ -73,6 +73,9 @@ def create_app(config: UiConfig) -> Starlette:
         Route("/data/{rel:path}", partial(data.data, site)),
         Route("/evals", partial(evals.evals, site)),
         Route("/evals/{rel:path}", partial(evals.evaluation, site)),
+        Route("/scaling", partial(scaling.fits, site)),
+        Route("/scaling/{rel:path}", partial(scaling.fit, site)),
+        Route("/plot/{rel:path}", partial(scaling.plot, site)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [Middleware(TokenGate, token=config.token)] if config.token else []

@@ -30,6 +30,7 @@ TEXT_SUFFIXES = (
     ".txt.zst",
     ".json.gz",
     ".json.zst",
+    ".md",
 )
 PARQUET_SUFFIXES = (".parquet",)
 

@@ -26,7 +26,6 @@ from marin.execution.states import OutputState
 from marin.execution.status import STATUS_FILE
 from marin.ui.paths import (
     RECORD_CAP,
-    read_json_capped,
     read_record_capped,
     read_record_checked,
     relative,
@@ -37,6 +36,7 @@ METRICS_FILE = "metrics.jsonl"
 RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
 STATS_FILE = "stats.json"  # what a curation step counted (docs/curation.md)
+FIT_FILE = "fit.json"  # a scaling fit (docs/scaling.md)
 
 
 @dataclass(frozen=True)
@@ -76,13 +76,15 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        """train, eval, data or step: what the output's files say it is."""
+        """train, eval, data, fit or step: what the output's files say it is."""
         if storage.holds_log(METRICS_FILE, self.names):
             return "train"
         if RESULTS_FILE in self.names:
             return "eval"
         if LEDGER_FILE in self.names:
             return "data"
+        if FIT_FILE in self.names:
+            return "fit"
         return "step"
 
 
@@ -173,8 +175,6 @@ class OutputIndex:
             )
         else:
             row = output_status(path, names, now, self.lease_timeout)
-        if row.state == OutputState.SUCCESS and not row.headline:
-            row = replace(row, headline=_fallback_headline(path, names))
         entry = Entry(relative(self.prefix, path) or storage.basename(path), row, frozenset(names), now)
         with self._lock:
             self._cache[path] = (stamp, entry)
@@ -209,19 +209,3 @@ def artifact_checked(path: str) -> tuple[ArtifactRecord | None, str | None]:
 def with_age(entry: Entry) -> OutputStatus:
     """The entry's row with its age brought up to now."""
     return replace(entry.row, age_s=entry.age_s)
-
-
-def _fallback_headline(path: str, names: list[str]) -> str:
-    """For outputs whose result declares no headline: a training run's final loss, a cache's size."""
-    artifact = artifact_of(path)
-    result = artifact.result if artifact is not None else None
-    if isinstance(result, dict) and isinstance(result.get("final_loss"), (int, float)):
-        return f"loss = {result['final_loss']:.4g}"
-    if LEDGER_FILE in names:
-        ledger = read_json_capped(f"{path}/{LEDGER_FILE}")
-        splits = (ledger or {}).get("splits") if isinstance(ledger, dict) else None
-        if isinstance(splits, dict):
-            docs = sum(int(s.get("documents", 0)) for s in splits.values() if isinstance(s, dict))
-            tokens = sum(int(s.get("tokens", 0)) for s in splits.values() if isinstance(s, dict))
-            return f"{docs:,} docs, {tokens:,} tokens"
-    return ""

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse
 import storage
 from marin.execution.artifact import DepRecord
 from marin.execution.aside import AsideKind
+from marin.execution.errors import first_line
 from marin.execution.explain import format_seconds
 from marin.execution.states import OutputState
 from marin.ui.index import Entry, OutputIndex
@@ -46,6 +47,22 @@ def _pretty(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
 
+def rounded(value: Any, digits: int = 4) -> Any:
+    """`value` with every float rounded to `digits` significant digits, for reading (a step's
+    results and stats; keys and parameters are shown exactly, and every record file is one click away)."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits) for v in value]
+    return value
+
+
+def _pretty_rounded(value: Any) -> str:
+    return _pretty(rounded(value))
+
+
 def _when(t: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "-"
 
@@ -62,12 +79,14 @@ def template_env(prefix: str, has_experiment: bool) -> Environment:
         fmt_s=format_seconds,
         when=_when,
         pretty=_pretty,
+        pretty_rounded=_pretty_rounded,
         script_json=script_json,
         quote=quote,
         prefix=prefix,
         has_experiment=has_experiment,
         STATES=STATES,
         shown_state=shown_state,
+        first_line=first_line,
     )
     return env
 

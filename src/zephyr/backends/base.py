@@ -85,5 +85,6 @@ def run_stage(
                 message=failure.message,
                 attempts=attempts[i],
                 traceback=failure.traceback,
+                expected=failure.expected,
             )
     return results  # type: ignore[return-value]

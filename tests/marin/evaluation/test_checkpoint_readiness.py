@@ -45,7 +45,7 @@ def test_successful_step_without_hf_config_names_the_missing_file(tmp_path, tiny
 def test_finished_step_yields_its_export(tmp_path, tiny_export):
     shutil.copytree(tiny_export, tmp_path / "hf")
     _mark(tmp_path, StepState.SUCCESS)
-    assert find_hf_export(STEP, str(tmp_path)) == str(tmp_path / "hf")
+    assert find_hf_export(STEP, str(tmp_path)).path == str(tmp_path / "hf")
 
 
 def test_export_named_by_the_artifact_hf_path_is_used(tmp_path, tiny_export):
@@ -54,4 +54,4 @@ def test_export_named_by_the_artifact_hf_path_is_used(tmp_path, tiny_export):
         str(tmp_path), artifact.ExecutorInfo(name=STEP, key="k" * 16), {"hf_path": "export"}
     )
     _mark(tmp_path, StepState.SUCCESS)
-    assert find_hf_export(STEP, str(tmp_path)) == str(tmp_path / "export")
+    assert find_hf_export(STEP, str(tmp_path)).path == str(tmp_path / "export")

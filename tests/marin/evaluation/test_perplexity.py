@@ -56,7 +56,7 @@ def test_bits_per_byte_equals_harness_loglikelihood_rolling(tiny_export, stories
     loglikelihoods = harness.loglikelihood_rolling(requests, disable_tqdm=True)
     harness_bpb = -sum(loglikelihoods) / math.log(2) / sum(len(s.encode("utf-8")) for s in stories)
 
-    assert ours["micro"]["bpb"] == pytest.approx(harness_bpb, rel=1e-5)
+    assert ours["micro"]["bpb"]["value"] == pytest.approx(harness_bpb, rel=1e-5)
     assert ours["micro"]["tokens"] == sum(lengths)
 
 
@@ -65,7 +65,9 @@ def test_bytes_are_utf8_bytes_of_the_original_text(tiny_export):
     text = "Zoë ate crème cake at the café. 🎈"
     scores = score_documents(loaded.model, loaded.tokenizer, _docs("d", [text]), loaded.max_length)
     assert scores[0].bytes == len(text.encode("utf-8")) > len(text)
-    assert summarize(scores)["micro"]["bpb"] == pytest.approx(scores[0].nll / math.log(2) / scores[0].bytes)
+    assert summarize(scores)["micro"]["bpb"]["value"] == pytest.approx(
+        scores[0].nll / math.log(2) / scores[0].bytes
+    )
 
 
 def test_micro_pools_tokens_and_macro_averages_datasets_and_domains(tiny_export, stories):
@@ -78,12 +80,22 @@ def test_micro_pools_tokens_and_macro_averages_datasets_and_domains(tiny_export,
     a, b = result["datasets"]["a"], result["datasets"]["b"]
     micro = result["micro"]
     assert micro["tokens"] == a["tokens"] + b["tokens"] and micro["bytes"] == a["bytes"] + b["bytes"]
-    pooled_nll = a["loss"] * a["tokens"] + b["loss"] * b["tokens"]
-    assert micro["bpb"] == pytest.approx(pooled_nll / math.log(2) / micro["bytes"])
-    assert micro["perplexity"] == pytest.approx(math.exp(micro["loss"]))
-    assert result["macro"]["datasets"]["bpb"] == pytest.approx((a["bpb"] + b["bpb"]) / 2)
+    pooled_nll = a["loss"]["value"] * a["tokens"] + b["loss"]["value"] * b["tokens"]
+    assert micro["bpb"]["value"] == pytest.approx(pooled_nll / math.log(2) / micro["bytes"])
+    assert micro["perplexity"]["value"] == pytest.approx(math.exp(micro["loss"]["value"]))
+    assert result["macro"]["datasets"]["bpb"]["value"] == pytest.approx(
+        (a["bpb"]["value"] + b["bpb"]["value"]) / 2
+    )
     domains = result["domains"].values()
-    assert result["macro"]["domains"]["loss"] == pytest.approx(sum(d["loss"] for d in domains) / 3)
+    assert result["macro"]["domains"]["loss"]["value"] == pytest.approx(
+        sum(d["loss"]["value"] for d in domains) / 3
+    )
+    # every figure carries its interval over documents; perplexity's is exp of loss's
+    for metric in (micro["loss"], micro["bpb"], a["bpb"], result["macro"]["datasets"]["bpb"]):
+        lo, hi = metric["ci95"]
+        assert lo <= metric["value"] <= hi and metric["stderr"] > 0 and metric["n"] in (7, 3)
+    assert micro["perplexity"]["ci95"] == pytest.approx([math.exp(x) for x in micro["loss"]["ci95"]])
+    assert micro["documents"] == micro["bpb"]["n"] == 7
 
 
 def test_scores_are_identical_on_rerun_and_independent_of_batch_size(tiny_export, stories):

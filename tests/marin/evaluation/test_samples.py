@@ -56,3 +56,19 @@ def test_top_p_near_zero_keeps_only_the_most_likely_token(tiny_export):
         loaded.max_length,
     )
     assert {r["text"] for r in narrow} == {greedy[0]["text"]}
+
+
+def test_batched_cached_decoding_keeps_the_window_decoders_greedy_text(tiny_export, stories):
+    """Prompts of different lengths decoded in one left-padded batch against the KV cache give what
+    recomputing the window for every token gave; a prompt too long for the cache falls back to it."""
+    from marin.evaluation.samples import _continue
+
+    loaded = load_hf_model(tiny_export)
+    config = SamplingConfig(max_new_tokens=14, num_samples=0)
+    prompts = (*PROMPTS, "Tom", stories[0][:400])  # the last is longer than the context
+    records = generate_samples(loaded.model, loaded.tokenizer, prompts, config, loaded.max_length)
+    eos = loaded.tokenizer.eos_token_id
+    for record, prompt in zip(records, prompts, strict=True):
+        ids = loaded.tokenizer.encode(prompt, add_special_tokens=False)
+        expected = _continue(loaded.model, ids, config, loaded.max_length, eos, None)
+        assert record["text"] == loaded.tokenizer.decode(expected), prompt

@@ -113,6 +113,25 @@ def test_local_paths_are_made_absolute_and_hub_ids_kept(tmp_path, monkeypatch):
     assert tokenized("t/hub", source="org/name", tokenizer="org/tok").config.input.source == "org/name"
 
 
+def test_replacing_a_tokenizer_folders_files_reruns_the_step_naming_the_file(tmp_path):
+    import os
+
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer.json").write_text('{"version": "1.0"}')
+    old = os.stat(tok / "tokenizer.json").st_mtime_ns - 60 * 10**9  # written a minute ago
+    os.utime(tok / "tokenizer.json", ns=(old, old))
+    runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
+    step = lower(tokenized("tokenized/t", source=EMBEDDED_SOURCE, tokenizer=str(tok), sample_count=10))
+    before = runner.plan([step]).of(step).key
+    (tok / "tokenizer.json").write_text('{"version": "2.0", "other": 1}')
+    again = lower(tokenized("tokenized/t", source=EMBEDDED_SOURCE, tokenizer=str(tok), sample_count=10))
+    assert runner.plan([again]).of(again).key != before
+    missing = lower(tokenized("tokenized/m", source=EMBEDDED_SOURCE, tokenizer=str(tmp_path / "no-tok")))
+    with pytest.raises(StepDefinitionError, match="no-tok/\\*' matches no file"):
+        runner.plan([missing])
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

@@ -18,6 +18,7 @@ from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from marin.experiment.evaluate import evaluate, sweep_report
 from tests.marin.evaluation.tiny_hf import build_tiny_export, held_out_stories
+from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
     model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
     ev = evaluate(
         "eval/tiny",
-        model_step=model,
+        model=model,
         datasets=[text_dataset],
         harness_tasks=OWN_TASKS,
         prompts=("Once upon a time",),
@@ -88,11 +89,26 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
         assert results["harness_samples"][task] == f"harness_samples/{task}.jsonl"
         assert (out / results["harness_samples"][task]).read_text().count("\n") == 10
     headline = artifact["result"]["headline"]
-    assert headline["metric"] == "bpb" and headline["value"] == perplexity["micro"]["bpb"]
+    assert headline["metric"] == "bpb" and headline["value"] == perplexity["micro"]["bpb"]["value"]
+    lo, hi = headline["ci95"]
+    assert lo < headline["value"] < hi and headline["n"] == 6
+    for task in OWN_TASKS:  # every harness metric is a metric object; the per-item scores are kept
+        for metric in results["harness"][task].values():
+            assert set(metric) == {"value", "stderr", "ci95", "n"} and metric["n"] == 10
+    items = json.loads((out / "items.json").read_text())
+    assert len(items["harness"]["marin_story_endings"]["acc"]["ids"]) == 10
+    assert len(items["perplexity"]["stories"]["nll"]) == 6
 
     first = (out / "results.json").read_bytes()
     runner.run([ev], force_run=[ev.name])  # recompute without the cache
     assert (out / "results.json").read_bytes() == first
+
+    # a TextDataset's files are declared inputs: editing one plans the evaluation as changed, naming it
+    path = Path(text_dataset.paths[0])
+    path.write_text(path.read_text() + json.dumps({"text": "One more story.", "tag": "odd"}) + "\n")
+    step = runner.plan([ev]).of(lower(ev))
+    assert step.state == "run: changed"
+    assert any("eval.jsonl changed" in (change.note or "") for change in step.changes), step.changes
 
 
 def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_export, text_dataset):
@@ -102,7 +118,7 @@ def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_exp
     def run(batch_size: int) -> tuple[str, dict]:
         ev = evaluate(
             "eval/tiny",
-            model_step=model,
+            model=model,
             datasets=[text_dataset],
             harness_tasks=OWN_TASKS,
             harness_items=6,
@@ -123,7 +139,7 @@ def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_exp
 
 def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dataset):
     model = StepSpec("checkpoints/crashed", crash_before_export)
-    ev = evaluate("eval/crashed", model_step=model, datasets=[text_dataset])
+    ev = evaluate("eval/crashed", model=model, datasets=[text_dataset])
     with pytest.raises(StepFailedError) as failure:
         StepRunner(prefix=str(tmp_path / "out"), progress=False).run([ev])
     assert "eval/crashed" in failure.value.failures
@@ -134,14 +150,16 @@ def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dat
 def test_evaluate_handle_is_hashable_and_lowers_model_and_token_cache_steps(text_dataset):
     model = StepSpec("checkpoints/m", crash_before_export)
     cache = StepSpec("tokenized/c", crash_before_export)
-    ev = evaluate("eval/m", model_step=model, datasets=[cache, text_dataset], prompts=("hi",))
-    same = evaluate("eval/m", model_step=model, datasets=[cache, text_dataset], prompts=("hi",))
+    ev = evaluate("eval/m", model=model, datasets=[cache, text_dataset], prompts=("hi",))
+    same = evaluate("eval/m", model=model, datasets=[cache, text_dataset], prompts=("hi",))
     assert ev == same and hash(ev) == hash(same)
     spec = lower(ev)
     assert spec.deps == (model, cache)
     assert spec.hash_attrs["datasets"][0] == {"step_name": "tokenized/c", "split": "validation"}
+    assert spec.hash_attrs["model"] == {"step": "checkpoints/m"}
+    assert spec.inputs == text_dataset.paths  # a TextDataset's files are declared inputs
     with pytest.raises(Exception, match="nothing to do"):
-        evaluate("eval/empty", model_step=model)
+        evaluate("eval/empty", model=model)
 
 
 def test_sweep_report_writes_table_csv_and_plot(tmp_path):
@@ -166,34 +184,11 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
 
 
 def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
-    from marin.data.corpus import SOURCE_NAME
     from marin.data.token_cache import TokenCache
-    from marin.experiment.data import tokenized, train_tokenizer
-    from marin.experiment.train import train_lm
-    from marin.training.models import LlamaConfig
-    from marin.training.optim import AdamConfig
-    from zephyr import ZephyrConfig
 
-    tokenizer = train_tokenizer(name="tokenizers/bpe", source=SOURCE_NAME, vocab_size=512, sample_count=300)
-    data = tokenized(
-        name="tokenized/stories",
-        tokenizer=tokenizer,
-        source=SOURCE_NAME,
-        sample_count=240,
-        validation_fraction=0.1,
-        zephyr=ZephyrConfig(backend="sync", quiet=True),
-    )
-    model = train_lm(
-        name="checkpoints/tiny",
-        model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=2, max_seq_len=64),
-        optimizer=AdamConfig(learning_rate=3e-3),
-        datasets={data: 1.0},
-        batch_size=4,
-        seq_len=64,
-        num_train_steps=12,
-        cpu_threads=1,
-    )
-    ev = evaluate("eval/tiny", model_step=model, datasets=[data], batch_size=16)
+    _, data = tiny_data(vocab_size=512, sample_count=240, tokenizer_samples=300)
+    model = tiny_model("checkpoints/tiny", data, num_train_steps=12)
+    ev = evaluate("eval/tiny", model=model, datasets=[data], batch_size=16)
     result = StepRunner(prefix=str(tmp_path / "out"), progress=False, max_concurrent=1).run([ev])
 
     scored = json.loads((Path(result.output_path(lower(ev))) / "results.json").read_text())["perplexity"]
@@ -206,4 +201,4 @@ def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
     )  # the appended EOS is not scored
     trainer = json.loads((Path(result.output_path(lower(model))) / ".artifact.json").read_text())["result"]
     # the trainer streams windows across documents, we score documents whole: close, not equal
-    assert metrics["bpb"] == pytest.approx(trainer["final_eval_bpb"], rel=0.05)
+    assert metrics["bpb"]["value"] == pytest.approx(trainer["final_eval_bpb"], rel=0.05)

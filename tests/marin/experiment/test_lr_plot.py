@@ -52,12 +52,25 @@ def test_plot_lr_of_a_file_without_train_steps_is_one_error_line(tmp_path):
     ]
 
 
-def test_the_documented_plot_lr_command_draws_the_schedules_tutorial(tmp_path):
+def test_the_documented_plot_lr_commands_draw_the_schedules_and_annealing_tutorials(tmp_path):
     (tmp_path / "experiments").symlink_to(ROOT / "experiments")
-    command = "marin plot-lr experiments/tutorials/schedules.py --out lr-schedules.png"
+    commands = (
+        "marin plot-lr experiments/tutorials/schedules.py --out lr-schedules.png",
+        "marin plot-lr experiments/tutorials/annealing.py --out annealing-lr.png",
+    )
     done = subprocess.run(
-        command, shell=True, cwd=tmp_path, env=fresh_env(), capture_output=True, text=True, timeout=300
+        " && ".join(commands),
+        shell=True,
+        cwd=tmp_path,
+        env=fresh_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "lr-schedules.png").read_bytes()[:4] == b"\x89PNG"
+    for png in ("lr-schedules.png", "annealing-lr.png"):
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
     assert done.stdout.count("AdamConfig, 400 steps") == 5
+    assert (
+        "checkpoints/nano-anneal-cooldown: AdamConfig, 60 steps, after 300 steps it continues" in done.stdout
+    )

@@ -130,6 +130,7 @@ def test_every_train_config_field_is_a_train_lm_keyword_and_only_unmarked_ones_e
     published = set(TrainConfig.KEYED_AT_DEFAULT)
     assert attrs == keyed - (at_default - published)  # an option left at its default stays out
     assert "eval_max_tokens" in attrs and published <= attrs
+    assert {"z_loss", "ema", "skip_bad_steps", "document_masking"} <= keyed - attrs  # keyed once set
     assert {"num_processes", "device", "prefetch", "parallelism", "grad_accum_steps"}.isdisjoint(keyed)
     fields = _nano_fields({stories_tokenized: 1.0}, prefetch=2, eval_max_tokens=4096)
     positional = train_lm(fields.pop("name"), **fields)

@@ -1,5 +1,7 @@
 """Document masking: attention causal within documents only, positions restarting at each, in every architecture."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,7 +18,7 @@ def test_a_mask_starts_a_document_after_each_eos_and_restarts_positions():
     assert mask.positions.tolist() == [[0, 1, 2, 0, 1, 0, 1, 2], list(range(8))]
     (q0, q1, k0, first), (q0b, q1b, k0b, second) = mask.blocks
     assert (q0, q1, k0, q0b, q1b, k0b) == (0, 4, 0, 4, 8, 0)  # row 1 is one document: keys from 0
-    assert first[0, 0].tolist()[3] == [False, False, False, True]  # token 3 starts document 1
+    assert first[0, 0].tolist()[3] == [-math.inf, -math.inf, -math.inf, 0.0]  # token 3 starts document 1
     single = DocumentMask.of(tokens[1:], EOS)
     assert single.blocks is None and single.block_mask is None  # one document: plain causal attention
 

@@ -1,6 +1,7 @@
 """A run SIGKILLed mid-way and rerun ends bit-identical to an uninterrupted run: weights and metrics."""
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -86,3 +87,40 @@ def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one
     a, b = load_file(os.path.join(straight, final)), load_file(os.path.join(interrupted, final))
     assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
     assert _deterministic_metrics(straight) == _deterministic_metrics(interrupted)
+
+
+RECIPES_CHILD = os.path.join(os.path.dirname(__file__), "recipes_child.py")
+
+
+def test_a_run_with_every_recipe_on_killed_at_a_random_step_resumes_bit_identically(
+    story_cache, other_cache, tmp_path
+):
+    """Muon, EMA, z-loss, skipped steps, document masking and a mixture schedule: all of their state
+    (Muon's momentum, the EMA, the guard's running mean, the loader's phase) survives a SIGKILL."""
+    steps = 6
+    kill_at = random.Random().randint(1, steps - 1)  # a different step each run; the message names it
+
+    def run(out: str, kill: int | None = None) -> subprocess.CompletedProcess:
+        args = [sys.executable, RECIPES_CHILD, story_cache, other_cache, out, str(steps)]
+        return subprocess.run(
+            args + ([str(kill)] if kill else []), capture_output=True, text=True, timeout=300
+        )
+
+    straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "interrupted")
+    assert run(straight).returncode == 0
+    killed = run(interrupted, kill_at)
+    assert killed.returncode == -signal.SIGKILL, f"kill at {kill_at}: {killed.stderr[-2000:]}"
+    assert len(_deterministic_metrics(interrupted)) == kill_at  # it died mid-run, after step kill_at
+    resumed = run(interrupted)
+    assert resumed.returncode == 0, f"kill at {kill_at}: {resumed.stderr[-2000:]}"
+    last = f"checkpoints/step-{steps:08d}"
+    for name in ("model", "optimizer", "ema"):
+        a = load_file(os.path.join(straight, last, f"{name}.safetensors"))
+        b = load_file(os.path.join(interrupted, last, f"{name}.safetensors"))
+        assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a), f"{name}, kill at {kill_at}"
+    assert _deterministic_metrics(straight) == _deterministic_metrics(interrupted), f"kill at {kill_at}"
+    records = _deterministic_metrics(straight)
+    assert {"z_loss", "domain_tokens", "skipped_steps"} <= records[-1].keys() and records[-1]["ema"] is True
+    assert any(
+        "momentum_buffer" in k for k in load_file(os.path.join(straight, last, "optimizer.safetensors"))
+    )

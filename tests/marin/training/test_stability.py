@@ -2,12 +2,10 @@
 
 import math
 
-import pytest
 import torch
 
 from marin.training.bad_steps import MIN_STEPS, BadStepGuard
 from marin.training.ema import WeightEma
-from marin.training.errors import TrainingConfigError
 
 
 def test_the_ema_follows_its_formula_and_continues_from_its_state():
@@ -28,8 +26,6 @@ def test_the_ema_follows_its_formula_and_continues_from_its_state():
     assert all(torch.equal(ema.averages[n], resumed.averages[n]) for n in expected)
     ema.copy_to(model)
     assert torch.equal(model.weight, ema.averages["weight"])
-    with pytest.raises(TrainingConfigError, match="decay in"):
-        WeightEma(model, decay=1.0)
 
 
 def test_the_guard_skips_non_finite_losses_and_spikes_once_it_has_a_mean():
@@ -44,5 +40,3 @@ def test_the_guard_skips_non_finite_losses_and_spikes_once_it_has_a_mean():
     again = BadStepGuard(factor=3.0)
     again.load_state_dict(guard.state_dict())
     assert again == guard
-    with pytest.raises(TrainingConfigError, match="factor > 1"):
-        BadStepGuard(factor=1.0)

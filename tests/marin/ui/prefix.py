@@ -49,7 +49,7 @@ EXPERIMENT = textwrap.dedent("""
                 if step % 5 == 0:
                     row.update(eval_loss=loss + 0.1, eval_bpb=(loss + 0.1) / 2)
                 f.write(json.dumps(row) + "\\n")
-        return {"final_loss": loss}
+        return {"headline": {"metric": "final_loss", "value": loss}, "final_loss": loss}  # as train_lm's
 
     def evil_step(path):
         print("</pre><script>alert('log')</script>")
@@ -168,7 +168,7 @@ def build_pipeline(folder: Path, prefix: Path) -> None:
     ]
     evaluation = evaluate(
         "eval/nano",
-        model_step=runs[0],
+        model=runs[0],
         datasets=[cache],
         prompts=("Once upon a time",),
         harness_tasks=OWN_TASKS,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -32,7 +34,7 @@ def test_outputs_page_lists_every_state_and_filters_by_name_and_state(client):
     assert page.status_code == 200
     for state in ("SUCCESS", "FAILED", "superseded"):
         assert f'data-state="{state}"' in page.text
-    assert "loss = " in page.text and "docs," in page.text  # headline metrics of train and token cache
+    assert "final_loss = " in page.text and "tokens = " in page.text  # headlines of train and token cache
     failed = client.get("/", params={"state": "FAILED"}).text
     assert failed.count('class="row"') == 1 and "broken" in failed
     named = client.get("/", params={"q": "train"}).text
@@ -60,6 +62,17 @@ def test_output_page_shows_records_log_events_and_other_versions(client):
     assert "raw wrote" in client.get(f"/output/{raw}").text  # the log tail
     log = client.get(f"/log/{raw}")
     assert log.status_code == 200 and 'data-running="no"' in log.text and "hx-trigger" not in log.text
+
+
+def test_a_failed_outputs_events_show_its_error_line_and_its_results_read_rounded(client):
+    failed = client.get(f"/output/{_rel(client, 'broken', 'FAILED')}").text
+    events = re.search(r'<table class="events">.*?</table>', failed, re.S).group(0)
+    summary = re.search(r"<summary>(.*?)</summary>", events, re.S).group(1)
+    assert summary == "ValueError: broken on purpose &lt;b&gt;not bold&lt;/b&gt;"  # not the log's first line
+    train = client.get(f"/output/{_rel(client, 'train')}").text
+    artifact = html.unescape(re.search(r"<h2>Artifact</h2>.*?</pre>", train, re.S).group(0))
+    final = re.search(r'"final_loss": ([0-9.e-]+)', artifact).group(1)
+    assert len(final.replace("0.", "").lstrip("0")) <= 5, final  # 4 significant digits, not a float's 17
 
 
 def test_diff_page_names_the_changed_hyperparameter(client):
@@ -156,10 +169,15 @@ def pipeline_client(pipeline):
 def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipeline):
     results = json.loads(next((pipeline[1] / "eval").glob("nano-*/results.json")).read_text())
     table = pipeline_client.get("/evals").text
-    assert "eval/nano" in table and f"{results['perplexity']['micro']['bpb']:.4f}" in table
+    from marin.evaluation.compare import interval
+
+    bpb = results["perplexity"]["micro"]["bpb"]
+    assert "eval/nano" in table and interval(bpb) in table  # rounded, with its interval and n
+    assert f"{bpb['value']!r}" not in table  # no unrounded floats
     rel = _rel(pipeline_client, "eval/nano")
     page = pipeline_client.get(f"/evals/{rel}")
     assert page.status_code == 200 and "tokenized/stories" in page.text and "Once upon a time" in page.text
+    assert interval(bpb) in page.text and f"{bpb['value']!r}" not in page.text
     samples = pipeline_client.get(f"/data/{rel}/samples.jsonl")
     assert samples.status_code == 200 and "Once upon a time" in samples.text
 
@@ -527,6 +545,33 @@ def test_runs_page_draws_log_x_when_asked(pipeline_client):
             assert points and all(step > 0 and tokens > 0 for step, tokens, _ in points)
 
 
+def _stand_in_evaluation(acc: list[float], output_path: str) -> dict:
+    """A step that writes an evaluation's results.json: one accuracy per model, with its Wilson interval."""
+    from marin.evaluation import stats
+
+    metric = stats.accuracy(acc).to_json()
+    results = {"model": {"label": f"model-{sum(acc):g}"}, "harness": {"story_endings": {"acc": metric}}}
+    (Path(output_path) / "results.json").write_text(json.dumps(results))
+    return {"headline": {"metric": "story_endings/acc", **metric}}
+
+
+def test_evaluations_page_ranks_models_side_by_side_by_the_lower_bound(tmp_path):
+    import functools
+
+    from marin.execution.step_runner import StepRunner
+    from marin.execution.step_spec import StepSpec
+
+    # a: 0.6 of 10 items (wide interval); b: 0.55 of 200 items (narrow): b ranks first on its lower bound
+    scores = {"eval/a": [1.0] * 6 + [0.0] * 4, "eval/b": [1.0] * 110 + [0.0] * 90}
+    steps = [StepSpec(name, functools.partial(_stand_in_evaluation, acc)) for name, acc in scores.items()]
+    StepRunner(prefix=str(tmp_path), progress=False).run(steps)
+    with TestClient(create_app(UiConfig(str(tmp_path)))) as c:
+        page = c.get("/evals").text
+    section = page[page.index("Side by side") :]
+    assert section.index("eval/b") < section.index("eval/a")
+    assert section.count('class="interval-bar"') == 2 and "0.6 [0.3127, 0.8318] n=10" in section
+
+
 def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pipeline_client):
     report = _rel(pipeline_client, "reports/lr")
     page = pipeline_client.get("/runs", params={"o": report}).text
@@ -535,3 +580,11 @@ def test_runs_page_draws_each_runs_declared_schedule_where_its_logged_lr_lies(pi
         declared = {step: lr for step, _, lr in run["series"]["lr_schedule"]}
         logged = {step: lr for step, _, lr in run["series"]["lr"]}
         assert sorted(declared) == list(range(1, 7)) and declared == logged
+
+
+def test_a_train_output_shows_its_model_and_hardware_flops(pipeline_client, pipeline):
+    rel = _rel(pipeline_client, "checkpoints/nano-lr")
+    flops = json.loads((pipeline[1] / rel / ".artifact.json").read_text())["result"]["flops"]
+    page = pipeline_client.get(f"/output/{rel}").text
+    shown = re.search(r'<td id="compute">([^<]*)</td>', page).group(1)
+    assert shown.startswith(f"{flops['model']:.3g} / {flops['hardware']:.3g} ({flops['ratio']:.1%})")

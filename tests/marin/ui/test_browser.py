@@ -124,6 +124,22 @@ def _no_console_errors(driver) -> None:
     assert not errors, errors
 
 
+def _labels_apart(driver) -> None:
+    """No two nodes of the drawn graph overlap, their labels included (each label is read whole)."""
+    boxes = driver.execute_script(
+        "return window.marinaCy.nodes().map(n => [n.data('label'), n.boundingBox({includeLabels: true})])"
+    )
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            apart = (
+                box_a["x2"] <= box_b["x1"]
+                or box_b["x2"] <= box_a["x1"]
+                or box_a["y2"] <= box_b["y1"]
+                or box_b["y2"] <= box_a["y1"]
+            )
+            assert apart, (a, box_a, b, box_b)
+
+
 def _rows(driver):
     from selenium.webdriver.common.by import By
 
@@ -154,6 +170,7 @@ def test_outputs_filter_then_lineage_then_output(server, browser, shots):
         what="the graph to draw",
     )
     assert count == 3  # the evaluation, the run it scored, and the token cache both read
+    _labels_apart(browser)
     shots(browser, "lineage")
     _no_console_errors(browser)
 
@@ -305,5 +322,6 @@ def test_experiment_plan_draws_every_step(ui_prefix, browser, shots):
             what="the plan graph",
         )
         assert drawn == 5
+        _labels_apart(browser)
         shots(browser, "experiment")
         _no_console_errors(browser)

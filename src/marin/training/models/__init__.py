@@ -4,7 +4,7 @@ Adding an architecture is one module here with a `@register`ed config, and one i
 (docs/training.md, "Adding an architecture").
 """
 
-from marin.training.models import llama, olmo2, qwen3  # noqa: F401  (each registers its architecture)
+from marin.training.models import llama, moe, olmo2, qwen3  # noqa: F401  (each registers its architecture)
 from marin.training.models.base import (
     ModelConfig,
     architecture,
@@ -17,11 +17,13 @@ from marin.training.models.base import (
     register,
 )
 from marin.training.models.llama import LlamaConfig
+from marin.training.models.moe import MoEConfig
 from marin.training.models.olmo2 import Olmo2Config
 from marin.training.models.qwen3 import Qwen3Config
 
 __all__ = [
     "LlamaConfig",
+    "MoEConfig",
     "ModelConfig",
     "Olmo2Config",
     "Qwen3Config",

@@ -40,6 +40,7 @@ class HFAdapter(Protocol):
     """How an architecture maps to Hugging Face: its `config.json` and its state-dict names, both ways."""
 
     model_type: str  # config.json's "model_type", e.g. "llama"
+    model_types: tuple[str, ...]  # every "model_type" it reads (several where a config field picks the class)
     hf_class: str  # the transformers class AutoModelForCausalLM loads, e.g. "LlamaForCausalLM"
 
     def config_json(self, config: Any, *, eos_id: int | None = None, bos_id: int | None = None) -> dict: ...
@@ -141,7 +142,7 @@ def config_from_json(record: Mapping[str, Any]) -> Any:
 def config_from_hf(hf: Mapping[str, Any]) -> Any:
     """Our config for a Hugging Face `config.json`, by its `model_type`; an error names what we support."""
     model_type = hf.get("model_type")
-    by_type = {cls.hf.model_type: cls for cls in architectures().values()}
+    by_type = {kind: cls for cls in architectures().values() for kind in cls.hf.model_types}
     if model_type not in by_type:
         raise TrainingConfigError(
             f"a Hugging Face model of type {model_type!r} has no marin architecture; supported: "

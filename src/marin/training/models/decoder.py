@@ -23,11 +23,14 @@ from typing import ClassVar, Self
 import torch
 from torch import nn
 
+from marin.execution.arguments import Checked
 from marin.training.document_masking import DocumentMask
 from marin.training.errors import TrainingConfigError
 from marin.training.models.layers import (
     AttentionConfig,
     FeedForwardConfig,
+    KVCache,
+    LayerCache,
     QKNorm,
     RMSNorm,
     SwiGLUConfig,
@@ -50,7 +53,7 @@ _POSITIVE = ("hidden_dim", "intermediate_dim", "num_layers", "num_heads", "max_s
 
 
 @dataclass(frozen=True)
-class DecoderConfig:
+class DecoderConfig(Checked):
     """The shape of a decoder-only transformer; each architecture's config subclasses it.
 
     `vocab_size=None` means "the tokenizer's vocabulary": the trainer resolves it from the token
@@ -204,16 +207,22 @@ class Block(nn.Module):
             self.post_feedforward_layernorm = RMSNorm(d, eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, documents: DocumentMask | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        documents: DocumentMask | None = None,
+        cache: LayerCache | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The layer's output and its feed-forward's auxiliary losses (empty for a dense one);
-        attention stays within documents when `documents` is given."""
+        attention stays within documents when `documents` is given, and extends the layer's part
+        of a KV cache when `cache` is."""
         if self.placement == NormPlacement.PRE:
-            x = x + self.self_attn(self.input_layernorm(x), cos, sin, documents)
+            x = x + self.self_attn(self.input_layernorm(x), cos, sin, documents, cache)
             out = self.mlp(self.post_attention_layernorm(x))
             out, aux = out if isinstance(out, tuple) else (out, {})
             return x + out, aux
-        x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, documents))
+        x = x + self.post_attention_layernorm(self.self_attn(x, cos, sin, documents, cache))
         out = self.mlp(x)
         out, aux = out if isinstance(out, tuple) else (out, {})
         return x + self.post_feedforward_layernorm(out), aux
@@ -254,6 +263,17 @@ class Decoder(nn.Module):
             else:
                 nn.init.normal_(param, mean=0.0, std=std)
 
+    @staticmethod
+    def _cached_positions(
+        tokens: torch.Tensor, cache: KVCache, valid: torch.Tensor | None, masked: bool
+    ) -> torch.Tensor:
+        """The positions (batch, 1, seq) of `tokens` continuing `cache`'s rows, the cache's step begun."""
+        if masked:
+            raise TrainingConfigError("a KV cache decodes one sequence per row; it takes no document mask")
+        if valid is None:
+            valid = torch.ones(tokens.shape, dtype=torch.bool, device=tokens.device)
+        return cache.begin(valid.to(torch.bool)).unsqueeze(1)
+
     def forward(
         self,
         tokens: torch.Tensor,
@@ -262,26 +282,42 @@ class Decoder(nn.Module):
         document_eos: int | None = None,
         documents: DocumentMask | None = None,
         z_loss: float = 0.0,
+        cache: KVCache | None = None,
+        valid: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Logits (batch, seq, vocab) for `tokens` (batch, seq); with `targets`, `(loss, aux_losses)`.
 
         `document_eos`: attention stays within the documents that token id ends, and positions
         restart at each (`marin.training.document_masking`); `documents` gives such a mask built
         otherwise (`DocumentMask.from_ids`). `z_loss` > 0 adds the z-loss of that coefficient to the
-        auxiliary losses as `z_loss` (`layers.causal_lm_loss_with_z`)."""
+        auxiliary losses as `z_loss` (`layers.causal_lm_loss_with_z`).
+
+        `cache` (a `layers.KVCache`, for generation): `tokens` continue the sequences cached so far,
+        which they attend to along with themselves, and their keys and values are added to it;
+        `valid` (batch, seq) marks which tokens are real (False: padding, as left-padded prompts
+        have), default all. `marin.training.generate` decodes this way."""
         config = self.config
-        if document_eos is not None:
-            documents = DocumentMask.of(tokens, document_eos)
-        if documents is None:
-            positions = torch.arange(tokens.shape[1], device=tokens.device)
+        if cache is not None:
+            masked = documents is not None or document_eos is not None
+            positions = self._cached_positions(tokens, cache, valid, masked)
+        elif valid is not None:
+            raise TrainingConfigError("valid= marks the padding of a KV cache's step; give cache= too")
         else:
-            positions = documents.positions.unsqueeze(1)  # (batch, 1, seq): one rotation per token
+            if document_eos is not None:
+                documents = DocumentMask.of(tokens, document_eos)
+            if documents is None:
+                positions = torch.arange(tokens.shape[1], device=tokens.device)
+            else:
+                positions = documents.positions.unsqueeze(1)  # (batch, 1, seq): one rotation per token
         cos, sin = rope_tables(config.attention_head_dim, positions, config.rope_theta)
         x = self.embed_tokens(tokens)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         aux: dict[str, torch.Tensor] = {}
-        for layer in self.layers:
-            x, layer_aux = layer(x, cos, sin, documents)
+        for i, layer in enumerate(self.layers):
+            if cache is None:
+                x, layer_aux = layer(x, cos, sin, documents)
+            else:
+                x, layer_aux = layer(x, cos, sin, None, cache.layer(i))
             for name, value in layer_aux.items():
                 aux[name] = aux[name] + value if name in aux else value
         logits = self.lm_head(self.norm(x))

@@ -24,6 +24,7 @@ class DecoderHF:
 
     def __init__(self, model_type: str, hf_class: str, config_class: str):
         self.model_type = model_type
+        self.model_types: tuple[str, ...] = (model_type,)
         self.hf_class = hf_class
         self.config_class = config_class
         self.config_cls: type | None = None
@@ -33,6 +34,11 @@ class DecoderHF:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_type!r}, {self.hf_class!r}, {self.config_class!r})"
+
+    def classes(self, config: Any) -> tuple[str, str]:
+        """The transformers model and config class `config` exports as (an architecture that
+        exports as one of several HF classes, by a config field, overrides this)."""
+        return self.hf_class, self.config_class
 
     def config_kwargs(self, config: Any) -> dict[str, Any]:
         """The transformers config's arguments for `config` (a subclass adds its architecture's own)."""
@@ -56,11 +62,12 @@ class DecoderHF:
         """The export's `config.json`, built through the installed transformers' config class."""
         import transformers
 
-        hf_config_cls = getattr(transformers, self.config_class)
+        hf_class, config_class = self.classes(config)
+        hf_config_cls = getattr(transformers, config_class)
         kwargs = self.config_kwargs(config) | {
             "bos_token_id": bos_id,
             "eos_token_id": eos_id,
-            "architectures": [self.hf_class],
+            "architectures": [hf_class],
         }
         # transformers 5 moved rope_theta into rope_parameters; 4.x takes it directly.
         if "rope_parameters" in inspect.signature(hf_config_cls.__init__).parameters:
@@ -72,7 +79,7 @@ class DecoderHF:
     def from_config_json(self, hf: Mapping[str, Any]) -> Any:
         """Our config for an HF `config.json` of this model type (bias, other activations, other RoPE
         scalings are refused: our modules have none)."""
-        where = f"Hugging Face {self.model_type} config"
+        where = f"Hugging Face {hf.get('model_type', self.model_type)} config"
         if hf.get("attention_bias") or hf.get("mlp_bias"):
             raise TrainingConfigError(f"{where} has biases (attention_bias / mlp_bias); ours has none")
         if hf.get("hidden_act", "silu") != "silu":

@@ -10,14 +10,15 @@ Where the recipes that change attention or the loss live (each in one place, for
 - document masking with position restarts: `rope_tables` takes the positions (restarting at each
   document), and `Attention.attend` is the one call of the attention kernel, which takes the
   block-diagonal `DocumentMask` (`marin.training.document_masking`);
-- a KV cache for generation: `Attention.forward`, between the projections and `attend` (the keys
-  and values of earlier positions are concatenated there; positions then start at the cache length);
+- a KV cache for generation (`KVCache`): `Attention.forward` appends each step's rotated keys and
+  values to the cache between the projections and `attend`, and attends under the cache's mask;
+  `Decoder.forward(tokens, cache=...)` continues each row's positions where its tokens left off;
 - a z-loss on the logits: `causal_lm_loss_with_z`, the one loss of every architecture with it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -65,6 +66,77 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     first, second = x.chunk(2, dim=-1)
     rotated = torch.cat((-second, first), dim=-1)
     return (x * cos + rotated * sin).to(x.dtype)
+
+
+@dataclass
+class KVCache:
+    """The rotated keys and values of every position fed so far, per layer, for generation.
+
+    Feeding a prompt and then one token at a time through `Decoder.forward(tokens, cache=cache)`
+    computes what the whole window would, while each step projects only the new tokens. Rows may
+    start with padding (prompts of different lengths, left-padded): `forward`'s `valid` marks the
+    real tokens, which alone are attended to and counted in positions, so each row is computed as
+    if it were alone. `mask` (batch, cached) says which cached positions are real, `lengths`
+    (batch,) how many real tokens each row has (the next one's position), `step_mask` (batch, 1,
+    new, cached) which keys each new token attends to in the step being computed.
+    """
+
+    num_layers: int
+    keys: list[torch.Tensor | None] = field(default_factory=list)
+    values: list[torch.Tensor | None] = field(default_factory=list)
+    mask: torch.Tensor | None = None
+    lengths: torch.Tensor | None = None
+    step_mask: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        self.keys = self.keys or [None] * self.num_layers
+        self.values = self.values or [None] * self.num_layers
+
+    @property
+    def length(self) -> int:
+        """Positions cached so far (padding included)."""
+        return 0 if self.mask is None else self.mask.shape[1]
+
+    def begin(self, valid: torch.Tensor) -> torch.Tensor:
+        """Start a step of (batch, new) tokens, `valid` True for real ones: their positions, and
+        `step_mask` set so each new token attends to the real cached and new tokens up to itself
+        (and to itself, so a padding token's row of attention is never empty)."""
+        b, t = valid.shape
+        if self.mask is None:
+            self.mask = valid.new_zeros((b, 0))
+            self.lengths = torch.zeros(b, dtype=torch.long, device=valid.device)
+        past = self.length
+        positions = (self.lengths[:, None] + valid.long().cumsum(-1) - 1).clamp(min=0)
+        self.mask = torch.cat([self.mask, valid], dim=1)
+        self.lengths = self.lengths + valid.long().sum(-1)
+        query = torch.arange(past, past + t, device=valid.device)[:, None]
+        key = torch.arange(past + t, device=valid.device)[None, :]
+        self.step_mask = ((key <= query) & self.mask[:, None, :] | (key == query))[:, None]
+        return positions
+
+    def layer(self, index: int) -> LayerCache:
+        """Layer `index`'s view of the cache (what its attention is given)."""
+        return LayerCache(self, index)
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """One layer's part of a `KVCache`: `update` appends the step's keys and values and returns all."""
+
+    cache: KVCache
+    index: int
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append (batch, kv_heads, new, head_dim) `k` and `v`; return the cached ones with them."""
+        i, c = self.index, self.cache
+        if c.keys[i] is not None:
+            k, v = torch.cat([c.keys[i], k], dim=2), torch.cat([c.values[i], v], dim=2)
+        c.keys[i], c.values[i] = k, v
+        return k, v
+
+    @property
+    def step_mask(self) -> torch.Tensor:
+        return self.cache.step_mask
 
 
 class QKNorm(StrEnum):
@@ -131,9 +203,15 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(kv, config.norm_eps)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, documents: DocumentMask | None = None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        documents: DocumentMask | None = None,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
-        """Attention of (batch, seq, hidden) `x`, rotated by `cos`/`sin`; within documents when given."""
+        """Attention of (batch, seq, hidden) `x`, rotated by `cos`/`sin`; within documents when given;
+        over the cached keys and values too, under the cache's mask, when `cache` is given."""
         b, t, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         if self.qk_norm == QKNorm.FULL:
@@ -145,7 +223,11 @@ class Attention(nn.Module):
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = self.attend(q, k, v, documents)
+        if cache is not None:
+            k, v = cache.update(k, v)
+            y = self.attend_masked(q, k, v, cache.step_mask)
+        else:
+            y = self.attend(q, k, v, documents)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
 
     def attend(
@@ -167,6 +249,16 @@ class Attention(nn.Module):
         if documents is None:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return document_attention(q, k, v, documents)
+
+    def attend_masked(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Attention of the new queries over every key the boolean `mask` (batch, 1, queries, keys)
+        allows (a KV cache's step: new queries, cached and new keys)."""
+        if self.kv_heads != self.num_heads:
+            repeat = self.num_heads // self.kv_heads
+            k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 class FeedForwardConfig(Protocol):

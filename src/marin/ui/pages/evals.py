@@ -1,4 +1,4 @@
-"""The evaluation pages: every evaluation's scores, and one evaluation's results and samples."""
+"""The evaluation pages: models side by side per metric with their intervals, and one evaluation's results."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from marin.evaluation.compare import interval, number
 from marin.ui import data as data_pages
-from marin.ui.index import RESULTS_FILE, Entry
+from marin.ui.index import RESULTS_FILE, Entry, artifact_of
 from marin.ui.paths import NotFound, is_dir, read_json_capped, resolve
 from marin.ui.site import Site
 
@@ -17,18 +18,78 @@ HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluat
 
 
 def evals(site: Site, request: Request) -> HTMLResponse:
-    rows = []
+    """Every evaluation's headline, then each metric with the models side by side, ranked by the interval's
+    worse end (the lower bound when higher is better, the upper bound when lower is), each with its
+    interval drawn as a bar."""
+    from marin.evaluation.compare import Evaluated, metrics_of, ranked
+    from marin.evaluation.direction import higher_is_better
+
+    rows, evaluated = [], []
     for e in site.index.entries(include_superseded=False):
-        if e.kind == "eval":
-            results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
-            rows.append(
-                {
-                    "entry": e,
-                    "perplexity": results.get("perplexity") or {},
-                    "harness": results.get("harness") or {},
-                }
-            )
-    return site.render("evals.html", request, rows=rows)
+        if e.kind != "eval":
+            continue
+        results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
+        metrics = metrics_of(results) if isinstance(results, dict) else {}
+        model = (results.get("model") or {}).get("label", "") if isinstance(results, dict) else ""
+        artifact = artifact_of(e.row.path)
+        result = artifact.result if artifact is not None and isinstance(artifact.result, dict) else {}
+        headline = result.get("headline") or {}
+        rows.append({"entry": e, "model": model, "data": evaluated_on(results), "headline": headline})
+        evaluated.append((e, model, Evaluated(e.row.name, e.row.path, {}, metrics)))
+    groups = []
+    by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
+    for metric in dict.fromkeys(m for _, _, ev in evaluated for m in ev.metrics):
+        better_high = higher_is_better(metric)
+        order = ranked([ev for _, _, ev in evaluated], metric)
+        shown = [ev.metrics[metric] for ev in order]
+        ends = [
+            x for m in shown for x in (m.get("ci95") or [m.get("value")] * 2) if isinstance(x, (int, float))
+        ]
+        lo, hi = (min(ends), max(ends)) if ends else (0.0, 1.0)
+        span = (hi - lo) or 1.0
+        groups.append(
+            {
+                "metric": metric,
+                "higher_is_better": better_high,
+                "rows": [
+                    {
+                        "entry": by_path[ev.path][0],
+                        "model": by_path[ev.path][1],
+                        "metric": m,
+                        "bar": _bar(m, lo, span),
+                    }
+                    for ev, m in zip(order, shown, strict=True)
+                ],
+                "axis": (lo, hi),
+            }
+        )
+    return site.render("evals.html", request, rows=rows, groups=groups, num=number, interval=interval)
+
+
+def evaluated_on(results: dict, shown: int = 4) -> str:
+    """What an evaluation scored: its suite, else its harness tasks, then its perplexity datasets."""
+    if not isinstance(results, dict):
+        return ""
+    names = (
+        [results["suite"]["name"]]
+        if (results.get("suite") or {}).get("name")
+        else list(results.get("harness") or {})
+    )
+    names += list((results.get("perplexity") or {}).get("datasets") or {})
+    more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _bar(metric: dict, lo: float, span: float) -> dict | None:
+    """Where the interval and the value sit on the group's axis, in percent (None without an interval)."""
+    ci, value = metric.get("ci95"), metric.get("value")
+    if not ci or not isinstance(value, (int, float)) or ci[0] is None or ci[1] is None:
+        return None
+    return {
+        "lo": 100 * (ci[0] - lo) / span,
+        "width": max(0.5, 100 * (ci[1] - ci[0]) / span),
+        "value": 100 * (value - lo) / span,
+    }
 
 
 def evaluation(site: Site, request: Request) -> HTMLResponse:
@@ -43,7 +104,39 @@ def evaluation(site: Site, request: Request) -> HTMLResponse:
         results=results,
         samples_page=f"/data/{quote(entry.rel)}/samples.jsonl",
         harness_samples=harness_samples_of(site, entry, results),
+        num=number,
+        interval=interval,
+        curves=checkpoint_curves(results),
     )
+
+
+def checkpoint_curves(results: dict, width: float = 300.0, height: float = 90.0) -> list[dict]:
+    """Each metric's curve over an evaluation's checkpoints as SVG coordinates: the values as a line,
+    the 95% intervals as a band, x by training tokens (or steps)."""
+    curves = ((results.get("checkpoints") or {}).get("curves") or {}) if isinstance(results, dict) else {}
+    drawn = []
+    for metric, points in curves.items():
+        xs = [p.get("tokens") or p["step"] for p in points]
+        values = [p.get("value") for p in points]
+        ends = [
+            x for p in points for x in (p.get("ci95") or [p.get("value")] * 2) if isinstance(x, (int, float))
+        ]
+        if not ends or not all(isinstance(v, (int, float)) for v in values):
+            continue
+        lo, hi, x0, x1 = min(ends), max(ends), min(xs), max(xs)
+
+        def at(x, y, lo=lo, hi=hi, x0=x0, x1=x1):
+            return (
+                round(width * (x - x0) / ((x1 - x0) or 1), 1),
+                round(height - height * (y - lo) / ((hi - lo) or 1), 1),
+            )
+
+        line = " ".join(f"{a},{b}" for a, b in (at(x, v) for x, v in zip(xs, values, strict=True)))
+        upper = [at(x, (p.get("ci95") or [v, v])[1]) for x, v, p in zip(xs, values, points, strict=True)]
+        lower = [at(x, (p.get("ci95") or [v, v])[0]) for x, v, p in zip(xs, values, points, strict=True)]
+        band = " ".join(f"{a},{b}" for a, b in upper + lower[::-1])
+        drawn.append({"metric": metric, "points": points, "line": line, "band": band, "range": (lo, hi)})
+    return drawn
 
 
 def harness_samples_of(site: Site, entry: Entry, results: dict) -> list[dict]:

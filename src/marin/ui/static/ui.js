@@ -11,12 +11,23 @@ function readJson(id) {
   return JSON.parse(document.getElementById(id).textContent);
 }
 
+const GRAPH_FONT = "11px sans-serif";
+
+function textWidth(text) {
+  const context = (textWidth.canvas ||= document.createElement("canvas")).getContext("2d");
+  context.font = GRAPH_FONT;
+  return context.measureText(text).width;
+}
+
 function marinaGraph(containerId, dataId) {
+  // Each node is a box holding its label, sized to it, so that the dagre layout (which spaces
+  // nodes by their boxes) never lets two labels overlap, however long the step names.
   const graph = readJson(dataId);
   const elements = [];
   for (const n of graph.nodes) {
     const color = STATE_COLORS[n.state] || (n.state.startsWith("run") ? "#3d7fe0" : "#888888");
-    elements.push({ data: { id: n.id, label: n.label, url: n.url, color: color, focus: n.focus ? 1 : 0 } });
+    elements.push({ data: { id: n.id, label: n.label, url: n.url, color: color, focus: n.focus ? 1 : 0,
+      width: Math.ceil(textWidth(n.label)) + 16 } });
   }
   for (const e of graph.edges) elements.push({ data: { source: e.source, target: e.target } });
   cytoscape.use(cytoscapeDagre);
@@ -24,10 +35,11 @@ function marinaGraph(containerId, dataId) {
     container: document.getElementById(containerId),
     elements: elements,
     maxZoom: 1.6,
-    layout: { name: "dagre", rankDir: "LR", nodeSep: 20, rankSep: 80 },
+    layout: { name: "dagre", rankDir: "LR", nodeSep: 16, rankSep: 40 },
     style: [
-      { selector: "node", style: { "background-color": "data(color)", label: "data(label)", "font-size": 11,
-        "text-valign": "bottom", "text-margin-y": 4, width: 22, height: 22 } },
+      { selector: "node", style: { shape: "round-rectangle", "background-color": "data(color)",
+        label: "data(label)", "font-size": 11, "font-family": "sans-serif", color: "#10202f",
+        "text-valign": "center", "text-halign": "center", width: "data(width)", height: 24 } },
       { selector: "node[focus = 1]", style: { "border-width": 3, "border-color": "#16324f" } },
       { selector: "edge", style: { width: 1.5, "line-color": "#9aa", "target-arrow-color": "#9aa",
         "target-arrow-shape": "triangle", "curve-style": "bezier" } },

@@ -17,7 +17,7 @@ import transformers
 from marin.training import load_model
 from marin.training.export import export_hf
 from marin.training.init_weights import load_init_weights
-from marin.training.models import LlamaConfig, Olmo2Config, Qwen3Config, config_from_hf
+from marin.training.models import LlamaConfig, MoEConfig, Olmo2Config, Qwen3Config, config_from_hf
 
 VOCAB = 211
 SHAPE = dict(hidden_dim=64, intermediate_dim=96, num_layers=3, num_heads=4, vocab_size=VOCAB, max_seq_len=128)
@@ -31,6 +31,18 @@ CASES = {
     "qwen3-tied": Qwen3Config(**SHAPE, num_kv_heads=2, tie_embeddings=True),
     "olmo2-gqa": Olmo2Config(**SHAPE, num_kv_heads=2, output_multiplier=4.0),
     "olmo2-mha": Olmo2Config(**SHAPE),
+    "llama-output-multiplier": LlamaConfig(**SHAPE, num_kv_heads=4, output_multiplier=8.0),
+    "moe-olmoe": MoEConfig(**SHAPE | {"intermediate_dim": 32}, num_kv_heads=2),
+    "moe-qwen3-renormalized-head-dim-24": MoEConfig(
+        **SHAPE | {"intermediate_dim": 32},
+        num_kv_heads=2,
+        head_dim=24,
+        normalize_top_k=True,
+        hf_format="qwen3_moe",
+    ),
+    "moe-qwen2-shared-expert": MoEConfig(
+        **SHAPE | {"intermediate_dim": 32}, num_kv_heads=2, shared_expert_dim=48, hf_format="qwen2_moe"
+    ),
 }
 
 
@@ -53,7 +65,7 @@ def test_our_export_gives_hugging_faces_class_the_same_logits(tmp_path, name):
     _perturb_norms(ours)
     export_hf(ours, config, str(tmp_path))
     theirs = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), dtype=torch.float32)
-    assert type(theirs).__name__ == config.hf.hf_class
+    assert type(theirs).__name__ == config.hf.classes(config)[0]
     tokens = _tokens()
     with torch.no_grad():
         diff = (ours(tokens) - theirs(tokens).logits).abs().max().item()
@@ -67,13 +79,14 @@ def test_our_export_gives_hugging_faces_class_the_same_logits(tmp_path, name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_hugging_face_model_saved_by_hf_loads_into_ours_with_its_logits(tmp_path, name):
     config = _canonical(CASES[name])
-    hf_config = getattr(transformers, config.hf.config_class)(**config.hf.config_kwargs(config))
+    hf_class, config_class = config.hf.classes(config)
+    hf_config = getattr(transformers, config_class)(**config.hf.config_kwargs(config))
     if hasattr(hf_config, "rope_parameters"):
         hf_config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_theta}
     else:
         hf_config.rope_theta = config.rope_theta
     torch.manual_seed(0)
-    theirs = getattr(transformers, config.hf.hf_class)(hf_config).eval()
+    theirs = getattr(transformers, hf_class)(hf_config).eval()
     _perturb_norms(theirs)
     theirs.save_pretrained(str(tmp_path))
     assert _canonical(config_from_hf(theirs.config.to_dict())) == config

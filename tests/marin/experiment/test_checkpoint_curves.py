@@ -1,0 +1,84 @@
+"""Intermediate exports and the evaluation of every one of them: a curve per metric over steps and tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from marin.execution.errors import StepDefinitionError
+from marin.execution.lazy import lower
+from marin.execution.step_runner import StepRunner
+from marin.experiment.evaluate import evaluate
+from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
+
+STEPS, EVERY, BATCH, SEQ = 40, 10, 4, 64
+
+
+@pytest.fixture(scope="module")
+def trained():
+    _, data = tiny_data()
+    model = tiny_model("checkpoints/tiny", data, num_train_steps=STEPS, seq_len=SEQ, export_every=EVERY)
+    return data, model
+
+
+def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, tmp_path):
+    data, model = trained
+    ev = evaluate(
+        "eval/curve",
+        model=model,
+        datasets=[data],
+        harness_tasks=("marin_story_endings",),
+        harness_items=8,
+        checkpoints="all",
+    )
+    run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1).run([ev])
+
+    train_out = Path(run.output_path(lower(model)))
+    train = json.loads((train_out / ".artifact.json").read_text())["result"]
+    assert train["exports"] == {str(s): f"hf/step-{s:08d}" for s in (10, 20, 30, 40)}
+    assert sorted(p.name for p in (train_out / "hf").iterdir() if p.is_dir()) == [
+        f"step-{s:08d}" for s in (10, 20, 30, 40)
+    ]
+    results = json.loads((Path(run.output_path(lower(ev))) / "results.json").read_text())
+    checkpoints = results["checkpoints"]
+    assert checkpoints["steps"] == [10, 20, 30, 40]
+    bpb = checkpoints["curves"]["bpb"]
+    assert [p["step"] for p in bpb] == [10, 20, 30, 40]
+    assert [p["tokens"] for p in bpb] == [s * BATCH * SEQ for s in (10, 20, 30, 40)]
+    assert all(p["ci95"][0] <= p["value"] <= p["ci95"][1] for p in bpb)
+    assert bpb[0]["value"] > bpb[-1]["value"]  # it learned
+    final = results["perplexity"]["micro"]["bpb"]
+    assert bpb[-1]["value"] == final["value"] and bpb[-1]["ci95"] == final["ci95"]  # the same weights
+    acc = checkpoints["curves"]["marin_story_endings/acc"]
+    assert len(acc) == 4 and acc[-1]["value"] == results["harness"]["marin_story_endings"]["acc"]["value"]
+
+    # the sweep report draws the curve (with its intervals) against training tokens
+    from marin.experiment.evaluate import sweep_report
+
+    report = sweep_report("reports/curve", {"tiny": ev}, metrics=("bpb",))
+    out = Path(StepRunner(prefix=str(tmp_path), progress=False).run([report]).output_path(lower(report)))
+    assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    assert len((out / "table.csv").read_text().splitlines()) == 5  # a header and 4 points
+
+    # and Marina's evaluation page draws it
+    from starlette.testclient import TestClient
+
+    from marin.ui.app import UiConfig, create_app
+
+    rel = Path(run.output_path(lower(ev))).relative_to(tmp_path)
+    with TestClient(create_app(UiConfig(str(tmp_path)))) as client:
+        page = client.get(f"/evals/{rel}").text
+    assert "Over training" in page and page.count('class="checkpoint-curve"') == len(checkpoints["curves"])
+
+
+def test_a_checkpoint_that_will_not_exist_is_one_error_naming_the_exports(trained, tmp_path):
+    _, model = trained
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(
+        StepDefinitionError, match=r"checkpoints=\[15\]: step\(s\) \[15\] will not exist.*\[10, 20, 30, 40\]"
+    ):
+        evaluate("eval/x", model=model, harness_tasks=("marin_story_endings",), checkpoints=[15])
+    with pytest.raises(StepDefinitionError, match="model= is not a step"):
+        evaluate("eval/x", model=str(tmp_path), harness_tasks=("marin_story_endings",), checkpoints="all")
