@@ -410,8 +410,10 @@ class _Run:
         step = self.steps[i]
         if step.conflict:  # its output folder holds files marin did not write: fails before fn runs
             self.schedule.failures[step.name] = step.conflict
+            self.schedule.reported = False  # as an Outcome(FAILED) of execute_step is
         elif step.status is not None and step.status.key == step.key:  # failed before, not retried
             self.schedule.failures[step.name] = f"{reason}; log: {step.output_path}/.executor_log"
+            self.schedule.reported = False
         else:
             self.schedule.blocked.append(step.name)
         self.result.outcomes[step.output_path] = RunOutcome.BLOCKED
