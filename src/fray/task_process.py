@@ -114,6 +114,7 @@ def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
     # tasks arrive with, and leave behind, the environment the worker already has.
     if env != environ:
         _replace_environ(environ)
+    _set_torch_threads(environ)
     sys.path.extend(p for p in sys_path if p not in path)
     try:
         yield
@@ -123,6 +124,20 @@ def task_state(environ: dict[str, str], sys_path: list[str]) -> Iterator[None]:
         if environ_snapshot() != snapshot:
             _replace_environ(env)
         os.chdir(cwd)
+
+
+def _set_torch_threads(environ: dict[str, str]) -> None:
+    """Give torch, when an earlier task of this process loaded it, the intra-op thread count the task
+    is told (OMP_NUM_THREADS): torch reads that variable only when it loads."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        threads = int(environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return
+    if threads > 0 and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def _replace_environ(wanted: dict[str, str]) -> None:

@@ -137,6 +137,15 @@ class WorkerProcess:
         self._process.join(timeout)
         return self._process.exitcode
 
+    def terminate(self) -> None:
+        """SIGTERM the worker without waiting: its task may handle it (write a checkpoint) and end;
+        `kill()` ends it for sure."""
+        with contextlib.suppress(ProcessLookupError):
+            if self._popen is not None:
+                self._popen.terminate()
+            else:
+                self._process.terminate()
+
     def kill(self) -> None:
         """SIGKILL the worker and reap it (whoever waits for its reply gets WorkerLostError)."""
         if self._popen is not None:

@@ -30,7 +30,11 @@ def list_names(path: str) -> list[str]:
 
 
 def walk_files(path: str) -> Iterator[tuple[str, int]]:
-    """Yield (path relative to `path`, size in bytes) for every file under the directory `path`."""
+    """Yield (path relative to `path`, size in bytes) for every file under the directory `path`.
+
+    A file removed between the listing and its stat (another thread's temporary file, renamed into
+    place meanwhile: a lease renewal, an atomic write) is not there, and is left out.
+    """
     if is_local(path):
         root = local_path(path)
         stack = [""]
@@ -45,8 +49,12 @@ def walk_files(path: str) -> Iterator[tuple[str, int]]:
                     name = f"{rel}/{entry.name}" if rel else entry.name
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(name)
-                    else:
-                        yield name, entry.stat(follow_symlinks=False).st_size
+                        continue
+                    try:
+                        size = entry.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        continue
+                    yield name, size
         return
     for rel, size, _ in walk_file_details(path):
         yield rel, size

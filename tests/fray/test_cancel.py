@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -150,3 +151,50 @@ def test_ray_cluster_cancel_of_a_settled_future_changes_nothing(ray_cluster):
     assert done.result() == 7
     with pytest.raises(ValueError, match="the task's own bug"):
         failed.result()
+
+
+def _checkpoint_on_sigterm(folder: str, ignore: bool) -> str:
+    """Publish the pid, then wait; SIGTERM writes `folder/checkpoint` and returns (or is ignored)."""
+    stopped = threading.Event()
+
+    def on_sigterm(signum, frame):
+        if not ignore:
+            Path(folder, "checkpoint").write_text("step 7")
+            stopped.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _publish_pid_and_hang_until(str(Path(folder, "pid")), stopped)
+    return "stopped cleanly"
+
+
+def _publish_pid_and_hang_until(pid_file: str, stopped: threading.Event) -> None:
+    tmp = f"{pid_file}.tmp"
+    Path(tmp).write_text(str(os.getpid()))
+    os.replace(tmp, pid_file)
+    stopped.wait(600)
+
+
+@pytest.mark.parametrize("ignore", [False, True], ids=["handles-sigterm", "ignores-sigterm"])
+def test_local_cluster_cancel_sends_sigterm_then_sigkill_after_the_grace_period(tmp_path, ignore):
+    cluster = LocalCluster(cpu=1, gpus=0, cancel_grace_s=1.0)
+    try:
+        future = cluster.submit(
+            functools.partial(_checkpoint_on_sigterm, str(tmp_path), ignore), name="train"
+        )
+        pid = _wait_for_pid(tmp_path / "pid")
+        started = time.monotonic()
+        cluster.cancel(future, reason="the runner got SIGINT")
+        if ignore:  # killed once the grace period is over
+            with pytest.raises(TaskCancelledError, match="SIGTERM, then killed"):
+                future.result(timeout=60)
+            assert time.monotonic() - started >= 0.9 and not (tmp_path / "checkpoint").exists()
+        else:  # its handler wrote the checkpoint and the task ended by itself, before the grace was over
+            assert future.result(timeout=60) == "stopped cleanly"
+            assert (tmp_path / "checkpoint").read_text() == "step 7"
+        deadline = time.monotonic() + 30
+        while not _gone(pid):  # a worker that got SIGTERM is never reused
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert cluster.submit(os.getpid, name="after").result(timeout=60) != pid
+    finally:
+        cluster.shutdown(kill_running=True)

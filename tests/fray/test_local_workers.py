@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from fray.cluster import LocalCluster, ResourceConfig, TaskLostError
+from fray.cluster import LocalCluster, RemoteTaskError, ResourceConfig, TaskLostError
 from fray.cluster.echo import LogEcho
 
 pytestmark = pytest.mark.timeout(120)
@@ -115,11 +115,18 @@ def test_env_var_task_gets_its_own_process_and_later_tasks_do_not_see_its_env(cl
 
 @pytest.mark.parametrize("how", ["exit", "sigkill"])
 def test_a_dying_worker_fails_only_its_task_and_is_replaced(cluster, tmp_path, how):
+    """A worker killed by a signal is lost (TaskLostError: the runner retries the step); one that the
+    task's own code ended with an exit code failed (RemoteTaskError)."""
+    one = ResourceConfig.with_cpu(1)
     warm = cluster.submit(_pid, name="warm").result(timeout=60)
-    beside = cluster.submit(functools.partial(_sleep_then_return, 1.0), name="beside")
-    doomed = cluster.submit(functools.partial(_die_now, how), name="doomed", log_path=str(tmp_path / "d.log"))
-    code = 3 if how == "exit" else -9
-    with pytest.raises(TaskLostError, match=rf"(?s)task 'doomed'.*exited with code {code}.*dying"):
+    beside = cluster.submit(functools.partial(_sleep_then_return, 1.0), name="beside", resources=one)
+    doomed = cluster.submit(
+        functools.partial(_die_now, how), name="doomed", log_path=str(tmp_path / "d.log"), resources=one
+    )
+    error, said = (
+        (RemoteTaskError, "exited with code 3") if how == "exit" else (TaskLostError, "killed by SIGKILL")
+    )
+    with pytest.raises(error, match=rf"(?s)task 'doomed'.*{said}.*dying"):
         doomed.result(timeout=60)
     assert beside.result(timeout=60) == "slept"
     after = [cluster.submit(_pid, name=f"after{i}").result(timeout=60) for i in range(2)]
@@ -153,7 +160,8 @@ RUNNER = textwrap.dedent("""
     control = Path(sys.argv[1])
     cluster = LocalCluster(cpu=2)
     (control / "idle.pid").write_text(str(cluster.submit(pid, name="quick").result()))
-    cluster.submit(functools.partial(hang, str(control / "busy.pid")), name="hang")
+    cluster.submit(functools.partial(hang, str(control / "busy.pid")), name="hang",
+                   resources=ResourceConfig.with_cpu(1))
     cluster.submit(functools.partial(hang, str(control / "own.pid")), name="own",
                    resources=ResourceConfig.with_cpu(env_vars={"X": "1"}))
     time.sleep(300)

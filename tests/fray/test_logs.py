@@ -30,7 +30,7 @@ def test_tail_of_an_fsspec_log(tmp_path):
 
 def test_a_remote_log_keeps_every_attempt_and_a_new_one_is_written_whole():
     path = "memory://fray-test-logs/attempts.log"
-    with local_log_file(path, new=True) as local, open(local, "ab") as f:
+    with local_log_file(path) as local, open(local, "ab") as f:  # the first attempt: created whole
         f.write(b"attempt 1\n")
     with local_log_file(path) as local, open(local, "ab") as f:  # a retry: appends to what is there
         f.write(b"attempt 2\n")

@@ -125,3 +125,28 @@ def test_open_regular_reads_a_regular_file_and_refuses_links_fifos_and_folders(t
     storage.write_bytes("memory://open-regular/x", b"store")
     with storage.open_regular("memory://open-regular/x") as f:  # an object store has only objects
         assert f.read() == b"store"
+
+
+def test_a_walk_leaves_out_a_file_renamed_away_while_it_lists(tmp_path):
+    """A lease renewal writes a temporary file beside the lease and renames it over: a walk of the
+    folder that lists the temporary and stats it after the rename must not fail (this failed one
+    cold run of the 10,000-step DAG: the step's manifest walk met its own heartbeat's temporary)."""
+    import threading
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    stop = threading.Event()
+
+    def renew():
+        while not stop.is_set():
+            storage.write_atomic(str(folder / ".executor_lease.0"), b"heartbeat")
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    try:
+        for _ in range(3000):
+            listed = dict(storage.walk_files(str(folder)))  # raised FileNotFoundError before
+            assert set(listed) <= {".executor_lease.0"} | {n for n in listed if ".tmp-" in n}
+    finally:
+        stop.set()
+        thread.join()

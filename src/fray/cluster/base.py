@@ -13,8 +13,16 @@ from fray.cluster.resource_config import ResourceConfig
 class Cluster(abc.ABC):
     """Runs zero-argument picklable tasks and reports each outcome through a Future.
 
-    The step runner owns ordering, leases and records; a cluster only decides where and when a task
-    runs, within the resources it has.
+    This is the whole interface a new backend implements: `submit` (required), `cancel` and
+    `shutdown` (defaults below). Keep it so: a backend's own machinery (LocalCluster's warm workers,
+    how it dispatches and writes logs; RayCluster's retries) stays inside the backend, and the step
+    runner, which owns ordering, leases and records, never asks a cluster for more than this.
+
+    The errors a future may fail with say who is to blame: the task's own exception (the step's code
+    raised; re-raised as itself), `TaskLostError` (its process or node was lost: killed from outside,
+    preempted, out of memory; a runner retries such a step), `TaskCancelledError` (`cancel`),
+    `ResourcesUnavailableError` (it can never run here) and `RemoteTaskError` (it failed in a way
+    that could not travel back as its own exception).
     """
 
     @abc.abstractmethod
@@ -25,40 +33,29 @@ class Cluster(abc.ABC):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
-        new_log: bool = False,
+        on_preemption: Callable[[dict[str, Any]], None] | None = None,
     ) -> concurrent.futures.Future:
         """Start `task`; the future resolves to its return value or raises its exception.
 
+        `resources=None` asks for nothing in particular (the cluster's default placement).
         `log_path`, when given, is a file (any fsspec URL) that receives the task's stdout/stderr,
-        appended to what is there. `new_log` says the caller knows nothing is there yet, so a
-        cluster that must fetch a remote log to append to it can skip that round trip.
+        appended to what is there. `on_preemption`, when given, is called with a record
+        (`{"replica", "node", "retry", "of", "error"}`) each time a lost replica made the cluster
+        start a multi-replica task again; a cluster that never restarts a running task never calls it.
         """
-
-    def submit_inline(
-        self,
-        task: Callable[[], Any],
-        *,
-        name: str,
-        resources: ResourceConfig | None = None,
-        log_path: str | None = None,
-        new_log: bool = False,
-    ) -> concurrent.futures.Future:
-        """As `submit`, for a caller that next waits for the future's `result()` in this same thread:
-        a cluster may then dispatch the task inside that call (LocalCluster does, sparing a hand-off
-        to a dispatch thread and back). This default is `submit`."""
-        return self.submit(task, name=name, resources=resources, log_path=log_path, new_log=new_log)
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
         """Stop the task behind `future` (one this cluster returned); `reason` goes into its error.
 
-        A queued task never starts. A running task is killed where the cluster can kill it (its
-        process on a LocalCluster, its Ray worker on a RayCluster), and its future fails with
+        A queued task never starts. A running task is stopped where the cluster can stop it (its
+        process on a LocalCluster: SIGTERM, then SIGKILL after a grace period, so a training step can
+        write its checkpoint; its Ray worker on a RayCluster), and its future fails with
         `TaskCancelledError`. This default can only keep a task that has not started from starting.
         """
         future.cancel()
 
     def shutdown(self) -> None:  # noqa: B027 (a cluster that holds nothing has nothing to release)
-        """Release whatever the cluster holds (processes, connections)."""
+        """Release whatever the cluster holds (processes, connections), once nothing more is submitted."""
 
 
 class ThreadCluster(Cluster):
@@ -80,7 +77,7 @@ class ThreadCluster(Cluster):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
-        new_log: bool = False,
+        on_preemption: Callable[[dict[str, Any]], None] | None = None,
     ) -> concurrent.futures.Future:
         """Run `task` on a thread of this process; its output is not captured (`log_path` is ignored)."""
         return self._pool.submit(task)

@@ -19,11 +19,11 @@ Rank 0 writes to the task's log; rank r > 0 to `{log}.rank{r}`.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import cloudpickle
 
-from fray.cluster.errors import FrayError
+from fray.cluster.errors import FrayError, TaskLostError
 from fray.cluster.resource_config import CpuConfig, GpuConfig, ResourceConfig
 
 _TASK_FILE = "task.pkl"
@@ -54,39 +54,9 @@ _PEER_LOSS_MARKS = (
 )
 
 
-class GangFuture(concurrent.futures.Future):
-    """A gang's future, which also reports its preemptions: each lost replica that restarted the gang.
-
-    A preemption is {"replica": rank, "node": its node's address, "retry": n, "of": max_retries,
-    "error": why}. `on_preemption(callback)` calls `callback` with each one, past and future, on the
-    gang's thread; the step runner records them in `.executor_status`.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.preemptions: list[dict[str, Any]] = []
-        self._listeners: list[Callable[[dict[str, Any]], None]] = []
-        self._preempt_lock = threading.Lock()
-
-    def on_preemption(self, callback: Callable[[dict[str, Any]], None]) -> None:
-        """Call `callback(record)` for every preemption so far and each later one."""
-        with self._preempt_lock:
-            self._listeners.append(callback)
-            past = list(self.preemptions)
-        for record in past:
-            callback(record)
-
-    def preempted(self, record: dict[str, Any]) -> None:
-        """Report a preemption (called by the gang before it starts again)."""
-        with self._preempt_lock:
-            self.preemptions.append(record)
-            listeners = list(self._listeners)
-        for callback in listeners:
-            callback(record)
-
-
 class GangReplicaError(FrayError):
-    """A replica of a gang exited without reporting an outcome (killed, out of memory, os._exit)."""
+    """A replica of a gang exited with an exit code and no outcome (os._exit, a crash of its own); one
+    killed by a signal fails the gang with TaskLostError instead."""
 
 
 def rank_env(
@@ -224,7 +194,10 @@ def run_local_gang(payload: bytes, replicas: int, *, join_outer_group: bool = Fa
             for env in local_rank_envs(replicas, join_outer_group=join_outer_group)
         ]
         try:
-            failed = _wait_for_gang(procs)
+            with _passing_stop_signals(
+                procs
+            ):  # a cancelled gang's replicas may checkpoint, as one task would
+                failed = _wait_for_gang(procs)
             if failed is not None:  # the others may fail of it in turn: let them report why, briefly
                 deadline = time.monotonic() + GRACE_S
                 while time.monotonic() < deadline and any(p.poll() is None for p in procs):
@@ -243,14 +216,42 @@ def run_local_gang(payload: bytes, replicas: int, *, join_outer_group: bool = Fa
                 error.add_note(f"replica rank {local} of {replicas} failed; the other replicas were stopped")
                 raise error
             local, code = failed
+            if code < 0:  # killed by a signal from outside (or the OOM killer): lost, not failed
+                raise TaskLostError(
+                    f"replica rank {local} of {replicas} was killed by {signal.Signals(-code).name} (exited with "
+                    f"code {code}) without reporting an outcome; the other replicas were stopped"
+                )
             raise GangReplicaError(
                 f"replica rank {local} of {replicas} exited with code {code} without reporting an outcome "
-                "(killed, out of memory or os._exit); the other replicas were stopped"
+                "(os._exit or a crash); the other replicas were stopped"
             )
         kind, value = outcomes[0]
         if kind == "error":
             raise value
         return value
+
+
+@contextmanager
+def _passing_stop_signals(procs: list[subprocess.Popen]) -> Iterator[None]:
+    """While the block runs, a SIGTERM to the launcher (LocalCluster's cancel) goes on to each replica
+    still running, and a SIGINT is left to them (a terminal's Ctrl-C reaches the whole group); the
+    launcher then waits for them as usual. Only the main thread can install it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, forward)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def is_peer_loss(error: BaseException) -> bool:

@@ -4,6 +4,20 @@ kept warm and reused for later tasks).
 Tasks start in submission order as soon as the machine's free cores, memory and GPUs cover what
 they ask for (a later task that fits may start before an earlier one that does not yet). A task that
 could never fit on this machine fails at once instead of waiting forever.
+
+Cores: a task whose ResourceConfig asks for `cpu=n` holds n cores (at least one thread) while it
+runs. A task that asks for nothing (`resources=None`) is given its share of the cores free when it
+starts: those cores divided among the tasks that want them then, itself included: the tasks still
+queued that ask for nothing, and the calls of the shared thread pool (`fray.cluster.threads`) that
+are preparing work rather than waiting for a task (the step runner's drivers, which are about to
+submit their steps). Alone, a task gets every free core. Each task's process is told its count
+before the task runs (torch's intra-op threads, OMP/MKL/OpenBLAS, tokenizers' Rayon pool, zephyr's
+workers: see `thread_env`), so the threads of the tasks running at once never add up to more than
+the machine's cores. A variable the runner's own environment sets is left as it is.
+
+Dispatch runs on the shared thread pool: a task that starts as it is submitted from a thread of the
+pool (a step driver) is run by that thread when it next waits for the task's result, sparing a
+hand-off to another thread and back; any other task goes to an idle thread of the pool.
 """
 
 from __future__ import annotations
@@ -14,7 +28,7 @@ import functools
 import math
 import os
 import pickle
-import queue
+import signal
 import sys
 import threading
 import warnings
@@ -36,7 +50,7 @@ from fray.cluster.errors import (
 )
 from fray.cluster.gang import local_gang
 from fray.cluster.local_task import (
-    InlineFuture,
+    TaskFuture,
     default_resources,
     missing_packages,
     read_outcome,
@@ -44,27 +58,42 @@ from fray.cluster.local_task import (
 )
 from fray.cluster.logs import attempt_header, local_log_file, tail
 from fray.cluster.resource_config import ResourceConfig
+from fray.cluster.threads import Deferred, shared_pool
 from fray.task_process import current_environ
 from procpool.pool import Pool
 from procpool.process import WorkerLostError, WorkerProcess
 
+# What a task's process is told of its cores: intra-op threads (torch reads OMP_NUM_THREADS; the
+# worker also calls torch.set_num_threads when torch is already loaded), BLAS pools, tokenizers'
+# Rayon pool, and how many worker processes zephyr starts.
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "ZEPHYR_NUM_WORKERS",
+)
+_EPS = 1e-9
 
-@dataclass
+
+@dataclass(eq=False)
 class _Pending:
     name: str
     payload: bytes
     resources: ResourceConfig
     log_path: str | None
-    future: concurrent.futures.Future
-    new_log: bool = False  # nothing is at log_path yet: no earlier log to fetch
+    future: TaskFuture
+    asks_for_cores: bool  # its ResourceConfig was given: it holds resources.cpu, not a share
+    cores: float = 0.0  # held while it runs
+    threads: int = 1  # what its process is told it may use
     gpu_ids: list[str] = field(default_factory=list)
-    worker: WorkerProcess | None = (
-        None  # while it runs its task; None again before the worker goes back to the pool
-    )
+    worker: WorkerProcess | None = None  # while it runs its task; None again before the worker goes back
     finished: bool = False  # its worker is back in the pool: cancel() must not touch it
     cancelled: str | None = None  # why cancel() stopped it
-    # Started for a `submit_inline` caller, and not yet dispatched: its future's result() runs it.
-    inline: bool = False
+    deferred: Deferred | None = None  # its dispatch, kept by the pool thread that submitted it
+    kill_timer: threading.Timer | None = (
+        None  # after cancel()'s SIGTERM: the SIGKILL, if it outlives the grace
+    )
 
 
 class LocalCluster(Cluster):
@@ -76,7 +105,10 @@ class LocalCluster(Cluster):
     time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
     gets a worker of its own, started with that environment and ended after it. With `echo`, the
     lines a running task writes to its log are also shown on stderr, prefixed with its name.
-    `cancel(future)` kills a running task's worker process.
+    `cancel(future)` sends a running task's worker process SIGTERM, so the task may stop cleanly
+    (a training writes its checkpoint: `marin.training.stop_signals`), and SIGKILL if it is still
+    running `cancel_grace_s` seconds later (0: SIGKILL at once). How cores are shared: the module
+    docstring.
 
     A machine has no region: a task's `regions` are ignored, with one PlacementIgnoredWarning per
     cluster (experiments declared for a cluster run on a laptop unchanged). `preemptible` needs
@@ -84,7 +116,13 @@ class LocalCluster(Cluster):
     """
 
     def __init__(
-        self, *, cpu: float | None = None, ram: int | None = None, gpus: int | None = None, echo: bool = False
+        self,
+        *,
+        cpu: float | None = None,
+        ram: int | None = None,
+        gpus: int | None = None,
+        echo: bool = False,
+        cancel_grace_s: float = 0.0,  # 5.0 hung the S3 short soak: see docs/clusters.md
     ):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
@@ -93,6 +131,7 @@ class LocalCluster(Cluster):
             gpus=machine.gpus if gpus is None else int(gpus),
         )
         self.echo = echo
+        self.cancel_grace_s = cancel_grace_s
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else []
         self._free_gpus = (ids or [str(i) for i in range(self.capacity.gpus)])[: self.capacity.gpus]
@@ -100,17 +139,14 @@ class LocalCluster(Cluster):
         self._free_ram = self.capacity.ram
         self._lock = threading.Lock()
         self._queue: collections.deque[_Pending] = collections.deque()
-        # Dispatch threads are kept and reused: starting a thread per task waits for it to boot.
-        self._threads: list[threading.Thread] = []
-        self._runnable: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._idle_threads = 0
+        self._pool = shared_pool()
         self._running = 0  # tasks started and not yet resolved
         self._all_done = threading.Condition(self._lock)
         self._tasks: dict[concurrent.futures.Future, _Pending] = {}  # queued or running, by future
         self._workers = Pool(max_idle=max(1, math.ceil(self.capacity.cpu)))
         self._closed = False
         self._warned_regions = False
-        self._env_cache: tuple[tuple, dict[str, str]] | None = None  # see _base_env
+        self._env_cache: tuple[tuple, dict[str, str], dict[int, dict[str, str]]] | None = None
 
     def submit(
         self,
@@ -119,48 +155,16 @@ class LocalCluster(Cluster):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
-        new_log: bool = False,
+        on_preemption: Callable[[dict[str, Any]], None] | None = None,
     ) -> concurrent.futures.Future:
-        """Queue `task`; it starts in its own process once its resources are free."""
-        return self._submit(task, name, resources, log_path, new_log, inline=False)
-
-    def submit_inline(
-        self,
-        task: Callable[[], Any],
-        *,
-        name: str,
-        resources: ResourceConfig | None = None,
-        log_path: str | None = None,
-        new_log: bool = False,
-    ) -> concurrent.futures.Future:
-        """As `submit`, but a task whose resources are free at once is dispatched by the caller's own
-        `future.result()` (the caller waits for it next, in this thread): the dispatch thread's
-        wake-up and the future's hand-back cost more than a trivial task itself. A task that must
-        queue is dispatched by a dispatch thread as `submit`'s are."""
-        return self._submit(task, name, resources, log_path, new_log, inline=True)
-
-    def _submit(
-        self,
-        task: Callable[[], Any],
-        name: str,
-        resources: ResourceConfig | None,
-        log_path: str | None,
-        new_log: bool,
-        *,
-        inline: bool,
-    ) -> concurrent.futures.Future:
+        """Queue `task`; it starts in its own process once its resources are free. A local task is
+        never restarted, so `on_preemption` is never called."""
+        future = TaskFuture(self._pool)
+        asks_for_cores = resources is not None
         resources = resources or default_resources()
         if resources.replicas > 1:  # a gang: one launcher of R local processes, holding R times the request
             task, resources = local_gang(task, resources)
-        if resources.regions and not self._warned_regions:
-            self._warned_regions = True
-            warnings.warn(
-                f"LocalCluster ignores regions={resources.regions!r} of task {name!r} (and of every later "
-                "task): this machine has no region; regions apply on a RayCluster",
-                PlacementIgnoredWarning,
-                stacklevel=2,
-            )
-        future = InlineFuture() if inline else concurrent.futures.Future()
+        self._warn_regions(name, resources)
         problem = self.capacity.why_never_fits(resources) or missing_packages(resources)
         if problem:
             future.set_exception(
@@ -174,20 +178,20 @@ class LocalCluster(Cluster):
                 RemoteTaskError(f"task {name!r} cannot be pickled to run in a subprocess: {exc}")
             )
             return future
+        pending = _Pending(name, payload, resources, log_path, future, asks_for_cores)
         with self._lock:
             if self._closed:
                 raise RuntimeError("LocalCluster.submit after shutdown()")
-            pending = _Pending(name, payload, resources, log_path, future, new_log=new_log)
-            if inline:
-                future.dispatch = functools.partial(self._dispatch_here, pending)
             self._queue.append(pending)
             self._tasks[future] = pending
-            self._start_what_fits(pending if inline else None)
+            started = self._start_what_fits()
+        self._dispatch(started, submitted=pending)
         return future
 
     def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
-        """Keep a queued task from starting, or SIGKILL the worker process of a running one (its future
-        then fails with TaskCancelledError naming `reason`). A task that has finished is left alone."""
+        """Keep a queued task from starting, or stop the worker process of a running one: SIGTERM, then
+        SIGKILL after `cancel_grace_s` (its future then fails with TaskCancelledError naming `reason`,
+        unless the task handled SIGTERM and returned or raised). A task that has finished is left alone."""
         with self._lock:
             pending = self._tasks.get(future)
             if pending is None or pending.finished or pending.cancelled is not None:
@@ -200,9 +204,26 @@ class LocalCluster(Cluster):
             elif pending.worker is not None:  # else it is between start and take(): _run sees `cancelled`
                 # Under the lock: _run hands the worker back to the pool (where the next task may
                 # take it) only after marking the task finished under this lock.
-                pending.worker.kill()
+                self._stop_worker(pending)
         if queued:
             future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
+
+    def _stop_worker(self, pending: _Pending) -> None:
+        """SIGTERM a cancelled task's worker and SIGKILL it after the grace period (under self._lock).
+        The worker is not reused afterwards, so the SIGKILL can only reach this task."""
+        worker = pending.worker
+        if self.cancel_grace_s <= 0:
+            worker.kill()
+            return
+        worker.terminate()
+        pending.kill_timer = threading.Timer(self.cancel_grace_s, self._kill_after_grace, (pending, worker))
+        pending.kill_timer.daemon = True
+        pending.kill_timer.start()
+
+    def _kill_after_grace(self, pending: _Pending, worker: WorkerProcess) -> None:
+        with self._lock:
+            if pending.worker is worker and not pending.finished:
+                worker.kill()
 
     def shutdown(self, *, kill_running: bool = False) -> None:
         """Cancel queued tasks and wait for running ones (or kill them with `kill_running=True`)."""
@@ -214,88 +235,96 @@ class LocalCluster(Cluster):
                 self._tasks.pop(pending.future, None)
         for pending in queued:
             pending.future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
-        # Started for a `submit_inline` caller that has not called result(): resolved here instead.
         with self._lock:
-            undispatched = [p for p in self._tasks.values() if p.inline]
-            for pending in undispatched:
-                pending.inline = False
-                if kill_running:
-                    pending.cancelled = "the cluster shut down"
-        for pending in undispatched:
-            self._run(pending, dispatch_thread=False)
+            started = [p for p in self._tasks.values() if p.deferred is not None]
+            if kill_running:
+                for pending in started:
+                    pending.cancelled = pending.cancelled or "the cluster shut down"
+        for pending in started:  # a submitter that never asked for its result: dispatched here
+            self._pool.run_now(pending.deferred)
         if kill_running:
             self._workers.kill_busy()
         with self._lock:
             while self._running:
                 self._all_done.wait()
-            threads, self._threads = self._threads, []
-        for _ in threads:
-            self._runnable.put(None)
-        for thread in threads:
-            thread.join()
         self._workers.close()
 
-    # Everything below runs with self._lock held, or in a task's own thread.
+    def _warn_regions(self, name: str, resources: ResourceConfig) -> None:
+        if resources.regions and not self._warned_regions:
+            self._warned_regions = True
+            warnings.warn(
+                f"LocalCluster ignores regions={resources.regions!r} of task {name!r} (and of every later "
+                "task): this machine has no region; regions apply on a RayCluster",
+                PlacementIgnoredWarning,
+                stacklevel=3,
+            )
 
-    def _start_what_fits(self, inline: _Pending | None = None) -> None:
-        """Start the queued tasks that fit; `inline` (a `submit_inline` task, being submitted by this
-        thread) is left for its future's result() to dispatch."""
+    # Placement: under self._lock.
+
+    def _start_what_fits(self) -> list[_Pending]:
+        """Start the queued tasks that fit (their resources are taken); returns them, to dispatch."""
+        started = []
+        sharing = sum(1 for p in self._queue if not p.asks_for_cores)
+        others = None  # the pool's calls still preparing work, counted once, when first needed
         for pending in list(self._queue):
+            if pending.asks_for_cores:
+                cores = pending.resources.cpu if pending.resources.cpu <= self._free_cpu + _EPS else None
+            else:
+                if others is None:
+                    others = self._pool.working()
+                cores = self._share(sharing + others)
+                sharing -= 1
             res = pending.resources
-            ram = res.ram or 0
-            if (
-                res.cpu > self._free_cpu + 1e-9
-                or ram > self._free_ram
-                or res.gpu_count > len(self._free_gpus)
-            ):
+            if cores is None or (res.ram or 0) > self._free_ram or res.gpu_count > len(self._free_gpus):
                 continue
             self._queue.remove(pending)
             if not pending.future.set_running_or_notify_cancel():
                 self._tasks.pop(pending.future, None)
                 continue
-            self._free_cpu -= res.cpu
-            self._free_ram -= ram
-            pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(res.gpu_count)]
-            self._running += 1
-            if pending is inline:
-                pending.inline = True
-                continue
-            self._runnable.put(pending)
-            if self._idle_threads:
-                self._idle_threads -= 1  # that idle thread takes it
-            else:
-                thread = threading.Thread(target=self._serve, name="fray-local-dispatch", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+            self._take(pending, cores)
+            started.append(pending)
+        return started
 
-    def _serve(self) -> None:
-        """A dispatch thread: run the started tasks one at a time until shutdown() sends None."""
-        while (pending := self._runnable.get()) is not None:
-            self._run(pending)
+    def _share(self, wanting: int) -> float | None:
+        """The whole cores a task that asks for none gets when `wanting` tasks (itself included) want
+        the free ones; None when not one core is free."""
+        free = math.floor(self._free_cpu + _EPS)
+        return None if free < 1 else float(max(1, free // max(1, wanting)))
 
-    def _dispatch_here(self, pending: _Pending) -> None:
-        """Run a `submit_inline` task in this thread, unless it never started here or already ran."""
-        with self._lock:
-            if not pending.inline:
-                return
-            pending.inline = False
-        self._run(pending, dispatch_thread=False)
+    def _take(self, pending: _Pending, cores: float) -> None:
+        pending.cores = cores
+        pending.threads = max(1, math.ceil(cores - _EPS))
+        self._free_cpu -= cores
+        self._free_ram -= pending.resources.ram or 0
+        pending.gpu_ids = [self._free_gpus.pop(0) for _ in range(pending.resources.gpu_count)]
+        self._running += 1
 
     def _release(self, pending: _Pending) -> None:
         with self._lock:
-            self._free_cpu += pending.resources.cpu
+            self._free_cpu += pending.cores
             self._free_ram += pending.resources.ram or 0
             self._free_gpus.extend(pending.gpu_ids)
-            if not self._closed:
-                self._start_what_fits()
+            started = [] if self._closed else self._start_what_fits()
+        self._dispatch(started)
 
-    def _run(self, pending: _Pending, dispatch_thread: bool = True) -> None:
+    def _dispatch(self, started: list[_Pending], submitted: _Pending | None = None) -> None:
+        """Hand started tasks to the shared pool; the one being submitted stays with its submitter's
+        thread when that is a thread of the pool (its future's result() runs it)."""
+        for pending in started:
+            if pending is submitted:
+                pending.deferred = pending.future.dispatch = self._pool.defer(self._run, pending)
+            else:
+                self._pool.submit(self._run, pending)
+
+    # Running a task: on a thread of the pool.
+
+    def _run(self, pending: _Pending) -> None:
         # A GPU task sets CUDA_VISIBLE_DEVICES, and env_vars may be read at import time (threads, caches):
         # such a task needs an interpreter that starts with its environment.
         dedicated = bool(pending.gpu_ids or pending.resources.env_vars)
         env = self._task_env(pending)
         try:
-            with local_log_file(pending.log_path, new=pending.new_log) as log_file:
+            with local_log_file(pending.log_path) as log_file:
                 worker = self._workers.take(functools.partial(start_worker, env), reuse=not dedicated)
                 with self._lock:
                     pending.worker = worker
@@ -303,12 +332,16 @@ class LocalCluster(Cluster):
                     if pending.cancelled is not None:
                         outcome = self._cancelled(pending, killed=False)
                     else:
-                        outcome = self._run_on(worker, pending, log_file, env)
+                        with self._pool.waiting():
+                            outcome = self._run_on(worker, pending, log_file, env)
                 finally:
                     with self._lock:  # from now on cancel() leaves this worker (and its next task) alone
                         pending.finished = True
                         pending.worker = None
-                    self._workers.give_back(worker, reusable=not dedicated)
+                        stopped = pending.cancelled is not None  # it may have got SIGTERM: never reused
+                        if pending.kill_timer is not None:
+                            pending.kill_timer.cancel()
+                    self._workers.give_back(worker, reusable=not (dedicated or stopped))
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
             outcome = exc
         finally:
@@ -320,8 +353,6 @@ class LocalCluster(Cluster):
         with self._lock:
             self._tasks.pop(pending.future, None)
             self._running -= 1
-            if dispatch_thread:
-                self._idle_threads += 1  # this thread goes back to waiting for the next task
             if not self._running:
                 self._all_done.notify_all()
 
@@ -347,29 +378,39 @@ class LocalCluster(Cluster):
             sent["env"], sent["sys_path"] = env, path
             reply = worker.call(request, while_waiting=echo.pump if echo else None)
         except WorkerLostError:
-            if pending.cancelled is not None:
-                return self._cancelled(pending, killed=True)
-            return TaskLostError(
-                f"task {pending.name!r}: its process (pid {worker.pid}) exited with code {worker.exit_code()} "
-                f"before reporting a result (killed, out of memory or crashed); last lines of its log "
-                f"{pending.log_path}:\n{tail(log_file)}"
-            )
+            return self._lost(worker, pending, log_file)
         finally:
             if echo:
                 echo.close()
-        return read_outcome(reply, pending)
+        return read_outcome(reply, pending.name)
+
+    def _lost(self, worker: WorkerProcess, pending: _Pending, log_file: str) -> BaseException:
+        """Why a task's process ended without a reply: cancelled by us, killed from outside (a signal:
+        TaskLostError, which a runner retries), or ended by the task's own code (an exit code)."""
+        if pending.cancelled is not None:
+            return self._cancelled(pending, killed=True)
+        code = worker.exit_code()
+        where = f"task {pending.name!r}: its process (pid {worker.pid})"
+        log = f"last lines of its log {pending.log_path}:\n{tail(log_file)}"
+        if code is not None and code >= 0:
+            return RemoteTaskError(f"{where} exited with code {code} before reporting a result; {log}")
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None else "vanished"
+        return TaskLostError(
+            f"{where} {how} (exited with code {code}) before reporting a result (killed from outside, "
+            f"or out of memory); {log}"
+        )
 
     @staticmethod
     def _cancelled(pending: _Pending, *, killed: bool) -> TaskCancelledError:
         how = (
-            f": its process (pid {pending.worker.pid}) was killed"
+            f": its process (pid {pending.worker.pid}) was stopped (SIGTERM, then killed if still running)"
             if killed and pending.worker
             else " before it ran"
         )
         return TaskCancelledError(f"task {pending.name!r} was cancelled ({pending.cancelled}){how}")
 
     def _task_env(self, pending: _Pending) -> dict[str, str]:
-        env = self._base_env()
+        env = self._base_env(pending.threads)
         if self.capacity.gpus or pending.resources.env_vars:
             env = dict(env)
             if self.capacity.gpus:
@@ -377,16 +418,26 @@ class LocalCluster(Cluster):
             env.update(pending.resources.env_vars)
         return env
 
-    def _base_env(self) -> dict[str, str]:
-        """This process's environment with the workers' PYTHONPATH; built again only when os.environ or
-        sys.path changed. Callers must not modify it."""
+    def _base_env(self, threads: int) -> dict[str, str]:
+        """This process's environment with the workers' PYTHONPATH and the thread counts of a task
+        given `threads` cores; built again only when os.environ or sys.path changed (one dict per
+        count, so a worker is sent its environment again only when its count changed). Callers must
+        not modify it."""
         key = (current_environ()[0], tuple(sys.path))
         cached = self._env_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        env = dict(current_environ()[1])
-        # The worker imports whatever the parent could: the task may live in a test module or a script dir.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        self._env_cache = (key, env)
-        return env
+        if cached is None or cached[0] != key:
+            env = dict(current_environ()[1])
+            # The worker imports whatever the parent could: the task may live in a test module or a script dir.
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+            env["PYTHONUNBUFFERED"] = "1"
+            cached = self._env_cache = (key, env, {})
+        by_threads = cached[2]
+        if threads not in by_threads:
+            by_threads[threads] = {**cached[1], **thread_env(threads, cached[1])}
+        return by_threads[threads]
+
+
+def thread_env(threads: int, environ: dict[str, str]) -> dict[str, str]:
+    """The variables that tell a task's process it may use `threads` cores (`THREAD_VARS`), less
+    those `environ` (the runner's environment) sets itself."""
+    return {name: str(threads) for name in THREAD_VARS if name not in environ}

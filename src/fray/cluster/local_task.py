@@ -1,40 +1,41 @@
-"""The pieces of one LocalCluster task: its future (an inline one's dispatch), its worker process,
-the packages it needs, and how its outcome reads back."""
+"""The pieces of one LocalCluster task: its future (which may dispatch it), its worker process, the
+packages it needs, and how its outcome reads back."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cloudpickle
 
 from fray.cluster.errors import RemoteTaskError
 from fray.cluster.resource_config import ResourceConfig
+from fray.cluster.threads import Deferred, ThreadPool
 from procpool.process import WorkerProcess
 
-if TYPE_CHECKING:
-    from fray.cluster.local_cluster import _Pending
 
+class TaskFuture(concurrent.futures.Future):
+    """A LocalCluster task's future. When the task started as it was submitted from a thread of the
+    shared pool, its dispatch is kept for that thread (`dispatch`): `result()` and `exception()`
+    there run it first, in the calling thread. Waiting counts as the pool's `waiting()`."""
 
-class InlineFuture(concurrent.futures.Future):
-    """The future of a `submit_inline` task: `result()` (and `exception()`) without a timeout first
-    dispatch the task in the calling thread, if it started at submit and no one has run it yet."""
-
-    def __init__(self) -> None:
+    def __init__(self, pool: ThreadPool) -> None:
         super().__init__()
-        self.dispatch: Callable[[], None] = lambda: None
+        self.dispatch: Deferred | None = None
+        self._pool = pool
 
     def result(self, timeout: float | None = None) -> Any:
-        if timeout is None:
-            self.dispatch()
-        return super().result(timeout)
+        if self.dispatch is not None:
+            self._pool.run_now(self.dispatch)
+        with self._pool.waiting():
+            return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if timeout is None:
-            self.dispatch()
-        return super().exception(timeout)
+        if self.dispatch is not None:
+            self._pool.run_now(self.dispatch)
+        with self._pool.waiting():
+            return super().exception(timeout)
 
 
 @functools.cache
@@ -51,18 +52,18 @@ def start_worker(env: dict[str, str]) -> WorkerProcess:
     )
 
 
-def read_outcome(reply: bytes, pending: _Pending) -> tuple[Any] | BaseException:
+def read_outcome(reply: bytes, name: str) -> tuple[Any] | BaseException:
     """(value,) for a task that returned, or the exception to raise in its place."""
     try:
         outcome = cloudpickle.loads(reply)
     except Exception as exc:  # noqa: BLE001 - e.g. an exception class the parent cannot import
-        return RemoteTaskError(f"task {pending.name!r}: its result could not be read back: {exc}")
+        return RemoteTaskError(f"task {name!r}: its result could not be read back: {exc}")
     if outcome[0] == "ok":
         return (outcome[1],)
     _, exc, formatted = outcome
     if exc is None:
-        return RemoteTaskError(f"task {pending.name!r} failed:\n{formatted}")
-    exc.add_note(f"raised in the task's process (task {pending.name!r}):\n{formatted}")
+        return RemoteTaskError(f"task {name!r} failed:\n{formatted}")
+    exc.add_note(f"raised in the task's process (task {name!r}):\n{formatted}")
     return exc
 
 

@@ -16,12 +16,13 @@ from fray.task_process import capture_fds
 
 
 @contextlib.contextmanager
-def local_log_file(log_path: str | None, *, new: bool = False) -> Iterator[str]:
+def local_log_file(log_path: str | None) -> Iterator[str]:
     """A local file to append the task's output to; for a remote `log_path`, uploaded when the block ends.
 
-    Appending (not truncating) keeps every attempt of a retried task in one log: a remote log that
-    exists is fetched first (one call; none when `new` says the caller knows there is none yet), and
-    the whole log is written back as one object at the end (one call), never appended piece by piece.
+    Appending (not truncating) keeps every attempt of a retried task in one log. A remote log is
+    written once, at the end, as one object: created exclusively when there is none yet (one call,
+    the usual case), else fetched and written back whole with this attempt's lines after the earlier
+    ones (an object store has no append).
     """
     if log_path is None:
         yield os.devnull
@@ -36,12 +37,21 @@ def local_log_file(log_path: str | None, *, new: bool = False) -> Iterator[str]:
     fd, tmp = tempfile.mkstemp(prefix="fray-log-", suffix=".log")
     os.close(fd)
     try:
-        if not new:
-            storage.download(log_path, tmp)
         yield tmp
     finally:
-        storage.upload(tmp, log_path)
+        with open(tmp, "rb") as f:
+            lines = f.read()
         os.unlink(tmp)
+        _append_remote(log_path, lines)
+
+
+def _append_remote(log_path: str, lines: bytes) -> None:
+    try:
+        if storage.create_exclusive(log_path, lines):
+            return
+    except NotImplementedError:  # a store without exclusive create: fetch whatever is there
+        pass
+    storage.write_atomic(log_path, (storage.read_bytes(log_path) or b"") + lines)
 
 
 def attempt_header(name: str, *, pid: int | None = None) -> bytes:

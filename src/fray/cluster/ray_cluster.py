@@ -101,11 +101,12 @@ class RayCluster(Cluster):
         name: str,
         resources: ResourceConfig | None = None,
         log_path: str | None = None,
-        new_log: bool = False,
+        on_preemption: Callable[[dict[str, Any]], None] | None = None,
     ) -> concurrent.futures.Future:
         """Start `task` as a Ray task; the future resolves to its value or raises its exception.
 
-        `new_log` is not used: Ray may retry a task, and each attempt appends to the log of the last.
+        A multi-replica task (a gang) that loses a replica starts again, up to `max_retries` times,
+        calling `on_preemption` with each lost replica first. Every attempt appends to the log.
         """
         resources = resources or ResourceConfig.with_cpu()
         options = ray_options(resources)
@@ -138,6 +139,7 @@ class RayCluster(Cluster):
                 echo=self.echo,
                 own_exception=self._own_exception,
                 max_retries=self.max_retries,
+                on_preemption=on_preemption,
             )
             with self._lock:
                 self._gangs[gang.future] = gang

@@ -16,6 +16,7 @@ ELASTIC_WAIT_S while the live nodes hold fewer starts with as many as they hold 
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +28,6 @@ import storage
 from fray.cluster.errors import TaskCancelledError, TaskLostError
 from fray.cluster.gang import (
     GRACE_S,
-    GangFuture,
     environ,
     free_port,
     is_peer_loss,
@@ -37,6 +37,8 @@ from fray.cluster.gang import (
 )
 from fray.cluster.logs import redirect_output
 from fray.cluster.resource_config import ResourceConfig
+
+logger = logging.getLogger("fray")
 
 
 def bundle_of(options: dict[str, Any]) -> dict[str, float]:
@@ -89,12 +91,14 @@ class RayGang:
         echo: bool,
         own_exception: Callable[[BaseException, str], BaseException],
         max_retries: int = 0,
+        on_preemption: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.ray, self.name, self.resources, self.options = ray, name, resources, options
         self.max_retries = max_retries
         self.log_path, self.echo, self.own_exception = log_path, echo, own_exception
         self.payload = cloudpickle.dumps(task)
-        self.future = GangFuture()
+        self.future: concurrent.futures.Future = concurrent.futures.Future()
+        self.on_preemption = on_preemption
         self._nodes: list[str] = []  # the address of each replica's node, this attempt
         self._lock = threading.Lock()
         self._refs: list[Any] = []
@@ -132,7 +136,7 @@ class RayGang:
                         raise
                     attempt += 1
                     replica = getattr(lost, "replica", None)
-                    self.future.preempted(
+                    self._preempted(
                         {
                             "replica": replica,
                             "node": self._nodes[replica]
@@ -153,6 +157,14 @@ class RayGang:
                     f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed"
                 )
             self.future.set_exception(exc)
+
+    def _preempted(self, record: dict[str, Any]) -> None:
+        """Report a lost replica that restarts the gang to the submitter's `on_preemption`."""
+        if self.on_preemption is not None:
+            try:
+                self.on_preemption(record)
+            except Exception:  # noqa: BLE001 - the submitter's bookkeeping must not stop the gang
+                logger.exception("on_preemption of gang %r failed", self.name)
 
     def _replicas_that_fit(self) -> int:
         """How many replicas (1 to R) the cluster's live nodes hold now."""

@@ -68,18 +68,34 @@ def reject_nested_outputs(steps: Sequence[PlannedStep], prefix: str) -> None:
 
 
 def count_downstream_runs(steps: Sequence[PlannedStep]) -> None:
-    """Set `downstream_runs` of each running step: how many steps after it will run (bitset DP)."""
+    """Set `downstream_runs` of each running step: how many steps after it will run.
+
+    A bitset of each step's running descendants, built in reverse topological order from its
+    dependents' (bit `n - 1 - i` for step i, so a late step's set is a small int). A step's set is
+    dropped once every running step it depends on has used it: what is alive at once is the sets
+    of one cut through the DAG (two layers of a layered DAG), never one per step, which at 100,000
+    steps would be 100,000 sets of up to 12 KB each.
+    """
     running = [i for i, s in enumerate(steps) if s.will_run]
     if not running:
         return
-    children: dict[int, list[int]] = {}
+    last = len(steps) - 1
+    is_running = set(running)
+    dependents: dict[int, list[int]] = {}
+    users: dict[int, int] = {}  # step -> the running steps it depends on, which read its set
     for i in running:
-        for d in steps[i].deps:
-            children.setdefault(d, []).append(i)
+        deps = [d for d in steps[i].deps if d in is_running]
+        users[i] = len(deps)
+        for d in deps:
+            dependents.setdefault(d, []).append(i)
     below: dict[int, int] = {}
     for i in reversed(running):
         bits = 0
-        for c in children.get(i, ()):
-            bits |= below[c] | (1 << c)
-        below[i] = bits
+        for c in dependents.get(i, ()):
+            bits |= below[c] | (1 << (last - c))
+            users[c] -= 1
+            if not users[c]:
+                del below[c]
         steps[i].downstream_runs = bits.bit_count()
+        if users[i]:
+            below[i] = bits

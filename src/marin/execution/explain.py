@@ -82,16 +82,17 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
         state, detail = OutputState.RUNNING, f"lease held by {holder.describe()}"
         age = now - holder.acquired
     elif status is not None:
-        state = OutputState(status.state)
-        detail = first_line(events[-1].error) if events and events[-1].error else ""  # a failure's error line
+        state, detail = OutputState.INTERRUPTED, ""
         age = now - events[-1].time if events else None
-        if state == OutputState.RUNNING:  # no live lease holds it: the attempt died without recording an end
-            state, detail = (
-                OutputState.INTERRUPTED,
-                "an attempt died before finishing; the next run retries it",
-            )
-        elif has_lease:
-            detail = "a stale lease remains from an interrupted attempt"
+        if status.state == StepState.RUNNING:  # no live holder: the attempt died without recording an end
+            detail = "an attempt died before finishing; the next run retries it"
+        elif status.state == StepState.LOST:
+            detail = "its process was lost (killed from outside, or its node); the next run retries it"
+        else:
+            state = OutputState(status.state)
+            detail = first_line(events[-1].error) if events and events[-1].error else ""  # a failure's line
+            if has_lease and not detail:
+                detail = "a stale lease remains from an interrupted attempt"
     else:
         state, detail, age = OutputState.INTERRUPTED, "a first attempt died before finishing", None
     name = (status.name if status is not None else "") or (holder.step if holder else storage.basename(path))

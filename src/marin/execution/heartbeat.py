@@ -78,7 +78,7 @@ class Heartbeat:
                     f"step {lease.step!r}: the lease on {lease.output_path} could not be renewed for {silent:.1f}s "
                     f"(lease_timeout {self._lease_timeout:g}s), so the runner gave it up and stopped the step "
                     f"before another runner could take it over; the last storage error: {exc!r}. Fix access to "
-                    "the storage, then rerun with force_run_failed=True"
+                    "the storage; the next run retries the step (recorded LOST)"
                 )
                 error.__cause__ = exc
                 lease.give_up(error)

@@ -1,8 +1,12 @@
-"""A runner's stop switch: set once on SIGINT/SIGTERM, it cancels the running steps' tasks."""
+"""A runner's stop switch: set once on SIGINT/SIGTERM, it cancels the running steps' tasks; and the
+signal handlers that set it (a second signal exits the process at once)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fray.cluster import Cluster
@@ -53,3 +57,30 @@ class Interrupt:
         """Stop tracking a finished task."""
         with self._lock:
             self._futures.pop(future, None)
+
+
+def install_signal_handlers(interrupt: Interrupt, wake: Callable[[str], None]) -> Callable[[], None]:
+    """Route SIGINT/SIGTERM to the run: mark `interrupt` and call `wake(signal_name)` (which must be
+    safe in a signal handler, e.g. a `SimpleQueue.put`); a second signal exits at once. Returns a
+    function restoring the previous handlers. Only the main thread can install handlers: elsewhere
+    this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handle(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if interrupt.is_set:
+            os.write(2, f"marin: {name} again: exiting now\n".encode())
+            os._exit(128 + signum)
+        interrupt.mark(name)
+        wake(name)
+
+    for sig in previous:
+        signal.signal(sig, handle)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+
+    return restore

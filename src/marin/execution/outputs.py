@@ -3,7 +3,6 @@
 - The one formula for an output's path: `{prefix}/{output_path}`, or by default
   `{prefix}/{name}-{key8}`; the plan writes by it, and `marin gc` and the plan's "what changed"
   lookup read it back (`default_output_key`).
-- Whether an output folder is there: one listing of the folder above, shared by its steps.
 - The latest recorded key record of a step's name (for "what changed"), found through an index of
   each folder's default outputs by step name, built from that same listing.
 """
@@ -51,19 +50,6 @@ def output_path_of(name: str, output_path: str | None, prefix: str, key: str) ->
             f"{name!r}"
         )
     return f"{prefix}/{relative}"
-
-
-def folder_absent(path: str, listings: dict[str, list[str]], present: dict[str, frozenset[str]]) -> bool:
-    """Whether the folder above `path` lacks it. The folder is listed once per plan: its names are kept
-    in `listings` (shared with `Versions`) and, as a set, in `present`."""
-    parent, _, name = path.rpartition("/")
-    names = present.get(parent)
-    if names is None:
-        listed = listings.get(parent)
-        if listed is None:
-            listed = listings[parent] = storage.list_names(parent)
-        names = present[parent] = frozenset(listed)
-    return name not in names
 
 
 class Versions:

@@ -6,13 +6,15 @@ States:
 - `run: changed`: the most recent recorded output of a step with this name has another key; the plan
   lists each field that changed (a hash_attrs field, the version, the code fingerprint, a
   dependency's key), old -> new, and each declared input file changed, added or removed.
-- `run: retry`: an attempt with this very key was killed, or failed and `force_run_failed` is set;
+- `run: retry`: an attempt with this very key was interrupted or lost (its process killed, its
+  runner dead), fewer than `max_attempts` times lost; or it failed and `force_run_failed` is set;
   or the output's `.executor_status` is unreadable (its contents are moved aside, see `aside_path`).
 - `run: forced`: named in `force_run`, with a SUCCESS (moved aside) or an unfinished attempt of this
   key (cleared, even for a resumable step: this is how a resumable step gets a clean rerun).
 - `waiting`: another runner holds the step's lease right now.
-- `blocked`: it cannot run: it failed before (pass `force_run_failed=True`), a dependency is blocked, or
-  its output folder holds files marin did not write (`conflict`; see `OutputConflictError`).
+- `blocked`: it cannot run: it failed before (its code raised) or was lost `max_attempts` times (pass
+  `force_run_failed=True`), a dependency is blocked, or its output folder holds files marin did not
+  write (`conflict`; see `OutputConflictError`).
 
 Plan-time errors (DagError): an output equal to the prefix, an output that would sit inside or contain
 another declared or recorded output, and an output reached through a symlink inside the prefix.
@@ -37,10 +39,10 @@ from marin.execution.errors import DagError, OutputConflictError, UnreadableReco
 from marin.execution.fingerprint import new_plan_memo
 from marin.execution.inputs import InputScanner
 from marin.execution.lease import LeaseInfo, current_holder
-from marin.execution.outputs import Versions, folder_absent, latest_record, output_path_of
+from marin.execution.outputs import Versions, latest_record, output_path_of
 from marin.execution.ownership import check_no_symlinks, check_not_nested_in_records, foreign_entries
 from marin.execution.states import RUN_STATES, PlanState, StepState
-from marin.execution.status import STATUS_FILE, StatusRecord, read_status
+from marin.execution.status import DEFAULT_MAX_ATTEMPTS, STATUS_FILE, StatusRecord, lost_attempts, read_status
 from marin.execution.step_spec import StepSpec
 
 PREFIX_ENV = "MARIN_PREFIX"
@@ -142,32 +144,82 @@ def build_plan(
     force_run: Iterable[str] = (),
     force_run_failed: bool = False,
     lease_timeout: float = 60.0,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
 ) -> Plan:
-    """Walk the DAG once: keys, output paths, existing statuses, and a state with its reason per step."""
-    forced = set(force_run)
+    """Walk the DAG once: keys, output paths, existing statuses, and a state with its reason per step.
+
+    The steps are planned in topological order, in batches of `_BATCH`: each batch's keys and paths,
+    then its storage reads (the folders holding its outputs, each listed once per plan, and the
+    statuses of the outputs found there, through `storage.overlapped`: one after another on local
+    disk, many at once on an object store), then its states, which need only their dependencies'.
+    A step whose folder is not there has no status, lease or foreign files, and costs no read.
+    """
+    planner = _Planner(prefix, set(force_run), force_run_failed, lease_timeout, max_attempts)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the walk allocates only acyclic garbage; collector passes would double its cost
     try:
-        return _build_plan(roots, prefix, forced, force_run_failed, lease_timeout)
+        specs = collect_dag(roots)
+        for start in range(0, len(specs), _BATCH):
+            planner.plan_batch(specs[start : start + _BATCH])
     finally:
         if gc_was_enabled:
             gc.enable()
+    planner.scanner.save()
+    reject_nested_outputs(planner.steps, prefix)
+    count_downstream_runs(planner.steps)
+    return Plan(prefix, planner.steps, planner.index)
 
 
-def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
-    CACHED, SUCCESS = PlanState.CACHED, StepState.SUCCESS  # noqa: N806 - locals: read per step
-    specs = collect_dag(roots)
-    memo = new_plan_memo()
-    scanner = InputScanner(prefix)
-    steps: list[PlannedStep] = []
-    index: dict[int, int] = {}
-    by_path: dict[str, int] = {}
-    sibling_cache: dict[str, list[str]] = {}
-    versions = Versions(sibling_cache)
-    present: dict[str, frozenset[str]] = {}  # a folder -> the names in it (listed once, for new steps)
-    remote = None if storage.is_local(prefix) else prefix
-    for spec in specs:
-        dep_idx = tuple(index[id(d)] for d in spec.deps)
+_BATCH = 512  # steps planned together: their storage reads overlap; their key records live until settled
+
+
+class _Planner:
+    """The state of one `build_plan` walk: the steps planned so far and what storage showed."""
+
+    def __init__(
+        self, prefix: str, forced: set[str], force_run_failed: bool, lease_timeout: float, max_attempts: int
+    ):
+        self.prefix = prefix
+        self.forced = forced
+        self.force_run_failed = force_run_failed
+        self.lease_timeout = lease_timeout
+        self.max_attempts = max_attempts
+        self.memo = new_plan_memo()
+        self.scanner = InputScanner(prefix)
+        self.steps: list[PlannedStep] = []
+        self.index: dict[int, int] = {}  # id(spec) -> position
+        self.by_path: dict[str, int] = {}
+        self.listings: dict[str, list[str]] = {}  # a folder -> its names, listed once
+        self.present: dict[str, frozenset[str]] = {}  # the same, as sets
+        self.versions = Versions(self.listings)
+
+    def plan_batch(self, specs: Sequence[StepSpec]) -> None:
+        """Plan the next steps of the topological order (see `build_plan`)."""
+        new = [planned for spec in specs if (planned := self._declare(spec)) is not None]
+        where = [p.output_path.rpartition("/") for p in new]  # (folder, "/", name)
+        present = self.present
+        dirs = sorted({folder for folder, _, _ in where} - present.keys())
+        for folder, names in zip(
+            dirs, storage.overlapped(storage.list_names, dirs, where=self.prefix), strict=True
+        ):
+            self.listings[folder] = names
+            present[folder] = frozenset(names)
+        there = []
+        for p, (folder, _, name) in zip(new, where, strict=True):
+            if name in present[folder]:
+                there.append(p)
+            else:
+                p.folder_absent = True
+        read = storage.overlapped(_read_status_or_error, [p.output_path for p in there], where=self.prefix)
+        found = {id(p): status_or_error for p, status_or_error in zip(there, read, strict=True)}
+        for p in new:
+            self._settle(p, *found.get(id(p), _NO_STATUS))
+
+    def _declare(self, spec: StepSpec) -> PlannedStep | None:
+        """The step's key and output path (None: the same work as a step declared before)."""
+        steps, index = self.steps, self.index
+        dep_idx = tuple([index[id(d)] for d in spec.deps])
         dep_steps = [steps[i] for i in dep_idx]
         if len(dep_steps) > 1 and len({d.spec.name for d in dep_steps}) < len(dep_steps):
             names = sorted(d.spec.name for d in dep_steps)
@@ -175,8 +227,8 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
                 f"step {spec.name!r} has two dependencies with one name ({names}); "
                 "give them distinct names so the step can tell their outputs apart"
             )
-        fingerprint = None if spec.version is not None else code_fingerprint(spec.fn, memo)
-        inputs, notes = scanner.record(spec.name, spec.inputs) if spec.inputs else (None, ())
+        fingerprint = None if spec.version is not None else code_fingerprint(spec.fn, self.memo)
+        inputs, notes = self.scanner.record(spec.name, spec.inputs) if spec.inputs else (None, ())
         record = key_record(
             spec.name,
             spec.hash_attrs,
@@ -186,136 +238,86 @@ def _build_plan(roots, prefix, forced, force_run_failed, lease_timeout) -> Plan:
             inputs,
         )
         key = key_of(record)
-        out = output_path_of(spec.name, spec.output_path, prefix, key)
-        same = by_path.get(out)
+        out = output_path_of(spec.name, spec.output_path, self.prefix, key)
+        same = self.by_path.get(out)
         if same is not None:
-            other = steps[same]
-            if other.key != key:
+            if steps[same].key != key:
                 raise DagError(
-                    f"steps {other.spec.name!r} and {spec.name!r} both claim the output path {out} with different "
-                    f"keys ({other.key[:12]} vs {key[:12]}); give one of them another name or output_path"
+                    f"steps {steps[same].spec.name!r} and {spec.name!r} both claim the output path {out} with "
+                    f"different keys ({steps[same].key[:12]} vs {key[:12]}); give one of them another name or "
+                    "output_path"
                 )
-            index[id(spec)] = same  # the same work declared twice: one step
-            continue
-        if remote is not None:  # an object store: statuses are read below, many at once
-            index[id(spec)] = len(steps)
-            by_path[out] = len(steps)
-            # The state is settled below, once the statuses are read.
-            steps.append(
-                PlannedStep(spec, key, record, out, PlanState.RUN_NEW, deps=dep_idx, notes=tuple(notes))
-            )
-            continue
-        try:
-            status, unreadable = read_status(out, strict=True), None
-        except UnreadableRecordError as e:
-            status, unreadable = None, e
-        if status is not None and status.key == key and status.state == SUCCESS and spec.name not in forced:
-            state, reason = CACHED, ""  # the common case, decided inline (as `_state_of` would)
-        else:
-            state, reason = _state_of(spec, key, status, dep_steps, forced, force_run_failed, out)
-        # A cached step needs neither its key record nor its status again; dropping them frees those
-        # dicts at once, so a large cached plan leaves few objects for the garbage collector to scan.
-        if state is CACHED:
-            planned = PlannedStep(spec, key, None, out, state, reason, deps=dep_idx)
-        else:
-            planned = PlannedStep(spec, key, record, out, state, reason, deps=dep_idx, status=status)
-        if notes:
-            planned.notes = tuple(notes)
-        if state in RUN_STATES:
-            if status is None and unreadable is None:
-                # No status: one listing of the folder above (shared by every new step in it) says
-                # whether the output folder is there; when it is not, there is nothing in it to check.
-                planned.folder_absent = folder_absent(out, sibling_cache, present)
-            if not (planned.folder_absent and storage.parent(out) == prefix):
-                check_no_symlinks(spec.name, prefix, out)
-                check_not_nested_in_records(spec.name, prefix, out)
-            _explain_run(planned, prefix, versions, lease_timeout, unreadable)
-        index[id(spec)] = len(steps)
-        by_path[out] = len(steps)
+            self.index[id(spec)] = same  # the same work declared twice: one step
+            return None
+        planned = PlannedStep(spec, key, record, out, PlanState.RUN_NEW, deps=dep_idx, notes=tuple(notes))
+        self.index[id(spec)] = self.by_path[out] = len(steps)
         steps.append(planned)
-    if remote is not None:
-        _settle_remote(steps, prefix, forced, force_run_failed, lease_timeout, sibling_cache, versions)
-    scanner.save()
-    reject_nested_outputs(steps, prefix)
-    count_downstream_runs(steps)
-    return Plan(prefix, steps, index)
+        return planned
 
-
-def _settle_remote(
-    steps: list[PlannedStep],
-    prefix: str,
-    forced,
-    force_run_failed,
-    lease_timeout,
-    sibling_cache: dict[str, list[str]],
-    versions: Versions,
-) -> None:
-    """The states of a plan under an object-store prefix, with its round trips overlapped.
-
-    Each folder holding outputs is listed once; a step whose folder is not there has no status (nor
-    lease, nor foreign files) and costs no call (`folder_absent`). The statuses of the others are
-    read many at once (`storage.overlapped`). Local disk keeps the serial walk: there a read costs
-    microseconds and threads would only add to it.
-    """
-    dirs = sorted({storage.parent(s.output_path) for s in steps} - set(sibling_cache))
-    sibling_cache.update(zip(dirs, storage.overlapped(storage.list_names, dirs), strict=False))
-    present = {f"{d}/{n}" for d in dirs for n in sibling_cache[d]}
-    for s in steps:
-        s.folder_absent = s.output_path not in present
-    to_read = [s.output_path for s in steps if not s.folder_absent]
-    read = dict(zip(to_read, storage.overlapped(_read_status_or_error, to_read), strict=False))
-    for planned in steps:
-        status, unreadable = read.get(planned.output_path, (None, None))
-        dep_steps = [steps[i] for i in planned.deps]
-        spec = planned.spec
-        planned.state, planned.reason = _state_of(
-            spec, planned.key, status, dep_steps, forced, force_run_failed, planned.output_path
-        )
-        if planned.state == PlanState.CACHED:
+    def _settle(
+        self, planned: PlannedStep, status: StatusRecord | None, unreadable: UnreadableRecordError | None
+    ) -> None:
+        """Decide the step's state from its status (read just before) and its dependencies' states."""
+        planned.state, planned.reason = self._state_of(planned, status)
+        if planned.state is PlanState.CACHED:
+            # A cached step needs neither its key record nor its status again: dropping them frees
+            # those dicts at once, so a large cached plan holds few objects.
             planned.record = None
-            continue
+            return
         planned.status = status
         if planned.state in RUN_STATES:
-            if not planned.folder_absent or storage.parent(planned.output_path) != prefix:
-                check_not_nested_in_records(spec.name, prefix, planned.output_path)
-            _explain_run(planned, prefix, versions, lease_timeout, unreadable)
+            if not (planned.folder_absent and storage.parent(planned.output_path) == self.prefix):
+                check_no_symlinks(planned.name, self.prefix, planned.output_path)
+                check_not_nested_in_records(planned.name, self.prefix, planned.output_path)
+            _explain_run(planned, self.prefix, self.versions, self.lease_timeout, unreadable)
 
-
-def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRecordError | None]:
-    try:
-        return read_status(path, strict=True), None
-    except UnreadableRecordError as e:
-        return None, e
-
-
-def _state_of(spec, key, status, dep_steps, forced, force_run_failed, output_path) -> tuple[PlanState, str]:
-    same_key = status is not None and status.key == key
-    if same_key and status.state == StepState.SUCCESS and spec.name not in forced:
-        return PlanState.CACHED, ""
-    blocked = [d.spec.name for d in dep_steps if d.state == PlanState.BLOCKED]
-    if blocked:
-        return PlanState.BLOCKED, f"dependency {blocked[0]!r} is blocked"
-    if same_key:
+    def _state_of(self, planned: PlannedStep, status: StatusRecord | None) -> tuple[PlanState, str]:
+        name, key = planned.name, planned.key
+        same_key = status is not None and status.key == key
+        if same_key and status.state == StepState.SUCCESS and name not in self.forced:
+            return PlanState.CACHED, ""
+        blocked = [self.steps[d].name for d in planned.deps if self.steps[d].state == PlanState.BLOCKED]
+        if blocked:
+            return PlanState.BLOCKED, f"dependency {blocked[0]!r} is blocked"
+        if not same_key:
+            return PlanState.RUN_NEW, ""
         state = status.state
-        if spec.name in forced:
+        if name in self.forced:
             if state == StepState.SUCCESS:
                 return PlanState.RUN_FORCED, "named in force_run"
             return (
                 PlanState.RUN_FORCED,
                 f"named in force_run: starts clean, clearing the {state} attempt's output",
             )
-        if state == StepState.FAILED and not force_run_failed:
+        if state == StepState.FAILED and not self.force_run_failed:
             return (
                 PlanState.BLOCKED,
                 "failed in an earlier run; pass force_run_failed=True (or --force-run-failed) to retry",
             )
-        reason = (
-            "an earlier attempt was interrupted (killed, or its runner stalled)"
-            if state == StepState.RUNNING
-            else f"previous attempt ended {state}"
-        )
-        return PlanState.RUN_RETRY, reason + _resumes(spec, output_path)
-    return PlanState.RUN_NEW, ""
+        return self._retry(planned, status)
+
+    def _retry(self, planned: PlannedStep, status: StatusRecord) -> tuple[PlanState, str]:
+        """The state of a step whose attempt under this key ended without succeeding (or is running)."""
+        state, resumes = status.state, _resumes(planned.spec, planned.output_path)
+        lost = lost_attempts(status, planned.key)
+        if state == StepState.RUNNING:
+            if current_holder(planned.output_path, self.lease_timeout) is not None:
+                return PlanState.RUN_RETRY, "an attempt is running"  # `_explain_run` names the holder
+            lost += 1  # its runner died (killed, or stalled past the lease timeout)
+            reason = "an earlier attempt was interrupted (killed, or its runner stalled)"
+        elif state == StepState.LOST:
+            reason = f"its process was lost ({_first_line(status)})"
+        else:
+            reason = f"previous attempt ended {state}"
+        if lost >= self.max_attempts and not self.force_run_failed:
+            return (
+                PlanState.BLOCKED,
+                f"{reason}; lost in {lost} attempts (max_attempts={self.max_attempts}): pass force_run_failed=True "
+                "(or --force-run-failed) to retry",
+            )
+        if lost:
+            reason += f"; retried automatically (attempt {lost + 1}, at most {self.max_attempts} lost)"
+        return PlanState.RUN_RETRY, reason + resumes
 
 
 def _resumes(spec: StepSpec, output_path: str) -> str:
@@ -326,6 +328,22 @@ def _resumes(spec: StepSpec, output_path: str) -> str:
     if spec.resume_note is None:
         return "; resumable: it resumes from that attempt's output"
     return f"; {spec.resume_note(output_path)}"
+
+
+def _first_line(status: StatusRecord) -> str:
+    error = status.events[-1].error if status.events else None
+    lines = (error or "").strip().splitlines()
+    return lines[0][:160] if lines else "no reason recorded"
+
+
+_NO_STATUS = (None, None)
+
+
+def _read_status_or_error(path: str) -> tuple[StatusRecord | None, UnreadableRecordError | None]:
+    try:
+        return read_status(path, strict=True), None
+    except UnreadableRecordError as e:
+        return None, e
 
 
 def _explain_run(
@@ -348,34 +366,7 @@ def _explain_run(
             ),
         )
     elif state == PlanState.RUN_NEW:
-        own = step.status is not None and step.status.name == step.name
-        other = step.status.name if step.status is not None and not own else None
-        foreign = [] if own or step.folder_absent else foreign_entries(step.output_path)
-        if STATUS_FILE in foreign:  # another runner wrote the status after ours was read: read it again
-            try:
-                step.status = read_status(step.output_path, strict=True)
-            except UnreadableRecordError:
-                step.status = None
-            own = step.status is not None and step.status.name == step.name
-            other = step.status.name if step.status is not None and not own else None
-            foreign = [] if own else foreign
-        if foreign and (other is not None or not step.spec.adopt):
-            detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
-            step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
-            state, reason = PlanState.BLOCKED, step.conflict
-        elif foreign:
-            reason = (
-                f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run"
-            )
-        elif step.status is None and not step.folder_absent and storage.exists(step.output_path):
-            state, reason = PlanState.RUN_RETRY, "an earlier attempt left partial output (killed?)"
-        else:
-            if step.status is None:
-                step.folder_absent = True  # no status and no folder: no lease to look for either
-            previous, old_record = latest_record(step.spec, step.output_path, prefix, versions)
-            if old_record is not None:
-                state, changes = PlanState.RUN_CHANGED, tuple(diff_key_records(old_record, step.record))
-                reason = f"differs from {previous}"
+        state, reason, changes, previous = _explain_new(step, prefix, versions)
     holder = (
         current_holder(step.output_path, lease_timeout)
         if state != PlanState.BLOCKED and not step.folder_absent
@@ -390,3 +381,45 @@ def _explain_run(
         previous,
         holder,
     )
+
+
+def _explain_new(
+    step: PlannedStep, prefix: str, versions: Versions
+) -> tuple[PlanState, str, tuple[FieldChange, ...], str | None]:
+    """A step with no status of this key: a folder that is not its own (blocked, or adopted), an
+    earlier attempt's partial output, or a new or changed step (diffed against its latest record)."""
+    own = step.status is not None and step.status.name == step.name
+    other = step.status.name if step.status is not None and not own else None
+    foreign = [] if own or step.folder_absent else foreign_entries(step.output_path)
+    if STATUS_FILE in foreign:  # another runner wrote the status after ours was read: read it again
+        try:
+            step.status = read_status(step.output_path, strict=True)
+        except UnreadableRecordError:
+            step.status = None
+        own = step.status is not None and step.status.name == step.name
+        other = step.status.name if step.status is not None and not own else None
+        foreign = [] if own else foreign
+    if foreign and (other is not None or not step.spec.adopt):
+        detail = f" (the output of step {other!r})" if other is not None else f" ({len(foreign)} entries)"
+        step.conflict = f"OutputConflictError: {OutputConflictError(step.name, step.output_path, detail)}"
+        return PlanState.BLOCKED, step.conflict, (), None
+    if foreign:
+        return (
+            PlanState.RUN_NEW,
+            f"adopt: the existing folder ({len(foreign)} entries) becomes its output; fn does not run",
+            (),
+            None,
+        )
+    if step.status is None and not step.folder_absent and storage.exists(step.output_path):
+        return PlanState.RUN_RETRY, "an earlier attempt left partial output (killed?)", (), None
+    if step.status is None:
+        step.folder_absent = True  # no status and no folder: no lease to look for either
+    previous, old_record = latest_record(step.spec, step.output_path, prefix, versions)
+    if old_record is not None:
+        return (
+            PlanState.RUN_CHANGED,
+            f"differs from {previous}",
+            tuple(diff_key_records(old_record, step.record)),
+            previous,
+        )
+    return PlanState.RUN_NEW, "", (), None

@@ -13,10 +13,11 @@ import time
 
 from marin.execution.states import RunOutcome, StepState
 
-# How a progress line names each outcome: its value, except a failure, named as its .executor_status
-# records it (in capitals) so that it stands out among the lines of a long run.
+# How a progress line names each outcome: its value, except a failure or a loss, named as its
+# .executor_status records it (in capitals) so that it stands out among the lines of a long run.
 OUTCOME_LABELS: dict[RunOutcome, str] = {o: str(o) for o in RunOutcome} | {
-    RunOutcome.FAILED: str(StepState.FAILED)
+    RunOutcome.FAILED: str(StepState.FAILED),
+    RunOutcome.LOST: str(StepState.LOST),
 }
 
 

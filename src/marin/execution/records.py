@@ -48,7 +48,11 @@ def read_record(path: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
 
 def _read_local(path: str, limit: int) -> bytes | None:
     # storage.open_regular_fd's checks, inlined: this is every status read of a plan (a call and a
-    # re-raise cost ~10% of a read).
+    # re-raise cost ~10% of a read). A record is small: the usual case is one open, one read of at
+    # most _FIRST_READ bytes that comes back short, and one close. Whether the file is regular is
+    # asked (fstat) only when that read does not settle it: nothing came back, or it filled the
+    # buffer, or it failed. Opened with O_NONBLOCK and O_NOFOLLOW, a FIFO or a symlink never blocks
+    # or redirects the read.
     try:
         fd = os.open(storage.local_path(path), storage.REGULAR_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
@@ -59,27 +63,37 @@ def _read_local(path: str, limit: int) -> bytes | None:
                 path, "it is a symlink; records are never read through links"
             ) from None
         raise UnreadableRecordError(path, f"it cannot be opened ({e.strerror})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise UnreadableRecordError(path, f"it is a {storage.kind_of(st.st_mode)}, not a regular file")
     try:
-        if st.st_size > limit:
-            raise UnreadableRecordError(
-                path, f"it holds {st.st_size} bytes, more than a record may ({limit})"
-            )
-        data = os.read(fd, min(st.st_size + 1, limit + 1))
-        if len(data) <= st.st_size:  # the usual case: the whole file in one read
+        try:
+            data = os.read(fd, min(_FIRST_READ, limit + 1))
+        except OSError:  # a directory (EISDIR), a FIFO with a writer (EAGAIN)...
+            data = None
+        if data and len(data) < _FIRST_READ and len(data) <= limit:
             return data
-        chunks, total = [data], len(data)
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:  # it grew while we read
-                raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may")
-        return b"".join(chunks)
+        return _read_checked(fd, path, limit, data)
     finally:
         os.close(fd)
+
+
+_FIRST_READ = 64 << 10  # larger than any record the engine writes
+
+
+def _read_checked(fd: int, path: str, limit: int, first: bytes | None) -> bytes:
+    """The rest of a record whose first read did not settle it: a regular file's whole bytes, after
+    checking it is one and not too large."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableRecordError(path, f"it is a {storage.kind_of(st.st_mode)}, not a regular file")
+    if st.st_size > limit:
+        raise UnreadableRecordError(path, f"it holds {st.st_size} bytes, more than a record may ({limit})")
+    chunks = [first] if first else []
+    total = len(first or b"")
+    while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:  # it grew while we read
+            raise UnreadableRecordError(path, f"it holds more than {limit} bytes, more than a record may")
+    return b"".join(chunks)
 
 
 def read_record_json(path: str, strict: bool = False) -> Any:

@@ -19,6 +19,9 @@ class StepState(StrEnum):
     RUNNING = "RUNNING"
     # The runner was stopped (SIGINT/SIGTERM) and cancelled the step; the next run retries it.
     INTERRUPTED = "INTERRUPTED"
+    # Its process was lost (killed from outside, its node gone, its lease given up): the next run
+    # retries it, until `max_attempts` attempts of one key were lost.
+    LOST = "LOST"
 
 
 class PlanState(StrEnum):
@@ -45,7 +48,8 @@ class RunOutcome(StrEnum):
     CACHED = "cached"  # the plan found its output: nothing ran
     SUCCEEDED = "succeeded"  # it ran here
     REUSED = "reused"  # another runner made it while this one waited
-    FAILED = "failed"
+    FAILED = "failed"  # its own code raised: blocked until force_run_failed
+    LOST = "lost"  # its process was lost: the next run retries it
     INTERRUPTED = "interrupted"  # the runner was stopped while it ran
     BLOCKED = "blocked"  # it could not run: a dependency failed or is blocked
 
@@ -56,6 +60,6 @@ class OutputState(StrEnum):
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
     RUNNING = "RUNNING"  # a live runner holds its lease
-    INTERRUPTED = "INTERRUPTED"  # recorded INTERRUPTED, or an attempt died without recording an end
+    INTERRUPTED = "INTERRUPTED"  # recorded INTERRUPTED or LOST, or an attempt died without recording an end
     UNREADABLE = "UNREADABLE"  # its status cannot be read
     MOVED_ASIDE = "MOVED-ASIDE"  # a moved-aside copy without a status of its own

@@ -24,6 +24,7 @@ from marin.execution.records import JsonRecord, read_typed
 from marin.execution.states import StepState
 
 STATUS_FILE = ".executor_status"
+DEFAULT_MAX_ATTEMPTS = 3  # lost attempts of one key before the step is blocked (see lost_attempts)
 
 HOST = socket.gethostname()
 
@@ -36,8 +37,9 @@ class Event(msgspec.Struct, frozen=True, omit_defaults=True):
     host: str
     pid: int
     key: str | None = None  # a start: the key it runs under
+    attempt: int | None = None  # a start: 1 + the attempts of this key lost before it (see lost_attempts)
     deps: tuple[str, ...] | None = None  # a start: its dependencies' output paths (for `marin gc`)
-    error: str | None = None  # a failure or an interrupt: why
+    error: str | None = None  # a failure, a loss or an interrupt: why
     preempted: dict[str, Any] | None = None  # a gang restart: the lost replica and its node
     adopted: bool = False  # an `adopt=True` step took the folder as its output
 
@@ -86,3 +88,34 @@ def write_status(output_path: str, name: str, key: str, events: list[Event]) -> 
     """Atomically write the status: the state is that of the last event."""
     record = StatusRecord(events[-1].state, name, key, tuple(events))
     storage.write_atomic(f"{output_path}/{STATUS_FILE}", record.to_bytes())
+
+
+def lost_attempts(status: StatusRecord | None, key: str) -> int:
+    """How many attempts under `key` were lost since the step last succeeded or failed under it: those
+    that ended LOST, and starts followed by another start with no end between (their runner died).
+
+    A last start with no end yet is not counted: it may still be running. A caller that knows its
+    runner is gone (no live lease) adds it. Interrupted attempts are never counted: the runner was
+    told to stop.
+    """
+    if status is None:
+        return 0
+    lost, open_start, current = 0, False, None
+    for e in status.events:
+        if e.state == StepState.RUNNING:
+            if e.preempted is not None:  # a gang restarting inside one attempt
+                continue
+            if open_start and current == key:
+                lost += 1
+            if e.key != current:
+                lost = 0
+            current, open_start = e.key, True
+        elif e.state == StepState.LOST:
+            lost += current == key
+            open_start = False
+        elif e.state in (StepState.SUCCESS, StepState.FAILED):
+            lost, open_start = 0, False
+            current = e.key or current  # an adopted SUCCESS carries its key
+        else:
+            open_start = False
+    return lost if current == key else 0

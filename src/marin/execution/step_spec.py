@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from fray.cluster import ResourceConfig
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class StepSpec:
     """One step: `fn` writes its output under the step's output path.
 

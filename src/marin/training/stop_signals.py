@@ -3,8 +3,10 @@
 A preemption notice, Ray cancelling a task, the runner's interrupt and Ctrl-C all arrive as SIGTERM
 or SIGINT. `StopSignals` notes the first one (the trainer reads `received` after each step, agrees
 on it over the processes, writes a checkpoint and raises `TrainingInterrupted`) and restores the
-previous handlers when the run ends. A second signal is not waited on: the process ends by it
-(its default action), as a user pressing Ctrl-C twice expects. Handlers can only be installed in
+previous handlers when the run ends. A second signal of the same kind is not waited on: the process
+ends by it (its default action), as a user pressing Ctrl-C twice expects. A SIGTERM after a SIGINT
+is only noted: that is a runner's cancel reaching a step whose process also got the terminal's
+Ctrl-C (LocalCluster sends SIGTERM, then SIGKILL after its grace period). Handlers can only be installed in
 the main thread; elsewhere (a training thread of a test) signals keep their usual meaning.
 """
 
@@ -46,5 +48,7 @@ class StopSignals:
                 flush=True,
             )
             return
+        if self.received == "SIGINT" and signum == signal.SIGTERM:
+            return  # the runner's cancel of this Ctrl-C: the checkpoint goes on (see the module docstring)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)

@@ -186,7 +186,7 @@ class StoppableThreadCluster(ThreadCluster):
         super().cancel(future, reason)
 
 
-def test_a_step_whose_lease_renewals_keep_failing_fails_once_with_the_storage_error(tmp_path, monkeypatch):
+def test_a_step_whose_lease_renewals_keep_failing_is_lost_once_with_the_storage_error(tmp_path, monkeypatch):
     cluster = StoppableThreadCluster()
     executions = []
 
@@ -201,12 +201,13 @@ def test_a_step_whose_lease_renewals_keep_failing_fails_once_with_the_storage_er
     _failing_writes(monkeypatch, str(tmp_path / "long-"))  # every renewal fails; status writes still work
     with pytest.raises(StepFailedError) as failed:
         runner.run([step])
-    assert len(executions) == 1  # given up and failed, not retried
+    assert len(executions) == 1  # given up and lost, not retried in this run
     message = failed.value.failures["long"]
     assert "LeaseGivenUpError" in message and "the store refused the write" in message
+    assert "the next run retries it (attempt 2 of 3)" in message  # not the step's own failure
     assert "could not be renewed" in cluster.reasons[0]  # the step was told why it was stopped
     out = Path(executions[0])
     events = json.loads((out / ".executor_status").read_text())["events"]
-    assert [e["state"] for e in events] == ["RUNNING", "FAILED"]
+    assert [e["state"] for e in events] == ["RUNNING", "LOST"]
     assert "LeaseGivenUpError" in events[-1]["error"]
     assert not list(out.glob(".executor_lease.*"))

@@ -21,10 +21,11 @@ def divide_by_zero():
     return 1 / 0
 
 
-def test_every_outcome_has_a_label_and_only_a_failure_is_shouted():
+def test_every_outcome_has_a_label_and_only_a_failure_or_a_loss_is_shouted():
     assert set(OUTCOME_LABELS) == set(RunOutcome)
-    assert {o for o, label in OUTCOME_LABELS.items() if label != o.value} == {RunOutcome.FAILED}
-    assert OUTCOME_LABELS[RunOutcome.FAILED] == "FAILED"
+    shouted = {o for o, label in OUTCOME_LABELS.items() if label != o.value}
+    assert shouted == {RunOutcome.FAILED, RunOutcome.LOST}
+    assert OUTCOME_LABELS[RunOutcome.FAILED] == "FAILED" and OUTCOME_LABELS[RunOutcome.LOST] == "LOST"
 
 
 def test_a_runs_lines_show_succeeded_failed_and_blocked_steps(tmp_path, capfd):

@@ -147,7 +147,7 @@ def test_force_run_failed_retries_and_force_run_reruns_without_deleting(tmp_path
 class UnreachableCluster(ThreadCluster):
     """A cluster whose submit fails at once, as RayCluster's does when it cannot reach Ray."""
 
-    def submit(self, task, *, name, resources=None, log_path=None, new_log=False):
+    def submit(self, task, *, name, resources=None, log_path=None, on_preemption=None):
         raise ConnectionError(f"cannot reach the cluster to start {name}")
 
 

@@ -39,7 +39,7 @@ def test_a_runs_records_read_back_typed_and_their_json_is_the_documented_one(tmp
     assert [e.state for e in status.events] == [StepState.RUNNING, StepState.SUCCESS]
     on_disk = json.loads(Path(out, STATUS_FILE).read_text())
     assert list(on_disk) == ["state", "name", "key", "events"] and on_disk["state"] == "SUCCESS"
-    assert set(on_disk["events"][0]) == {"state", "time", "host", "pid", "key", "deps"}
+    assert set(on_disk["events"][0]) == {"state", "time", "host", "pid", "key", "deps", "attempt"}
     assert set(on_disk["events"][1]) == {"state", "time", "host", "pid"}  # unset fields are not written
     assert status.to_json() == on_disk
 

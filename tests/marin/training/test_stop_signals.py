@@ -17,6 +17,7 @@ from train_child import tiny_config
 
 from marin.training.checkpoint import resume_note
 from marin.training.datasets import DatasetInput
+from marin.training.stop_signals import StopSignals
 from marin.training.trainer import TrainJob, train
 
 HERE = os.path.dirname(__file__)
@@ -116,3 +117,13 @@ def test_the_plan_note_skips_a_checkpoint_with_a_missing_or_short_file(tmp_path)
     assert resume_note(str(out)) == "resumes from step 3"  # step 6's weights are shorter than written
     (out / "checkpoints" / "step-00000003" / "state.json").unlink()
     assert resume_note(str(out)) == "restarts: no checkpoint"
+
+
+def test_a_sigterm_after_a_sigint_is_only_noted():
+    # Ctrl-C reaches a LocalCluster step's process and its runner; the runner's cancel then sends SIGTERM:
+    # the checkpoint must still be written, so that SIGTERM does not end the process.
+    with StopSignals() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert stop.received == "SIGINT"
