@@ -90,7 +90,24 @@ def shifted_targets(tokens: np.ndarray, is_target: np.ndarray) -> np.ndarray:
     return np.where(is_target[..., 1:], tokens[..., 1:], IGNORE_INDEX)
 
 
-class PackedChats:
+class EpochCursor:
+    """A seeded loader's place (its seed, epoch, and position in the epoch's order): what a checkpoint
+    saves so that a resumed run draws the batches an uninterrupted one would."""
+
+    seed: int
+    _epoch: int
+    _cursor: int
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "epoch": self._epoch, "cursor": self._cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["seed"] != self.seed:
+            raise ValueError(f"loader state is for seed {state['seed']}, this run's seed is {self.seed}")
+        self._epoch, self._cursor = int(state["epoch"]), int(state["cursor"])
+
+
+class PackedChats(EpochCursor):
     """Draws global batches of packed windows of whole conversations; see the module docstring.
 
     `shuffle=False` takes the conversations in their order, every epoch (validation).
@@ -114,14 +131,6 @@ class PackedChats:
         self.eos_id, self.rank, self.world_size, self.shuffle = eos_id, rank, world_size, shuffle
         self._epoch, self._cursor = 0, 0
         self._order: tuple[int, np.ndarray] | None = None
-
-    def state_dict(self) -> dict:
-        return {"seed": self.seed, "epoch": self._epoch, "cursor": self._cursor}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state["seed"] != self.seed:
-            raise ValueError(f"loader state is for seed {state['seed']}, this run's seed is {self.seed}")
-        self._epoch, self._cursor = int(state["epoch"]), int(state["cursor"])
 
     def _permutation(self) -> np.ndarray:
         if self._order is None or self._order[0] != self._epoch:

@@ -19,7 +19,7 @@ import numpy as np
 
 from marin.data.chat import PreferencePair
 from marin.data.chat_template import render_chat
-from marin.posttrain.chat_batches import shifted_targets
+from marin.posttrain.chat_batches import EpochCursor, shifted_targets
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def render_pairs(tokenizer: Any, pairs: Iterable[PreferencePair], eos_id: int, w
     return RenderedPairs(np.stack(tokens), np.stack(flags), skipped)
 
 
-class PairBatches:
+class PairBatches(EpochCursor):
     """Draws global batches of `batch_size` pairs (see the module docstring); `shuffle=False` keeps their order."""
 
     def __init__(
@@ -82,14 +82,6 @@ class PairBatches:
         self.rank, self.world_size, self.shuffle = rank, world_size, shuffle
         self._epoch, self._cursor = 0, 0
         self._order: tuple[int, np.ndarray] | None = None
-
-    def state_dict(self) -> dict:
-        return {"seed": self.seed, "epoch": self._epoch, "cursor": self._cursor}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state["seed"] != self.seed:
-            raise ValueError(f"loader state is for seed {state['seed']}, this run's seed is {self.seed}")
-        self._epoch, self._cursor = int(state["epoch"]), int(state["cursor"])
 
     @property
     def epoch(self) -> int:

@@ -53,7 +53,6 @@ from marin.posttrain.lora import (
 from marin.posttrain.pair_batches import PairBatches, render_pairs
 from marin.training.errors import TrainingConfigError, TrainingDataError
 from marin.training.export import export_hf
-from marin.training.grad_accum import accumulate_gradients
 from marin.training.init_weights import load_init_weights
 from marin.training.loader import Batch
 from marin.training.models.layers import IGNORE_INDEX
@@ -351,18 +350,6 @@ class DpoTrainer(PostTrainer):
         logged["logps/chosen"] = policy[0::2].detach().mean()
         logged["logps/rejected"] = policy[1::2].detach().mean()
         return out.loss, out.loss, logged
-
-    def _gradients(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return accumulate_gradients(
-            self.train_model,
-            batch.inputs,
-            batch.targets,
-            self.config.grad_accum_steps,
-            self.autocast,
-            self.world_size,
-            self.forward_options,
-            objective=self._objective,
-        )
 
     def _validation_pairs(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         cached = getattr(self, "_validation", None)

@@ -43,7 +43,7 @@ from marin.training.ema import WeightEma
 from marin.training.errors import TrainingConfigError, TrainingInterrupted
 from marin.training.export import export_hf
 from marin.training.fsdp import gathered_model, local_tensor, shard_model
-from marin.training.grad_accum import accumulate_gradients
+from marin.training.grad_accum import accumulate_gradients, lm_objective
 from marin.training.init_weights import load_init_weights
 from marin.training.loader import Batch, NamedSource, Prefetcher, WindowMixture
 from marin.training.metrics import MetricsLog
@@ -365,7 +365,12 @@ class Trainer:
             self.autocast,
             self.world_size,
             self.forward_options,
+            objective=self._objective,
         )
+
+    # What a microbatch's gradient is of (`grad_accum.Objective`): the model's loss plus its auxiliary
+    # losses; a post-training objective (DPO's) replaces it.
+    _objective = staticmethod(lm_objective)
 
     def _resume(self) -> int:
         """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
