@@ -219,8 +219,10 @@ def status(prefix, as_json, show_all) -> None:
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} step outputs under {root}")
+    # A step's name and state are what a reader searches for: they are never broken over lines (the
+    # other columns fold to make room).
     for column in ("state", "step", "output", "age", "duration", "headline", "FLOPs model / hw", "note"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column in ("state", "step", "age", "duration"))
     for r in rows:
         rel = r.path[len(root) + 1 :] if r.path.startswith(root + "/") else r.path
         table.add_row(
