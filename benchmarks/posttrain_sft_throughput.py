@@ -29,12 +29,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from train_cpu_throughput import build_cache  # noqa: E402
+
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.chat import ChatData  # noqa: E402
-from marin.data.corpus import SOURCE_NAME, stories  # noqa: E402
-from marin.data.tokenizer_training import train_byte_level_bpe  # noqa: E402
-from marin.execution.step_runner import StepRunner  # noqa: E402
-from marin.experiment.data import tokenized  # noqa: E402
 from marin.posttrain.source import resolve  # noqa: E402
 from marin.posttrain.trainer import Objective, PostTrainJob  # noqa: E402
 from marin.training.config import TrainConfig  # noqa: E402
@@ -43,24 +41,14 @@ from marin.training.export import export_hf  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 from storage import read_records  # noqa: E402
-from zephyr import ZephyrConfig  # noqa: E402
 
 
 def build_inputs(root: str) -> tuple[str, str]:
     """(a token cache of 3,000 stories, an HF folder of llama_30m) sharing a chat tokenizer."""
     from transformers import AutoTokenizer
 
+    cache = build_cache(root, chat_template="llama3")
     tokenizer = os.path.join(root, "tokenizer")
-    train_byte_level_bpe(stories(0, 3000), 4096, tokenizer, chat_template="llama3")
-    handle = tokenized(
-        "tokenized/bench",
-        tokenizer=tokenizer,
-        source=SOURCE_NAME,
-        sample_count=3000,
-        validation_fraction=0.01,
-        zephyr=ZephyrConfig(backend="sync"),
-    )
-    (cache,) = StepRunner(prefix=os.path.join(root, "steps"), progress=False).run([handle]).outcomes
     vocab = len(AutoTokenizer.from_pretrained(tokenizer))
     model = llama_30m.with_vocab_size(vocab)
     torch.manual_seed(0)

@@ -51,10 +51,11 @@ from zephyr import ZephyrConfig  # noqa: E402
 GOAL = 0.95
 
 
-def build_cache(root: str) -> str:
-    """A token cache of 3,000 embedded stories with a BPE (at most 4,096 entries) trained on them."""
+def build_cache(root: str, chat_template: str | None = None) -> str:
+    """A token cache of 3,000 embedded stories with a BPE (at most 4,096 entries, under
+    `root/tokenizer`, with `chat_template` when given) trained on them."""
     tokenizer = os.path.join(root, "tokenizer")
-    train_byte_level_bpe(stories(0, 3000), 4096, tokenizer)
+    train_byte_level_bpe(stories(0, 3000), 4096, tokenizer, chat_template=chat_template)
     handle = tokenized(
         "tokenized/bench",
         tokenizer=tokenizer,
