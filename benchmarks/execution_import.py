@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import sys
 
-from fresh import load_average
+from fresh import load_average, user_environment
 
 GOAL_S = 0.15
 PROBE = (
@@ -23,7 +23,9 @@ PROBE = (
 
 
 def fresh(code: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=user_environment()
+    ).stdout
 
 
 def main() -> None:

@@ -4,7 +4,8 @@
 `hash_attrs={"d": d, "w": w}`. Every `fn` is a closure made by a factory `make(name, sleep)`: it
 appends its name to a log file, sleeps `sleep` (0), and writes `out.txt` with its name. The
 experiment runs as a fresh `python dag.py` each time, `StepRunner().run(last_layer)` on the default
-cluster with MARIN_PREFIX set.
+cluster with MARIN_PREFIX set and Python's bytecode cache on, as for an installed package (see
+`fresh.user_environment`).
 
 Figures (best of `--repeats`):
 - cold: the wall time of the first run on an empty prefix;
@@ -41,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from fresh import load_average
+from fresh import load_average, user_environment
 
 DAG = """
 import os
@@ -120,7 +121,7 @@ def main() -> None:
         script = os.path.join(root, "dag.py")
         with open(script, "w") as f:
             f.write(DAG)
-        env = dict(os.environ)
+        env = user_environment()
         rss_file = os.path.join(root, "rss.txt")
         env["LAYERED_DAG_RSS"] = rss_file
         baseline = min(

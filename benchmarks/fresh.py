@@ -15,15 +15,24 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def user_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment as a user's interpreter meets it, plus `extra`: with Python's
+    bytecode cache on. An installed package's modules are compiled once (pip compiles them at install,
+    an editable install on first import); a sandbox that sets PYTHONDONTWRITEBYTECODE makes every
+    fresh interpreter compile them again, ~0.05 s of a 10,000-step cached run that no user pays."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **(extra or {})}
+
+
 def fresh_json(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict:
-    """Run `python script args...` in a new interpreter and parse the JSON object its last stdout line
-    prints; a failure raises with the child's stderr."""
+    """Run `python script args...` in a new interpreter (see `user_environment`) and parse the JSON
+    object its last stdout line prints; a failure raises with the child's stderr."""
     proc = subprocess.run(
         [sys.executable, script, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env=user_environment(env),
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{script} {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
