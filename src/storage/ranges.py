@@ -11,7 +11,7 @@ round trip to save.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from storage.files import read_range
 from storage.overlap import overlapped
@@ -21,8 +21,7 @@ MAX_GAP = 256 << 10  # reading 256 KiB more (a few ms at object-store bandwidth)
 MAX_READ = 16 << 20
 
 
-@dataclass(frozen=True)
-class _Read:
+class _Read(NamedTuple):  # not a dataclass: building one costs every import ~1 ms
     path: str
     start: int
     end: int

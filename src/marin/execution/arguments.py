@@ -24,7 +24,6 @@ from __future__ import annotations
 import builtins
 import collections.abc
 import dataclasses
-import difflib
 import enum
 import numbers
 import sys
@@ -164,6 +163,8 @@ def check_arguments(cls: type, args: tuple, kwargs: Mapping[str, Any]) -> None:
 
 
 def _suggest(key: str, by_name: Mapping[str, _Parameter]) -> str:
+    import difflib  # only once a mistake is reported: importing it costs every run ~3 ms
+
     names = [n for n in by_name if not n.startswith("_")]
     close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     if not close:  # a prefix or a part of a longer name: `steps` for `num_train_steps`

@@ -18,12 +18,10 @@ bug, and keeps its traceback.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import os
 import re
 import sys
-import sysconfig
 import traceback
 from types import FrameType, TracebackType
 from typing import Any
@@ -65,6 +63,8 @@ def as_experiment_error(error: BaseException) -> ExperimentError | None:
 
 
 def _library_roots() -> tuple[str, ...]:
+    import sysconfig  # here, as difflib below: only a reported mistake pays their import (~1 and ~3 ms)
+
     roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     for name in _OUR_PACKAGES:
         module = sys.modules.get(name)
@@ -120,6 +120,8 @@ def _keyword_suggestion(error: BaseException, frame: FrameType) -> str | None:
         names = list(inspect.signature(target).parameters) if target is not None else []
     except (TypeError, ValueError):
         return None
+    import difflib
+
     close = difflib.get_close_matches(match["kw"], [n for n in names if n != "self"], n=1, cutoff=0.6)
     return close[0] if close else None
 
