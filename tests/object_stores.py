@@ -62,12 +62,18 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def s3_server(bucket: str = "marin-test") -> Iterator[Server]:
-    """moto's S3 server (`moto_server`) on a free port, with `bucket` created."""
+    """moto's S3 server on a free port, with `bucket` created, its conditional creates atomic as on S3
+    (see `tests/moto_s3_server.py`)."""
     from importlib.metadata import version
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [
+            sys.executable,
+            os.path.join(os.path.dirname(__file__), "moto_s3_server.py"),
+            "127.0.0.1",
+            str(port),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # a log per request: never a pipe
