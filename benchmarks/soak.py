@@ -447,30 +447,44 @@ def _check(work: str, env: dict[str, str], *args: str) -> dict:
 
 def _completions(journal: str, faults: list[Fault]) -> dict:
     """Every output whose function reached its end more than once, and whether a fault explains it:
-    its earlier completion's worker or runner was hit by the chaos after it (or had its clock skewed)."""
-    done: dict[str, list[tuple[float, int, int]]] = collections.defaultdict(list)
+    its earlier completion's worker or runner was hit by the chaos once that attempt had started (or
+    had its clock skewed)."""
+    done: dict[str, list[tuple[float, int, int, float]]] = collections.defaultdict(list)
+    starts: dict[tuple[str, int], tuple[float, int]] = {}
     with open(journal) as f:
         for line in f:
             event, path, pid, ppid, at = line.split()
-            if event == "done":
-                done[path].append((float(at), int(pid), int(ppid)))
+            if event == "start":
+                starts[path, int(pid)] = (float(at), int(ppid))
+            elif event == "done":
+                # A worker whose runner was killed meanwhile ends with init as its parent: its runner
+                # is the parent it started under.
+                started, runner = starts.get((path, int(pid)), (float(at), int(ppid)))
+                done[path].append((float(at), int(pid), runner, started))
     hit = collections.defaultdict(list)  # pid -> the times a fault hit it
     for fault in faults:
         hit[fault.pid].append((fault.at, fault.kind))
         hit[fault.runner].append((fault.at, fault.kind))
-    explained, unexplained = collections.Counter(), []
+    explained, unexplained, details = collections.Counter(), [], []
     for path, ends in done.items():
         ends.sort()
-        for at, pid, ppid in ends[:-1]:
-            # A kill or SIGTERM after that end, or a skewed clock (before or after: its leases go stale).
+        for _, pid, ppid, started in ends[:-1]:
+            # A kill or SIGTERM once that attempt had started (a runner killed while its worker ran
+            # orphans the worker, whose end nobody records), or a skewed clock (before or after: its
+            # leases go stale).
             causes = [
-                k for t, k in hit.get(pid, []) + hit.get(ppid, []) if t >= at - 1.0 or k == "skew_clock"
+                k for t, k in hit.get(pid, []) + hit.get(ppid, []) if t >= started - 1.0 or k == "skew_clock"
             ]
             if causes:
                 explained[causes[0]] += 1
             else:
                 unexplained.append(path)
-    return {"repeated_after_a_kill": dict(explained), "repeated_unexplained": unexplained[:20]}
+                details.append({"output": path, "ends": [[round(t, 3), p, pp] for t, p, pp, _ in ends]})
+    return {
+        "repeated_after_a_kill": dict(explained),
+        "repeated_unexplained": unexplained[:20],
+        "repeated_unexplained_ends": details[:20],  # [time, pid, runner pid] of each end, to look into
+    }
 
 
 def _environment(work: str, prefix: str, extra: dict[str, str], size: Size, journal: str) -> dict:
@@ -532,8 +546,9 @@ def soak(store: str, seed: int, size: Size, baseline: bool, max_rounds: int) -> 
             run = _drive(work, env, size.chaos_s, seed, max_rounds, size.fault_every)
             checked = _check(work, env)
         repeats = _completions(journal, run["faults"])
-    finally:
+    except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        raise
     steps = checked["steps"]
     faults = collections.Counter(f.kind for f in run["faults"])
     result = {
@@ -569,6 +584,12 @@ def soak(store: str, seed: int, size: Size, baseline: bool, max_rounds: int) -> 
         and not repeats["repeated_unexplained"]
         and all(faults.get(k, 0) > 0 for k in FAULT_KINDS)
     )
+    if result["invariants_hold"]:
+        shutil.rmtree(work, ignore_errors=True)
+    else:  # the journal, the runners' log and the faults stay, to find out why
+        result["repeated_unexplained_ends"] = repeats["repeated_unexplained_ends"]
+        result["faults"] = [[round(f.at, 3), f.kind, f.pid, f.runner] for f in run["faults"]]
+        result["kept_work_folder"] = work
     result["load_average"] = load_average()
     return result
 
