@@ -465,7 +465,7 @@ def _completions(journal: str, faults: list[Fault]) -> dict:
     for fault in faults:
         hit[fault.pid].append((fault.at, fault.kind))
         hit[fault.runner].append((fault.at, fault.kind))
-    explained, unexplained, details = collections.Counter(), [], []
+    explained, unexplained = collections.Counter(), []
     for path, ends in done.items():
         ends.sort()
         for _, pid, ppid, started in ends[:-1]:
@@ -478,12 +478,11 @@ def _completions(journal: str, faults: list[Fault]) -> dict:
             if causes:
                 explained[causes[0]] += 1
             else:
-                unexplained.append(path)
-                details.append({"output": path, "ends": [[round(t, 3), p, pp] for t, p, pp, _ in ends]})
+                unexplained.append({"output": path, "ends": [[round(t, 3), p, pp] for t, p, pp, _ in ends]})
     return {
         "repeated_after_a_kill": dict(explained),
-        "repeated_unexplained": unexplained[:20],
-        "repeated_unexplained_ends": details[:20],  # [time, pid, runner pid] of each end, to look into
+        "repeated_unexplained": [u["output"] for u in unexplained[:20]],
+        "repeated_unexplained_ends": unexplained[:20],  # [time, pid, runner pid] of each end
     }
 
 
