@@ -50,6 +50,7 @@ from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.models.layers import SwiGLUConfig  # noqa: E402
 from marin.training.models.moe import MoEFeedForward, MoEFeedForwardConfig, expert_counts  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
+from marin.training.schedules import Cosine  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 
 NUM_EXPERTS, TOP_K = 8, 2
@@ -155,7 +156,7 @@ def train_level(rounds: int, steps: int, warmup: int, seq_len: int, batch_size: 
             for name in list(models)[:: 1 if r % 2 == 0 else -1]:
                 config = TrainConfig(
                     model=models[name],
-                    optimizer=AdamConfig(learning_rate=1e-3, warmup=2),
+                    optimizer=AdamConfig(learning_rate=1e-3, schedule=Cosine(warmup=2)),
                     batch_size=batch_size,
                     seq_len=seq_len,
                     num_train_steps=steps,

@@ -39,6 +39,7 @@ from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.export import export_hf  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train  # noqa: E402
 from storage import read_records  # noqa: E402
 
@@ -79,7 +80,7 @@ def main() -> None:
         def config(document_masking: bool) -> TrainConfig:
             return TrainConfig(
                 model=weights.model_config,
-                optimizer=AdamConfig(learning_rate=1e-3, warmup=2),
+                optimizer=AdamConfig(learning_rate=1e-3, schedule=Cosine(warmup=2)),
                 batch_size=args.batch_size,
                 seq_len=args.seq_len,
                 num_train_steps=args.steps,

@@ -45,6 +45,7 @@ from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.loader import NamedSource, WindowMixture  # noqa: E402
 from marin.training.models import architectures  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train  # noqa: E402
 from zephyr import ZephyrConfig  # noqa: E402
 
@@ -151,7 +152,7 @@ def measure(architecture: str, model, cache: str, root: str, args: argparse.Name
     """One architecture: our train() against the plain loop, step by step."""
     config = TrainConfig(
         model=model,
-        optimizer=AdamConfig(learning_rate=1e-3, warmup=2),
+        optimizer=AdamConfig(learning_rate=1e-3, schedule=Cosine(warmup=2)),
         batch_size=args.batch_size,
         seq_len=args.seq_len,
         num_train_steps=args.steps,

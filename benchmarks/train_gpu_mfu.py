@@ -54,6 +54,7 @@ from marin.training.fsdp import shard_model  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
 from marin.training.models import ModelConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train  # noqa: E402
 
 GOAL_MFU = 0.40  # at ~1B, on an H100/H200-class GPU
@@ -179,7 +180,7 @@ def measure(
         )
         config = TrainConfig(
             model=model,
-            optimizer=AdamConfig(learning_rate=3e-4, warmup=2),
+            optimizer=AdamConfig(learning_rate=3e-4, schedule=Cosine(warmup=2)),
             batch_size=batch,
             seq_len=args.seq_len,
             num_train_steps=args.steps,

@@ -33,6 +33,7 @@ from train_cpu_throughput import build_cache, loader_batches  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
 from marin.training.optim import AdamConfig, MuonConfig, OptimizerConfig, set_scheduled_lr  # noqa: E402
+from marin.training.schedules import Cosine
 
 GOAL_RATIO = 1.2
 
@@ -74,8 +75,12 @@ def main() -> None:
         path = build_cache(root)
         batches = loader_batches(path, seq_len=args.seq_len, batch_size=args.batch_size, steps=args.steps)
         model_config = llama_30m.with_vocab_size(TokenCache.open(path).vocab_size)
-    adam = Run(AdamConfig(learning_rate=1e-3, warmup=2), model_config, args.steps)
-    muon = Run(MuonConfig(learning_rate=0.02, adam_learning_rate=1e-3, warmup=2), model_config, args.steps)
+    adam = Run(AdamConfig(learning_rate=1e-3, schedule=Cosine(warmup=2)), model_config, args.steps)
+    muon = Run(
+        MuonConfig(learning_rate=0.02, adam_learning_rate=1e-3, schedule=Cosine(warmup=2)),
+        model_config,
+        args.steps,
+    )
     adam_s, muon_s = [], []
     for i, rows in enumerate(batches):
         adam_s.append(adam.step(i, rows))

@@ -23,6 +23,7 @@ from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.train import TrainLm, train_lm
 from marin.training.optim import AdamConfig
+from marin.training.schedules import WSD, Constant
 
 PEAK_LR = 3e-3
 
@@ -40,7 +41,7 @@ def anneal(
     `cooldown_data`, its rate decaying linearly from the base's to zero; `run` are train_lm's other fields."""
     base = train_lm(
         name=f"checkpoints/{name}-base",
-        optimizer=AdamConfig(learning_rate=PEAK_LR, warmup=0.1, lr_schedule="constant", weight_decay=0.1),
+        optimizer=AdamConfig(learning_rate=PEAK_LR, schedule=Constant(warmup=0.1), weight_decay=0.1),
         datasets=base_data,
         num_train_steps=base_steps,
         **run,
@@ -49,10 +50,7 @@ def anneal(
         name=f"checkpoints/{name}-cooldown",
         optimizer=AdamConfig(
             learning_rate=PEAK_LR,
-            warmup=0,
-            lr_schedule="wsd",
-            decay_fraction=1.0,
-            min_lr_ratio=0.0,
+            schedule=WSD(warmup=0, decay_fraction=1.0, min_lr_ratio=0.0),
             weight_decay=0.1,
         ),
         datasets=cooldown_data,

@@ -33,6 +33,7 @@ from marin.experiment.posttrain import dpo, sft
 from marin.experiment.train import train_lm
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import WSD, Cosine
 
 QUICK = os.environ.get("POST_TRAIN_QUICK") == "1"
 SCALE = 0.2 if QUICK else 1.0
@@ -60,7 +61,7 @@ stories = tokenized("tokenized/tinystories-chat", tokenizer=chat_tokenizer, sour
 base_model = train_lm(
     "checkpoints/qa-base",
     model=qa_llama,
-    optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, warmup=20),
+    optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, schedule=Cosine(warmup=20)),
     datasets={stories: 1.0},
     num_train_steps=steps(300),
     **trainer_options,
@@ -73,7 +74,7 @@ sft_model = sft(
     validation=ChatData(source=QA, split="validation", sample_count=100),
     # a constant rate, then a decay over the last fifth (WSD): answering from the story, not from
     # priors, appears suddenly after a few hundred steps, and a rate that has decayed by then delays it
-    optimizer=AdamConfig(learning_rate=1e-3, warmup=20, lr_schedule="wsd", decay_fraction=0.2),
+    optimizer=AdamConfig(learning_rate=1e-3, schedule=WSD(warmup=20, decay_fraction=0.2)),
     num_train_steps=steps(600),
     steps_per_eval=150,
     **trainer_options,
@@ -85,7 +86,7 @@ dpo_model = dpo(
     dataset=ChatData(source=QA, sample_count=4000),
     validation=ChatData(source=QA, split="validation", sample_count=100),
     beta=0.1,
-    optimizer=AdamConfig(learning_rate=3e-4, warmup=10),
+    optimizer=AdamConfig(learning_rate=3e-4, schedule=Cosine(warmup=10)),
     num_train_steps=steps(80, quick=6),
     steps_per_eval=40,
     **trainer_options,

@@ -25,6 +25,7 @@ from marin.experiment.data import tokenized, train_tokenizer
 from marin.experiment.scaling import ModelFamily, TrainRecipe, isoflop_sweep, scaling_fit
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 
 REDUCED = os.environ.get("MARIN_SCALING_TUTORIAL", "").strip() == "reduced"
 VOCAB_SIZE = 512 if REDUCED else 1024
@@ -68,7 +69,7 @@ def tiny_llama(width: int) -> LlamaConfig:
 family = ModelFamily(tiny_llama, sizes=WIDTHS)
 recipe = TrainRecipe(
     datasets={stories: 1.0},
-    optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, warmup=0.05),
+    optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, schedule=Cosine(warmup=0.05)),
     batch_size=BATCH_SIZE,
     seq_len=SEQ_LEN,
     # one thread per run: the runs of a budget train side by side, one per core

@@ -15,6 +15,7 @@ from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
 from marin.training.optim import AdamConfig
+from marin.training.schedules import WSD, Cosine
 
 stories = tokenized(
     name="tokenized/tinystories-synth",
@@ -24,16 +25,16 @@ stories = tokenized(
 )
 
 SCHEDULES = {
-    "cosine": AdamConfig(learning_rate=3e-3, warmup=20),
-    "wsd-linear": AdamConfig(learning_rate=3e-3, warmup=20, lr_schedule="wsd", min_lr_ratio=0.0),
+    "cosine": AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=20)),
+    "wsd-linear": AdamConfig(learning_rate=3e-3, schedule=WSD(warmup=20, min_lr_ratio=0.0)),
     "wsd-cosine": AdamConfig(
-        learning_rate=3e-3, warmup=20, lr_schedule="wsd", decay_shape="cosine", min_lr_ratio=0.0
+        learning_rate=3e-3, schedule=WSD(warmup=20, decay_shape="cosine", min_lr_ratio=0.0)
     ),
     "wsd-1-sqrt": AdamConfig(
-        learning_rate=3e-3, warmup=20, lr_schedule="wsd", decay_shape="1-sqrt", min_lr_ratio=0.0
+        learning_rate=3e-3, schedule=WSD(warmup=20, decay_shape="1-sqrt", min_lr_ratio=0.0)
     ),
     "wsd-2-cycles": AdamConfig(
-        learning_rate=3e-3, warmup=20, lr_schedule="wsd", min_lr_ratio=0.1, cycles=2, rewarmup=20
+        learning_rate=3e-3, schedule=WSD(warmup=20, min_lr_ratio=0.1, cycles=2, rewarmup=20)
     ),
 }
 

@@ -1,6 +1,6 @@
 """`marin plot-lr FILE.py`: draw the learning-rate schedule of every train step an experiment declares.
 
-The schedule is a pure function of the step (`OptimizerConfig.lr_at`), so the drawing is exactly
+The schedule is an object whose rate is a pure function of the step (`Schedule.lr`), so the drawing is exactly
 what the trainer will set, step by step, and what `metrics.jsonl` will record as `lr`. Each train
 step is one line; an optimizer with two rates (Muon's matrices and its AdamW part) is drawn in two
 panels, one per rate. A step that starts from another train step (`init_from`, a cooldown) is drawn
@@ -45,8 +45,10 @@ class ScheduleCurve:
 def schedule_curve(name: str, handle: TrainLm) -> ScheduleCurve:
     """Every step's rates of a train step's optimizer."""
     optimizer, n = handle.optimizer, handle.num_train_steps
-    schedule = optimizer.schedule(n)
-    rates = {rate: [schedule.lr(peak, s) for s in range(n)] for rate, peak in optimizer.peak_rates().items()}
+    schedule = optimizer.schedule
+    rates = {
+        rate: [schedule.lr(s, n, peak) for s in range(n)] for rate, peak in optimizer.peak_rates().items()
+    }
     offset, source = 0, handle.init_from
     while isinstance(source, TrainLm):
         offset += source.num_train_steps

@@ -1,24 +1,29 @@
 """Optimizers behind one seam, `OptimizerConfig`: `AdamConfig` (AdamW) and `MuonConfig` (Muon + AdamW).
 
-Every optimizer config shares the learning-rate schedule's fields (see `marin.training.lr_schedule`)
-and `max_grad_norm`, and says how to build its torch optimizer over a model. Each parameter group
-of what `build` returns carries its own `peak_lr`; `set_scheduled_lr` sets every group to the
-schedule at that peak, so an optimizer with two rates (Muon's matrices, AdamW's embeddings) follows
-one schedule shape. Adding an optimizer is one subclass with `build` (and `peak_rates` when it has
-more than one rate).
+Every optimizer config holds a learning-rate `schedule` (an object: `marin.training.schedules`) and
+`max_grad_norm`, and says how to build its torch optimizer over a model. Each parameter group of
+what `build` returns carries its own `peak_lr`; `set_scheduled_lr` sets every group to the schedule
+at that peak, so an optimizer with two rates (Muon's matrices, AdamW's embeddings) follows one
+schedule shape. Adding an optimizer is one subclass with `build` (and `peak_rates` when it has more
+than one rate).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, MutableMapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from marin.execution.arguments import Checked
 from marin.execution.keyed import key_fields
 from marin.training.errors import TrainingConfigError
-from marin.training.lr_schedule import DecayShape, LrSchedule, ScheduleName, ScheduleSpec, steps_of
+from marin.training.schedules import (
+    SCHEDULE_KEY_NAMES,
+    Cosine,
+    Schedule,
+    optimizer_key_fields,
+    schedule_from_key,
+)
 
 if TYPE_CHECKING:  # torch is imported where an optimizer is built, so reading configs (the UI) needs none
     import torch
@@ -33,25 +38,15 @@ class OptimizerConfig(Checked):
     """What every optimizer shares: its peak rate, weight decay, clipping and the schedule.
 
     `learning_rate` is the peak rate (of the main parameter group: Muon's matrices for Muon).
-    `warmup` is steps when ≥ 1, or a fraction of the run below 1. `lr_schedule` is "cosine", "linear"
-    (decay to `min_lr_ratio · learning_rate` over the steps after warmup), "constant" or "wsd"
-    (warmup-stable-decay: the last `decay_fraction` of each cycle decays, with `decay_shape`
-    "linear", "cosine" or "1-sqrt"). `cycles` repeats the schedule: an int for that many equal
-    cycles, or the steps later cycles start at; each later cycle rises over `rewarmup` steps (or
-    that fraction of the cycle) from where the last one ended back to the peak. `max_grad_norm`
-    clips the global gradient norm; `None` or 0 turns clipping off.
+    `schedule` shapes every rate over the run (`Cosine()`, `Linear()`, `Constant()`, `WSD()`, or any
+    `marin.training.schedules.Schedule`). `max_grad_norm` clips the global gradient norm; `None` or
+    0 turns clipping off.
     """
 
     learning_rate: float = 6e-4
     weight_decay: float = 0.0
     max_grad_norm: float | None = 1.0
-    warmup: float = 0.01
-    lr_schedule: ScheduleName = "cosine"
-    min_lr_ratio: float = 0.1
-    decay_fraction: float = 0.2
-    decay_shape: DecayShape = "linear"
-    cycles: int | tuple[int, ...] | None = None
-    rewarmup: float = 0.0
+    schedule: Schedule = Cosine()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -67,10 +62,10 @@ class OptimizerConfig(Checked):
             raise TrainingConfigError(
                 f"no optimizer config named {key.get('optimizer')!r}; known: {sorted(_OPTIMIZERS)}"
             )
-        if isinstance(fields_.get("cycles"), list):
-            fields_["cycles"] = tuple(fields_["cycles"])
+        schedule = schedule_from_key(fields_)
+        fields_ = {k: v for k, v in fields_.items() if k not in SCHEDULE_KEY_NAMES}
         try:
-            return kind(**fields_)
+            return kind(schedule=schedule, **fields_)
         except TypeError as e:
             raise TrainingConfigError(f"{kind.__name__} has no such fields: {e}") from None
 
@@ -80,46 +75,29 @@ class OptimizerConfig(Checked):
             raise TrainingConfigError(f"{where}.learning_rate must be > 0, got {self.learning_rate!r}")
         if self.weight_decay < 0:
             raise TrainingConfigError(f"{where}.weight_decay must be ≥ 0, got {self.weight_decay!r}")
-        defaults = {f.name: f.default for f in fields(OptimizerConfig)}
-        spec = self._schedule_spec().checked(where, (defaults["decay_fraction"], defaults["decay_shape"]))
-        object.__setattr__(self, "cycles", spec.cycles)
-
-    def _schedule_spec(self) -> ScheduleSpec:
-        return ScheduleSpec(
-            name=self.lr_schedule,
-            warmup=self.warmup,
-            min_lr_ratio=self.min_lr_ratio,
-            decay_fraction=self.decay_fraction,
-            decay_shape=self.decay_shape,
-            cycles=self.cycles,
-            rewarmup=self.rewarmup,
-        )
 
     def describe(self) -> dict[str, Any]:
-        """The key form: the fields, and for any optimizer but AdamW its name (two optimizers whose
-        fields agree are still different runs)."""
+        """The key form: the fields (a built-in schedule as the fields it replaced, so keys published
+        before schedules were objects stay), and for any optimizer but AdamW its name (two optimizers
+        whose fields agree are still different runs)."""
         out = key_fields(self)
+        out.pop("schedule", None)
+        keyed_at_default = "schedule" in getattr(type(self), "KEYED_AT_DEFAULT", ())
+        out.update(optimizer_key_fields(self.schedule, keyed_at_default=keyed_at_default))
         if not isinstance(self, AdamConfig):
             out["optimizer"] = type(self).__name__
         return out
 
     def to_json(self) -> dict:
-        """The fields as a JSON object, with the optimizer's class name."""
+        """The fields as a JSON object, with the optimizer's and the schedule's class names."""
         out = asdict(self)
+        out["schedule"] = {"name": type(self.schedule).__name__, **out["schedule"]}
         out["optimizer"] = type(self).__name__
         return out
 
-    def warmup_steps(self, num_train_steps: int) -> int:
-        """Warmup length in steps for a run of `num_train_steps`."""
-        return steps_of(self.warmup, num_train_steps)
-
-    def schedule(self, num_train_steps: int) -> LrSchedule:
-        """The learning-rate schedule of a run of `num_train_steps` with these fields."""
-        return _schedule_of(self._schedule_spec(), num_train_steps)
-
     def lr_at(self, step: int, num_train_steps: int) -> float:
         """The (main) learning rate for optimizer step `step` (0-based) of a run of `num_train_steps`."""
-        return self.schedule(num_train_steps).lr(self.learning_rate, step)
+        return self.schedule.lr(step, num_train_steps, self.learning_rate)
 
     def peak_rates(self) -> dict[str, float]:
         """Each named peak rate this optimizer schedules (`lr` is `learning_rate`)."""
@@ -127,7 +105,7 @@ class OptimizerConfig(Checked):
 
     def check_run(self, num_train_steps: int, *, sharded: bool) -> None:
         """Refuse, before anything runs, a run this optimizer cannot train (cycles past its end, ...)."""
-        self.schedule(num_train_steps)
+        self.schedule.check_run(num_train_steps)
 
     def build(self, model: nn.Module, *, fused: bool = False) -> Any:
         """The torch optimizer over `model`'s parameters; every group carries its `peak_lr`."""
@@ -163,9 +141,7 @@ class AdamConfig(AdamWMoments, OptimizerConfig):
         "beta2",
         "epsilon",
         "max_grad_norm",
-        "warmup",
-        "lr_schedule",
-        "min_lr_ratio",
+        "schedule",
     )
 
     def build(self, model: nn.Module, *, fused: bool = False) -> torch.optim.AdamW:
@@ -260,12 +236,6 @@ class MuonConfig(AdamWMoments, OptimizerConfig):
             )
         parts.append(_adamw(self, matrices, vectors, self.adam_learning_rate, fused))
         return OptimizerChain(parts)
-
-
-@functools.lru_cache(maxsize=256)
-def _schedule_of(spec: ScheduleSpec, num_train_steps: int) -> LrSchedule:
-    """A spec's schedule, built once per run length (the trainer asks for it every step)."""
-    return spec.build(num_train_steps)
 
 
 def _adamw(
@@ -370,10 +340,10 @@ def state_slots(optimizer: Any) -> dict[int, tuple[str, frozenset[str]]]:
 def set_scheduled_lr(optimizer: Any, config: OptimizerConfig, step: int, num_train_steps: int) -> float:
     """Set every parameter group to the schedule's rate at `step` for its own `peak_lr`; returns the
     main rate (`config.lr_at(step, num_train_steps)`)."""
-    schedule = config.schedule(num_train_steps)
+    schedule = config.schedule
     for group in optimizer.param_groups:
-        group["lr"] = schedule.lr(group.get("peak_lr", config.learning_rate), step)
-    return schedule.lr(config.learning_rate, step)
+        group["lr"] = schedule.lr(step, num_train_steps, group.get("peak_lr", config.learning_rate))
+    return schedule.lr(step, num_train_steps, config.learning_rate)
 
 
 def set_learning_rate(optimizer: Any, lr: float) -> None:

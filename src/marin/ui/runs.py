@@ -56,11 +56,11 @@ def schedule_series(hash_attrs: dict[str, Any], max_points: int = 600) -> list[l
         optimizer = OptimizerConfig.from_key(hash_attrs["optimizer"])
         n = int(hash_attrs["num_train_steps"])
         tokens_per_step = int(hash_attrs["batch_size"]) * int(hash_attrs["seq_len"])
-        schedule = optimizer.schedule(n)
+        optimizer.check_run(n, sharded=False)
     except (KeyError, TypeError, ValueError, TrainingConfigError):
         return []
     steps = sorted(set(range(0, n, max(1, n // max_points))) | {n - 1})
-    return [[s + 1, (s + 1) * tokens_per_step, schedule.lr(optimizer.learning_rate, s)] for s in steps]
+    return [[s + 1, (s + 1) * tokens_per_step, optimizer.lr_at(s, n)] for s in steps]
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -26,6 +26,7 @@ SCRIPT = textwrap.dedent("""
     from marin.experiment.train import train_lm
     from marin.training.models import LlamaConfig
     from marin.training.optim import AdamConfig
+    from marin.training.schedules import Cosine
     from zephyr import ZephyrConfig
 
     prefix, tokenizer, data, what = sys.argv[1:5]
@@ -36,7 +37,7 @@ SCRIPT = textwrap.dedent("""
         "train/nano",
         model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4,
                           num_kv_heads=2, max_seq_len=64),
-        optimizer=AdamConfig(learning_rate=3e-3, warmup=2),
+        optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=2)),
         datasets={tokens: 1.0}, batch_size=4, seq_len=32, num_train_steps=200, checkpoint_every=2, keep_last_k=2,
         cpu_threads=1, seed=3,
     )

@@ -15,15 +15,17 @@ EXPERIMENT = textwrap.dedent(
     from marin.experiment.data import tokenized
     from marin.experiment.train import train_lm
     from marin.training.optim import AdamConfig, MuonConfig
+    from marin.training.schedules import WSD, Cosine
 
     data = tokenized("tokenized/plot", tokenizer="gpt2", source="marin://tinystories-synth", sample_count=10)
     common = dict(model=llama_nano, datasets={data: 1.0}, batch_size=2, seq_len=64, num_train_steps=200)
     wsd = train_lm(
         name="checkpoints/wsd",
-        optimizer=AdamConfig(learning_rate=1e-3, warmup=10, lr_schedule="wsd", decay_shape="1-sqrt"),
+        optimizer=AdamConfig(learning_rate=1e-3, schedule=WSD(warmup=10, decay_shape="1-sqrt")),
         **common,
     )
-    muon = train_lm(name="checkpoints/muon", optimizer=MuonConfig(adam_learning_rate=1e-3, warmup=10), **common)
+    muon_optimizer = MuonConfig(adam_learning_rate=1e-3, schedule=Cosine(warmup=10))
+    muon = train_lm(name="checkpoints/muon", optimizer=muon_optimizer, **common)
     """
 )
 

@@ -19,6 +19,7 @@ from marin.experiment.data import tokenized
 from marin.experiment.train import train_lm
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 from zephyr import ZephyrConfig
 
 TINY = LlamaConfig(
@@ -44,7 +45,7 @@ def _train(name, datasets, **overrides):
     fields = dict(
         name=name,
         model=TINY,
-        optimizer=AdamConfig(learning_rate=3e-3, warmup=1),
+        optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=1)),
         datasets=datasets,
         batch_size=4,
         seq_len=32,

@@ -16,6 +16,7 @@ from marin.posttrain.trainer import Objective, PostTrainJob
 from marin.training.callbacks import Callback
 from marin.training.config import TrainConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 from marin.training.trainer import train
 
 QA = "marin://tinystories-qa"
@@ -37,7 +38,7 @@ def posttrain_job(model_dir: str, out: str, kind: str, steps: int, callbacks=())
     weights = resolve(model_dir)
     config = TrainConfig(
         model=weights.model_config,
-        optimizer=AdamConfig(learning_rate=3e-3, warmup=1),
+        optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=1)),
         batch_size=2,
         seq_len=448,
         num_train_steps=steps,

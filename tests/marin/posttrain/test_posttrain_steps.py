@@ -18,10 +18,11 @@ from marin.execution.step_runner import StepRunner
 from marin.experiment.posttrain import dpo, sft
 from marin.posttrain.lora import LoraConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 
 QA = "marin://tinystories-qa"
 RECIPE = dict(
-    optimizer=AdamConfig(learning_rate=3e-3, warmup=1),
+    optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=1)),
     batch_size=2,
     seq_len=448,
     num_train_steps=3,

@@ -12,6 +12,7 @@ from train_child import KillAfterStep, tiny_config
 from marin.training.datasets import DatasetInput
 from marin.training.mixture import MixtureSchedule
 from marin.training.optim import MuonConfig
+from marin.training.schedules import WSD
 from marin.training.trainer import TrainJob, train
 
 
@@ -19,7 +20,7 @@ def recipes_job(cache: str, other: str, out: str, steps: int, callbacks=()) -> T
     """The run: tiny_config with every recipe of issue 24 on."""
     config = tiny_config(
         steps,
-        optimizer=MuonConfig(adam_learning_rate=3e-3, warmup=2, lr_schedule="wsd", cycles=2, rewarmup=1),
+        optimizer=MuonConfig(adam_learning_rate=3e-3, schedule=WSD(warmup=2, cycles=2, rewarmup=1)),
         ema=0.9,
         z_loss=1e-4,
         skip_bad_steps=5.0,

@@ -8,6 +8,7 @@ from marin.training.checkpoint import TrainState, load_checkpoint, save_checkpoi
 from marin.training.errors import TrainingConfigError
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig, MuonConfig, set_scheduled_lr
+from marin.training.schedules import WSD, Constant, Cosine, Linear
 
 
 def _model():
@@ -25,7 +26,7 @@ def test_weight_decay_applies_to_matrices_and_not_to_norm_weights():
 
 
 def test_cosine_schedule_warms_up_then_decays_to_the_minimum_ratio():
-    adam = AdamConfig(learning_rate=1.0, warmup=10, lr_schedule="cosine", min_lr_ratio=0.1)
+    adam = AdamConfig(learning_rate=1.0, schedule=Cosine(warmup=10, min_lr_ratio=0.1))
     lrs = [adam.lr_at(s, 110) for s in range(110)]
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(lrs[9:], lrs[10:], strict=False))
@@ -34,19 +35,17 @@ def test_cosine_schedule_warms_up_then_decays_to_the_minimum_ratio():
 
 
 def test_linear_and_constant_schedules_and_fractional_warmup():
-    linear = AdamConfig(learning_rate=2.0, warmup=0.1, lr_schedule="linear", min_lr_ratio=0.0)
-    assert linear.warmup_steps(100) == 10
+    linear = AdamConfig(learning_rate=2.0, schedule=Linear(warmup=0.1, min_lr_ratio=0.0))
+    assert linear.schedule.warmup_steps(100) == 10
     assert linear.lr_at(99, 100) == pytest.approx(0.0)
     assert linear.lr_at(10 + 89 // 2, 100) == pytest.approx(1.0, rel=0.02)
-    constant = AdamConfig(learning_rate=2.0, warmup=0, lr_schedule="constant")
+    constant = AdamConfig(learning_rate=2.0, schedule=Constant(warmup=0))
     assert {constant.lr_at(s, 50) for s in range(50)} == {2.0}
 
 
 def test_invalid_hyperparameters_name_the_field():
-    with pytest.raises(
-        DeclarationError, match="lr_schedule='step' is not one of 'cosine', 'linear', 'constant', 'wsd'"
-    ):
-        AdamConfig(lr_schedule="step")
+    with pytest.raises(DeclarationError, match="schedule='step' is a str, expected Schedule"):
+        AdamConfig(schedule="step")
     with pytest.raises(TrainingConfigError, match="learning_rate"):
         AdamConfig(learning_rate=0)
     with pytest.raises(TrainingConfigError, match="beta2"):
@@ -82,15 +81,15 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_embeddings_output_and_norm
 
 
 def test_each_group_follows_the_schedule_at_its_own_peak():
-    config = MuonConfig(learning_rate=0.02, adam_learning_rate=1e-3, warmup=4, lr_schedule="wsd")
+    config = MuonConfig(learning_rate=0.02, adam_learning_rate=1e-3, schedule=WSD(warmup=4))
     optimizer = config.build(_model())
-    schedule = config.schedule(10)
+    schedule = config.schedule
     for step in (0, 3, 9):
         main = set_scheduled_lr(optimizer, config, step, 10)
-        assert main == config.lr_at(step, 10) == schedule.lr(0.02, step)
+        assert main == config.lr_at(step, 10) == schedule.lr(step, 10, 0.02)
         muon, adamw = optimizer.optimizers
-        assert {g["lr"] for g in muon.param_groups} == {schedule.lr(0.02, step)}
-        assert {g["lr"] for g in adamw.param_groups} == {schedule.lr(1e-3, step)}
+        assert {g["lr"] for g in muon.param_groups} == {schedule.lr(step, 10, 0.02)}
+        assert {g["lr"] for g in adamw.param_groups} == {schedule.lr(step, 10, 1e-3)}
 
 
 @pytest.mark.parametrize(

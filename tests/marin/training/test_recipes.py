@@ -16,6 +16,7 @@ from marin.training.errors import TrainingConfigError
 from marin.training.mixture import MixtureSchedule
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig, MuonConfig
+from marin.training.schedules import WSD, Cosine
 from marin.training.trainer import TrainJob, train
 
 MODEL = LlamaConfig(
@@ -27,7 +28,7 @@ SEQ, BATCH = 32, 8
 def _config(**overrides) -> TrainConfig:
     fields = dict(
         model=MODEL,
-        optimizer=AdamConfig(learning_rate=3e-3, warmup=2),
+        optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=2)),
         batch_size=BATCH,
         seq_len=SEQ,
         num_train_steps=8,
@@ -47,7 +48,7 @@ def test_a_wsd_run_logs_the_schedules_lr_and_each_batch_takes_its_phases_largest
     story_cache, other_cache, tmp_path
 ):
     optimizer = AdamConfig(
-        learning_rate=4e-3, warmup=2, lr_schedule="wsd", decay_fraction=0.5, decay_shape="1-sqrt"
+        learning_rate=4e-3, schedule=WSD(warmup=2, decay_fraction=0.5, decay_shape="1-sqrt")
     )
     schedule = MixtureSchedule.of(
         ["stories", "other"], [(0, {"stories": 1.0}), (3, {"stories": 1.0, "other": 2.0})]
@@ -69,7 +70,7 @@ def test_a_wsd_run_logs_the_schedules_lr_and_each_batch_takes_its_phases_largest
 def test_the_exported_ema_is_the_ema_formula_over_the_saved_weights_of_every_step(story_cache, tmp_path):
     out, decay, steps = str(tmp_path / "ema"), 0.7, 4
     config = _config(
-        optimizer=MuonConfig(adam_learning_rate=3e-3, warmup=1),
+        optimizer=MuonConfig(adam_learning_rate=3e-3, schedule=Cosine(warmup=1)),
         num_train_steps=steps,
         ema=decay,
         checkpoint_every=1,

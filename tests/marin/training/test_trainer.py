@@ -12,6 +12,7 @@ from marin.training.datasets import DatasetInput
 from marin.training.errors import TrainingConfigError, TrainingDataError
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train
 
 MODEL = LlamaConfig(
@@ -22,7 +23,7 @@ MODEL = LlamaConfig(
 def _config(**overrides) -> TrainConfig:
     fields = dict(
         model=MODEL,
-        optimizer=AdamConfig(learning_rate=6e-3, warmup=4),
+        optimizer=AdamConfig(learning_rate=6e-3, schedule=Cosine(warmup=4)),
         batch_size=8,
         seq_len=128,
         num_train_steps=80,

@@ -15,6 +15,7 @@ from marin.training.config import TrainConfig
 from marin.training.datasets import DatasetInput
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train
 
 
@@ -24,7 +25,7 @@ def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
         model=LlamaConfig(
             hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64
         ),
-        optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, warmup=2),
+        optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, schedule=Cosine(warmup=2)),
         batch_size=4,
         seq_len=32,
         num_train_steps=num_train_steps,
@@ -44,7 +45,10 @@ def arch_config(arch: str, num_train_steps: int, **overrides) -> TrainConfig:
     from experiments.models import NANO
 
     fields = dict(
-        model=NANO[arch], optimizer=AdamConfig(learning_rate=6e-3, warmup=3), batch_size=16, seq_len=64
+        model=NANO[arch],
+        optimizer=AdamConfig(learning_rate=6e-3, schedule=Cosine(warmup=3)),
+        batch_size=16,
+        seq_len=64,
     )
     fields |= dict(seed=0, steps_per_eval=None, eval_max_tokens=1024, checkpoint_every=10)
     return tiny_config(num_train_steps, **(fields | overrides))

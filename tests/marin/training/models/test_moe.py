@@ -28,6 +28,7 @@ from marin.training.launch import run_job
 from marin.training.models import MoEConfig, config_from_hf, config_from_json, config_to_json, model_key
 from marin.training.models.moe import MoEFormat
 from marin.training.optim import AdamConfig
+from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob
 
 SHAPE = dict(hidden_dim=32, intermediate_dim=16, num_layers=2, num_heads=4, num_kv_heads=2, vocab_size=97)
@@ -123,7 +124,7 @@ def _run_config(**overrides) -> TrainConfig:
     )
     fields = dict(
         model=model,
-        optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, warmup=2),
+        optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, schedule=Cosine(warmup=2)),
         batch_size=4,
         seq_len=32,
         num_train_steps=STEPS,
