@@ -28,13 +28,13 @@ from marin.data.chat import ChatData  # noqa: E402
 from marin.data.corpus import stories  # noqa: E402
 from marin.data.tokenizer_training import train_byte_level_bpe  # noqa: E402
 from marin.posttrain.lora import LoraConfig  # noqa: E402
-from marin.posttrain.source import resolve  # noqa: E402
-from marin.posttrain.trainer import Objective, PostTrainJob  # noqa: E402
+from marin.posttrain.sft import SftObjective  # noqa: E402
 from marin.training.callbacks import Callback  # noqa: E402
 from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.export import export_hf  # noqa: E402
+from marin.training.loading import exported_model  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.trainer import train  # noqa: E402
+from marin.training.trainer import TrainJob, train  # noqa: E402
 
 
 class OptimizerBytes(Callback):
@@ -71,7 +71,7 @@ def main() -> None:
         model = llama_30m.with_vocab_size(len(AutoTokenizer.from_pretrained(tokenizer)))
         torch.manual_seed(0)
         export_hf(model.build(), model, os.path.join(root, "hf"), tokenizer_dir=tokenizer, eos_id=1, bos_id=0)
-        weights = resolve(os.path.join(root, "hf"))
+        weights = exported_model(os.path.join(root, "hf"))
         lora = LoraConfig(
             rank=args.rank, alpha=2.0 * args.rank, targets=("q_proj", "k_proj", "v_proj", "o_proj")
         )
@@ -90,16 +90,15 @@ def main() -> None:
                 callbacks=(probe,),
             )
             summary = train(
-                PostTrainJob(
+                TrainJob(
                     config=config,
                     datasets=(),
                     output_path=out,
-                    objective=Objective.SFT,
-                    data=ChatData(source="marin://tinystories-qa", sample_count=64),
-                    weights=weights.hf_path,
-                    tokenizer_path=weights.hf_path,
-                    base_hf_path=weights.hf_path,
-                    lora=adapters,
+                    objective=SftObjective(
+                        ChatData(source="marin://tinystories-qa", sample_count=64),
+                        weights=weights.hf_path,
+                        lora=adapters,
+                    ),
                 )
             )
             figures[name] = {

@@ -1,19 +1,20 @@
-"""SFT tokens/s against train_lm's on the same model and tokens per step, in one run.
+"""SFT tokens/s against train_lm's on the same model, tokens per step and document lengths, in one run.
 
     .venv/bin/python benchmarks/posttrain_sft_throughput.py [--steps 20] [--seq-len 512] [--batch-size 8] [--repeats 3]
 
 Model: `experiments.llama.llama_30m` at the vocabulary of a chat tokenizer trained on the embedded
-stories (asked for 4,096 entries, with the "llama3" template). Data: for `train_lm`, a token cache of
-3,000 stories; for SFT, `marin://tinystories-qa` conversations packed into the same `seq_len` windows
-(targets only on the replies) with document masking. Both are the same trainer (`train()`), with the
-same batch and sequence length, so the step does the same matmuls; what SFT adds is the masking of
-targets, the packing of whole conversations and document masking. The runs alternate (train_lm with
-document masking, train_lm without, SFT), `--repeats` times, each a fresh output; a run's figure is
-the median of its steps' `step_seconds` after `--warmup` (the last step, with its evaluation,
-checkpoint and export, is left out), and each variant's figure the best of its runs.
+stories (asked for 4,096 entries, with the "llama3" template). Data: `marin://tinystories-qa`
+conversations, the same 2,000 for both. SFT renders them with the chat template and packs them whole
+into `seq_len` windows (targets only on the replies); `train_lm` reads a token cache of the same
+conversations rendered to text by the same template (`tokenized()` of a JSONL file), so its documents
+have the conversations' lengths, and packs them as it packs any documents. Both are the same trainer
+(`train()`) with document masking, the same batch and sequence length, so a step does the same
+matmuls over documents of the same lengths; what SFT adds is the masking of targets and the packing of
+whole conversations. The runs alternate (train_lm, SFT), `--repeats` times, each a fresh output; a
+run's figure is the median of its steps' `step_seconds` after `--warmup` (the last step, with its
+evaluation, checkpoint and export, is left out), and each variant's figure the best of its runs.
 
-Goal: SFT tokens/s >= 0.9x train_lm's with the same recipe (document masking on); the ratio to
-train_lm without document masking is printed beside it.
+Goal: SFT tokens/s >= 0.9x train_lm's at equal document lengths.
 """
 
 from __future__ import annotations
@@ -33,28 +34,47 @@ from train_cpu_throughput import build_cache  # noqa: E402
 
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.chat import ChatData  # noqa: E402
-from marin.posttrain.source import resolve  # noqa: E402
-from marin.posttrain.trainer import Objective, PostTrainJob  # noqa: E402
+from marin.data.file_documents import ShardStats  # noqa: E402
+from marin.execution.step_runner import StepRunner  # noqa: E402
+from marin.experiment.data import tokenized  # noqa: E402
+from marin.posttrain.sft import SftObjective  # noqa: E402
 from marin.training.config import TrainConfig  # noqa: E402
 from marin.training.datasets import DatasetInput  # noqa: E402
 from marin.training.export import export_hf  # noqa: E402
+from marin.training.loading import exported_model  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.schedules import Cosine
+from marin.training.schedules import Cosine  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 from storage import read_records  # noqa: E402
+from zephyr import ZephyrConfig  # noqa: E402
+
+CONVERSATIONS = ChatData(source="marin://tinystories-qa", sample_count=2000)
 
 
 def build_inputs(root: str) -> tuple[str, str]:
-    """(a token cache of 3,000 stories, an HF folder of llama_30m) sharing a chat tokenizer."""
+    """(a token cache of the benchmark's conversations rendered to text, an HF folder of llama_30m),
+    sharing a chat tokenizer trained on the embedded stories."""
     from transformers import AutoTokenizer
 
-    cache = build_cache(root, chat_template="llama3")
-    tokenizer = os.path.join(root, "tokenizer")
-    vocab = len(AutoTokenizer.from_pretrained(tokenizer))
-    model = llama_30m.with_vocab_size(vocab)
+    build_cache(root, chat_template="llama3")  # trains the tokenizer
+    tokenizer_dir = os.path.join(root, "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    texts = os.path.join(root, "conversations.jsonl")
+    with open(texts, "w") as f:
+        for messages in CONVERSATIONS.conversations(ShardStats()):
+            f.write(json.dumps({"text": tokenizer.apply_chat_template(messages, tokenize=False)}) + "\n")
+    handle = tokenized(
+        "tokenized/conversations",
+        tokenizer=tokenizer_dir,
+        paths=[texts],
+        validation_fraction=0.01,
+        zephyr=ZephyrConfig(backend="sync"),
+    )
+    (cache,) = StepRunner(prefix=os.path.join(root, "steps"), progress=False).run([handle]).outcomes
+    model = llama_30m.with_vocab_size(len(tokenizer))
     torch.manual_seed(0)
     hf = os.path.join(root, "base-hf")
-    export_hf(model.build(), model, hf, tokenizer_dir=tokenizer, eos_id=1, bos_id=0)
+    export_hf(model.build(), model, hf, tokenizer_dir=tokenizer_dir, eos_id=1, bos_id=0)
     return cache, hf
 
 
@@ -75,7 +95,7 @@ def main() -> None:
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="marin-bench-sft-") as root:
         cache, hf = build_inputs(root)
-        weights = resolve(hf)
+        weights = exported_model(hf)
 
         def config(document_masking: bool) -> TrainConfig:
             return TrainConfig(
@@ -91,21 +111,11 @@ def main() -> None:
             )
 
         runs = {
-            "train_lm_document_masking": lambda out: TrainJob(
+            "train_lm": lambda out: TrainJob(
                 config(True), (DatasetInput("bench", cache, 1.0),), out, init_from=hf
             ),
-            "train_lm": lambda out: TrainJob(
-                config(False), (DatasetInput("bench", cache, 1.0),), out, init_from=hf
-            ),
-            "sft": lambda out: PostTrainJob(
-                config=config(True),
-                datasets=(),
-                output_path=out,
-                objective=Objective.SFT,
-                data=ChatData(source="marin://tinystories-qa", sample_count=2000),
-                weights=weights.hf_path,
-                tokenizer_path=weights.hf_path,
-                base_hf_path=weights.hf_path,
+            "sft": lambda out: TrainJob(
+                config(True), (), out, objective=SftObjective(CONVERSATIONS, weights=weights.hf_path)
             ),
         }
         for repeat in range(args.repeats):
@@ -116,7 +126,7 @@ def main() -> None:
                 best[name] = min(best.get(name, float("inf")), seconds)
     tokens = args.batch_size * args.seq_len
     rates = {name: tokens / seconds for name, seconds in best.items()}
-    ratio = rates["sft"] / rates["train_lm_document_masking"]
+    ratio = rates["sft"] / rates["train_lm"]
     print(
         json.dumps(
             {
@@ -128,11 +138,11 @@ def main() -> None:
                 "steps": args.steps,
                 "repeats": args.repeats,
                 "torch_threads": torch.get_num_threads(),
+                "documents": "the same 2,000 marin://tinystories-qa conversations (rendered by the chat template)",
+                "document_masking": True,
                 "sft_tokens_per_s": round(rates["sft"], 1),
-                "train_lm_document_masking_tokens_per_s": round(rates["train_lm_document_masking"], 1),
                 "train_lm_tokens_per_s": round(rates["train_lm"], 1),
                 "ratio": round(ratio, 4),
-                "ratio_to_train_lm_without_document_masking": round(rates["sft"] / rates["train_lm"], 4),
                 "goal_ratio": 0.9,
                 "meets_goal": ratio >= 0.9,
                 "load_average": [round(x, 2) for x in os.getloadavg()],

@@ -54,7 +54,7 @@ from marin.training.fsdp import shard_model  # noqa: E402
 from marin.training.metrics import peak_flops_per_device  # noqa: E402
 from marin.training.models import ModelConfig  # noqa: E402
 from marin.training.optim import AdamConfig  # noqa: E402
-from marin.training.schedules import Cosine
+from marin.training.schedules import Cosine  # noqa: E402
 from marin.training.trainer import TrainJob, train  # noqa: E402
 
 GOAL_MFU = 0.40  # at ~1B, on an H100/H200-class GPU

@@ -33,7 +33,7 @@ from train_cpu_throughput import build_cache, loader_batches  # noqa: E402
 from experiments.llama import llama_30m  # noqa: E402
 from marin.data.token_cache import TokenCache  # noqa: E402
 from marin.training.optim import AdamConfig, MuonConfig, OptimizerConfig, set_scheduled_lr  # noqa: E402
-from marin.training.schedules import Cosine
+from marin.training.schedules import Cosine  # noqa: E402
 
 GOAL_RATIO = 1.2
 

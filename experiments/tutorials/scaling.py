@@ -22,7 +22,7 @@ from marin.execution.artifact import read_artifact
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized, train_tokenizer
-from marin.experiment.scaling import ModelFamily, TrainRecipe, isoflop_sweep, scaling_fit
+from marin.experiment.scaling import ModelFamily, SweepRecipe, isoflop_sweep, scaling_fit
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from marin.training.schedules import Cosine
@@ -67,7 +67,7 @@ def tiny_llama(width: int) -> LlamaConfig:
 
 
 family = ModelFamily(tiny_llama, sizes=WIDTHS)
-recipe = TrainRecipe(
+recipe = SweepRecipe(
     datasets={stories: 1.0},
     optimizer=AdamConfig(learning_rate=3e-3, weight_decay=0.1, schedule=Cosine(warmup=0.05)),
     batch_size=BATCH_SIZE,

@@ -161,7 +161,7 @@ def _store_listens_on() -> list[str]:
     import psutil
     import torch.distributed as dist
 
-    from marin.training.trainer import rendezvous_store
+    from marin.training.distributed import rendezvous_store
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", store=rendezvous_store(rank, world), rank=rank, world_size=world)

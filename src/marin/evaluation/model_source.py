@@ -1,7 +1,9 @@
-"""The model an evaluation scores: a train step's export, a Hugging Face folder or URL, or a hub id.
+"""Which model a step reads: a train step's export, a Hugging Face folder or URL, or a hub id.
 
-`ModelSource` is what `evaluate(model=...)` becomes once declared. Its identity, and so the
-evaluation's key, is:
+`ModelSource` is what `evaluate(model=...)`, `sft(model=...)` and `dpo(model=..., reference=...)`
+become once declared (`model_source`): the one resolver of model arguments. A folder may be a
+Hugging Face folder (`config.json`) or a train step's output (its `hf/` export is the folder then).
+Its identity, and so the key of a step that reads it, is:
 - a step (a `train_lm` handle or StepSpec): the step's name, its key reaching ours through the
   dependency;
 - a folder (local path, or an `s3://` / `gs://` URL): its files' digests, as the step's declared
@@ -10,8 +12,9 @@ evaluation's key, is:
 - a hub id (`ORG/NAME`, `ORG/NAME@REVISION`): the commit its revision resolves to when declared
   (from the local Hugging Face cache when offline).
 
-`local_folder()` gives the running step a local folder to load, bringing a remote export into the
-export cache (`export_cache`) and a hub model into the Hugging Face cache.
+At run time `marin.evaluation.evaluation_step.local_model_folder` gives the running step a local
+folder to load, bringing a remote export into the export cache (`export_cache`) and a hub model into
+the Hugging Face cache.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 
 import storage
 from marin.evaluation.errors import ModelSourceError
+
+EXPORT_DIR = "hf"  # where a train step's output holds its Hugging Face export
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -68,35 +73,58 @@ class ModelSource:
         return self.location
 
 
+def model_source(value: Any, field: str = "model") -> tuple[ModelSource, Any]:
+    """`value` as a ModelSource, and the step it depends on (None unless `value` is a step).
+
+    A step handle or StepSpec is a step (lowered: its key reaches the reader's through the
+    dependency); a string or path is `from_string`'s; a ModelSource is itself. Anything else is a
+    ModelSourceError naming `field`."""
+    from marin.execution.lazy import LazyStep, lower
+    from marin.execution.step_spec import StepSpec
+
+    if isinstance(value, ModelSource):
+        return value, None
+    if isinstance(value, StepSpec | LazyStep) and not isinstance(value, type | str):
+        spec = lower(value)
+        return ModelSource(ModelKind.STEP, spec.name), spec
+    if isinstance(value, str | os.PathLike) and os.fspath(value):
+        return from_string(os.fspath(value), field), None
+    raise ModelSourceError(
+        f"{field} must be a train_lm()/sft()/dpo() handle, a StepSpec, a Hugging Face folder or URL, a train "
+        f"step's output folder or a hub id, got {value!r:.80}"
+    )
+
+
 def from_string(value: str, field: str = "model") -> ModelSource:
     """A folder (a path that exists, or an `s3://`/`gs://` URL) or a hub id, checked now.
 
-    ModelSourceError, naming `field`, for a folder without `config.json`, a string that is neither,
-    or a hub id whose revision cannot be resolved (offline and not in the local cache).
+    A folder holds a Hugging Face export (`config.json`), or is a train step's output, whose `hf/`
+    export it then stands for. ModelSourceError, naming `field`, for a folder with neither, a string
+    that is neither, or a hub id whose revision cannot be resolved (offline and not in the local cache).
     """
     if "://" in value:
-        url = value.rstrip("/")
-        if not storage.exists(storage.join(url, "config.json")):
-            raise ModelSourceError(
-                f"{field}={value!r}: no config.json in that folder; give the folder a Hugging Face export "
-                "(save_pretrained) wrote"
-            )
-        return ModelSource(ModelKind.FOLDER, url)
+        return ModelSource(ModelKind.FOLDER, _export_folder(value.rstrip("/"), value, field))
     path = os.path.expanduser(value)
     if os.path.isdir(path) or value.startswith((".", "/", "~")):
         if not os.path.isdir(path):
             raise ModelSourceError(f"{field}={value!r}: no such folder")
-        if not os.path.isfile(os.path.join(path, "config.json")):
-            raise ModelSourceError(
-                f"{field}={value!r}: the folder has no config.json; give the folder a Hugging Face export "
-                "(save_pretrained) wrote"
-            )
-        return ModelSource(ModelKind.FOLDER, os.path.abspath(path))
+        return ModelSource(ModelKind.FOLDER, _export_folder(os.path.abspath(path), value, field))
     if _HUB_ID.fullmatch(value):
         repo, _, revision = value.partition("@")
         return ModelSource(ModelKind.HUB, repo, resolve_revision(repo, revision or "main", field))
     raise ModelSourceError(
         f"{field}={value!r}: not a folder (none at that path) and not a hub id (ORG/NAME or ORG/NAME@REVISION)"
+    )
+
+
+def _export_folder(folder: str, value: str, field: str) -> str:
+    """The folder holding `folder`'s Hugging Face export: itself, or a train output's `hf/`."""
+    for candidate in (folder, storage.join(folder, EXPORT_DIR)):
+        if storage.exists(storage.join(candidate, "config.json")):
+            return candidate
+    raise ModelSourceError(
+        f"{field}={value!r}: the folder has no config.json (nor {EXPORT_DIR}/config.json); give a folder a "
+        "Hugging Face export (save_pretrained) wrote, or a train step's output"
     )
 
 

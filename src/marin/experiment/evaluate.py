@@ -128,7 +128,7 @@ class Evaluation(EvalOptions, StepOptions):
             raise StepDefinitionError(
                 f"{where}: the model step exports no checkpoints; train it with train_lm(..., export_every=N)"
             )
-        from marin.training.callbacks import export_steps
+        from marin.training.callbacks.exports import export_steps
 
         exported = export_steps(every, config.num_train_steps)
         missing = [s for s in self.checkpoints if s not in exported] if self.checkpoints != "all" else []

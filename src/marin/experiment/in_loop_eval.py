@@ -23,7 +23,7 @@ import tempfile
 from typing import Any
 
 import storage
-from marin.training.callbacks import Callback, StepOutput
+from marin.training.callbacks import Callback, StepOutput, TrainerView
 
 
 class HarnessTasks(Callback):
@@ -42,7 +42,7 @@ class HarnessTasks(Callback):
         self._work: str | None = None
         self._tokenizer: Any = None
 
-    def on_train_start(self, trainer) -> None:
+    def on_train_start(self, trainer: TrainerView) -> None:
         from transformers import AutoTokenizer
 
         from marin.data.corpus import CORPUS_SIZE, stories
@@ -51,7 +51,7 @@ class HarnessTasks(Callback):
         self._work = tempfile.mkdtemp(prefix=f"marin-in-loop-{trainer.rank}-")
         tokenizer_dir = os.path.join(self._work, "tokenizer")
         os.makedirs(tokenizer_dir)
-        source = trainer.datasets[0].tokenizer_path
+        source = trainer.tokenizer_path
         for name in storage.list_names(source):
             storage.download(storage.join(source, name), os.path.join(tokenizer_dir, name))
         self._tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -59,7 +59,7 @@ class HarnessTasks(Callback):
         self._tasks_dir = write_own_tasks(self._work, held_out, self.items, seed=self.seed)
         trainer.on_close(lambda: shutil.rmtree(self._work, ignore_errors=True))
 
-    def on_step_end(self, trainer, step: StepOutput) -> None:
+    def on_step_end(self, trainer: TrainerView, step: StepOutput) -> None:
         due = (self.every and step.step % self.every == 0) or (step.last and not trainer.interrupted)
         if not due or not self.tasks:
             return
@@ -81,17 +81,15 @@ class HarnessTasks(Callback):
                 step.record[f"{task}/{name}_n"] = metric.n
 
 
-def live_hf_model(trainer):
+def live_hf_model(trainer: TrainerView):
     """The Hugging Face model of the weights being trained, in memory, float32 on CPU, on every rank
     (under FSDP the ranks gather the whole weights together first)."""
     import torch
     import transformers
 
-    from marin.training.fsdp import gathered_model
-
     config = trainer.model_config
-    module = gathered_model(trainer.model, config, every_rank=True) if trainer.fsdp else trainer.model
-    hf_json = config.hf.config_json(config, eos_id=trainer.datasets[0].eos_id)
+    module = trainer.whole_model()
+    hf_json = config.hf.config_json(config, eos_id=trainer.eos_id)
     hf_config = transformers.AutoConfig.for_model(**hf_json)
     model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
     weights = {k: v.detach().to("cpu", torch.float32) for k, v in module.named_parameters()}

@@ -23,24 +23,25 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 import storage
-from fray.cluster import TpuConfig
 from marin.data.chat import ChatData, ChatDataError
 from marin.data.tinystories_qa import SOURCE_NAME as QA_SOURCE
+from marin.evaluation.errors import ModelSourceError
+from marin.evaluation.evaluation_step import local_model_folder
+from marin.evaluation.model_source import ModelKind, ModelSource, model_source
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
-from marin.execution.lazy import LazyStep, StepOptions, lower
+from marin.execution.lazy import LazyStep, StepOptions
 from marin.execution.step_spec import StepSpec
+from marin.experiment.train import TrainerStep
+from marin.posttrain.chat_objective import PostTraining
+from marin.posttrain.dpo import DpoObjective
 from marin.posttrain.lora import LoraConfig
-from marin.posttrain.source import (
-    WeightsSource,
-    declared_inputs,
-    download_hub_model,
-    looks_like_hub_id,
-    resolve,
-)
-from marin.posttrain.trainer import Objective, PostTrainJob
+from marin.posttrain.sft import SftObjective
 from marin.training.config import Parallelism, TrainConfig, TrainRecipe
 from marin.training.errors import TrainingConfigError
+from marin.training.loading import ExportedModel, exported_model
+from marin.training.objective import Objective
+from marin.training.trainer import TrainJob
 
 ModelArg = StepSpec | LazyStep | str | os.PathLike
 
@@ -50,51 +51,58 @@ class PostTrainStepConfig:
     """What a post-training step's function needs; its key is every field but the execution-only ones."""
 
     recipe: TrainRecipe
-    objective: Objective
-    model: WeightsSource
+    objective: PostTraining
+    model: ModelSource
     data: ChatData
     validation: ChatData | None = None
     lora: LoraConfig | None = None
     beta: float = 0.1
     label_smoothing: float = 0.0
-    reference: WeightsSource | None = None
+    reference: ModelSource | None = None
     run_name: str = field(default="posttrain", metadata=NOT_KEY)
     num_processes: int = field(default=1, metadata=NOT_KEY)
 
 
-def _folder(source: WeightsSource) -> str:
-    """The folder a source is at, inside the running step (a hub model is fetched first)."""
-    if source.step is not None:
-        return current().path_of(source.step)
-    if source.path is not None:
-        return source.path
-    return download_hub_model(source.hub, source.revision)
+def _weights(source: ModelSource) -> ExportedModel:
+    """Inside the running step: the export a source names, and the model config to build (a step's
+    output by its dependency path; a hub model or remote folder fetched to a local cache first)."""
+    ctx = current()
+    if source.kind == ModelKind.STEP:
+        return exported_model(ctx.path_of(source.location))
+    folder, _ = local_model_folder(source, ctx.path_of)
+    return exported_model(folder)
 
 
 def run_posttrain_step(config: PostTrainStepConfig, output_path: str) -> dict:
     """The step's `fn`: resolve the starting weights, post-train (or resume), export; return the summary."""
     from marin.training.launch import run_job
 
-    weights = resolve(_folder(config.model))
-    reference = resolve(_folder(config.reference)).hf_path if config.reference is not None else None
+    weights = _weights(config.model)
+    reference = _weights(config.reference).hf_path if config.reference is not None else None
     train = TrainConfig(model=weights.model_config, **config.recipe.recipe_fields())
-    job = PostTrainJob(
+    job = TrainJob(
         config=train,
         datasets=(),
         output_path=output_path,
         run_name=config.run_name,
-        objective=config.objective,
-        data=config.data,
-        validation=config.validation,
-        weights=weights.hf_path,
-        tokenizer_path=weights.hf_path,
-        base_hf_path=weights.hf_path,
-        lora=config.lora,
+        objective=_objective(config, weights.hf_path, reference),
+    )
+    return run_job(job, config.num_processes)
+
+
+def _objective(config: PostTrainStepConfig, weights: str, reference: str | None) -> Objective:
+    """The step's objective, starting from (and exporting for) the Hugging Face folder `weights`."""
+    chat = dict(weights=weights, tokenizer_path=weights, base_hf_path=weights, lora=config.lora)
+    if config.objective == PostTraining.SFT:
+        return SftObjective(config.data, config.validation, **chat)
+    return DpoObjective(
+        config.data,
+        config.validation,
         beta=config.beta,
         label_smoothing=config.label_smoothing,
         reference=reference,
+        **chat,
     )
-    return run_job(job, config.num_processes)
 
 
 def chat_data(name: str, helper: str, value: Any, split: str) -> ChatData:
@@ -118,30 +126,19 @@ def chat_data(name: str, helper: str, value: Any, split: str) -> ChatData:
 
 def weights_source(
     name: str, helper: str, value: Any, field_name: str
-) -> tuple[WeightsSource, StepSpec | None]:
-    """`value` (a step, a folder, a hub id) as a WeightsSource, and the dependency it makes (if a step)."""
-    if isinstance(value, StepSpec | LazyStep) and not isinstance(value, type | str):
-        spec = lower(value)
-        return WeightsSource(step=spec.name), spec
-    if isinstance(value, str | os.PathLike):
-        text = os.fspath(value)
-        if not text:
-            raise TrainingConfigError(f"{helper} {name!r}: {field_name} is an empty string")
-        if isinstance(value, str) and looks_like_hub_id(text):
-            hub, _, revision = text.partition("@")
-            return WeightsSource(hub=hub, revision=revision or None), None
-        return WeightsSource(path=storage.absolute(text)), None
-    raise TrainingConfigError(
-        f"{helper} {name!r}: {field_name} must be a train_lm()/sft()/dpo() handle, a StepSpec, a model folder "
-        f"or a hub id, got {type(value).__name__}"
-    )
+) -> tuple[ModelSource, StepSpec | None]:
+    """`value` (a step, a folder, a hub id) as a ModelSource, and the dependency it makes (if a step)."""
+    try:
+        return model_source(value, field_name)
+    except ModelSourceError as e:
+        raise ModelSourceError(f"{helper} {name!r}: {e}") from None
 
 
 @dataclass(frozen=True)
-class _PostTrain(TrainRecipe, StepOptions):
+class _PostTrain(TrainRecipe, StepOptions, TrainerStep):
     """What `sft()` and `dpo()` share (see the module docstring)."""
 
-    objective: ClassVar[Objective]
+    objective: ClassVar[PostTraining]
     _: KW_ONLY
     model: ModelArg
     dataset: ChatData | str | os.PathLike | tuple | list
@@ -171,24 +168,7 @@ class _PostTrain(TrainRecipe, StepOptions):
             raise TrainingConfigError(
                 f"{helper} {name!r}: ema averages every weight, and LoRA trains only its adapters; drop ema or lora"
             )
-        if self.resources is not None and isinstance(self.resources.device, TpuConfig):
-            raise TrainingConfigError(
-                f"{helper} {name!r}: resources ask for a TPU ({self.resources.device.type}); marin's trainer runs "
-                "on CPUs and CUDA GPUs only"
-            )
-        world = self.processes_per_replica * (self.resources.replicas if self.resources else 1)
-        if self.batch_size % (world * self.grad_accum_steps):
-            raise TrainingConfigError(
-                f"{helper} {name!r}: batch_size={self.batch_size} does not split over {world} processes x "
-                f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
-            )
-
-    @property
-    def processes_per_replica(self) -> int:
-        """Data-parallel processes per host: `num_processes` if given, else one per requested GPU, else 1."""
-        if self.num_processes:
-            return self.num_processes
-        return max(1, self.resources.gpu_count if self.resources else 0)
+        self.check_placement()
 
     def _objective_fields(self) -> dict[str, Any]:
         return {}
@@ -215,11 +195,11 @@ class _PostTrain(TrainRecipe, StepOptions):
             num_processes=self.processes_per_replica,
             **extra,
         )
-        inputs = list(declared_inputs(source)) + list(self.dataset.inputs())
+        inputs = list(source.inputs) + list(self.dataset.inputs())
         if self.validation is not None:
             inputs += list(self.validation.inputs())
-        if isinstance(extra.get("reference"), WeightsSource):
-            inputs += list(declared_inputs(extra["reference"]))
+        if extra.get("reference") is not None:
+            inputs += list(extra["reference"].inputs)
         return StepSpec(
             fn=functools.partial(run_posttrain_step, config),
             deps=deps,
@@ -242,7 +222,7 @@ class Sft(_PostTrain):
     """
 
     helper: ClassVar[str] = "sft"
-    objective: ClassVar[Objective] = Objective.SFT
+    objective: ClassVar[PostTraining] = PostTraining.SFT
     _: KW_ONLY
     document_masking: bool = True
 
@@ -260,7 +240,7 @@ class Dpo(_PostTrain):
     """
 
     helper: ClassVar[str] = "dpo"
-    objective: ClassVar[Objective] = Objective.DPO
+    objective: ClassVar[PostTraining] = PostTraining.DPO
     _: KW_ONLY
     beta: float = 0.1
     label_smoothing: float = 0.0

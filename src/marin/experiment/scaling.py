@@ -1,7 +1,7 @@
 """Scaling laws as steps: `isoflop_sweep()` declares the runs, `scaling_fit()` the fit over them.
 
     sweep = isoflop_sweep("scaling/tiny", budgets=[1e12, 3e12, 1e13], family=tiny_llamas,
-                          recipe=TrainRecipe(datasets={stories: 1.0}, optimizer=AdamConfig(3e-3),
+                          recipe=SweepRecipe(datasets={stories: 1.0}, optimizer=AdamConfig(3e-3),
                                              batch_size=16, seq_len=256))
     fit = scaling_fit("scaling/tiny-fit", sweep)
     StepRunner().run([fit])
@@ -41,7 +41,7 @@ __all__ = [
     "ModelFamily",
     "ScalingFitStep",
     "SweepRun",
-    "TrainRecipe",
+    "SweepRecipe",
     "isoflop_sweep",
     "scaling_fit",
 ]
@@ -67,7 +67,7 @@ class ModelFamily(Checked):
 
 
 @dataclass(frozen=True)
-class TrainRecipe(Checked):
+class SweepRecipe(Checked):
     """How every run of a sweep trains, except its model and its number of steps.
 
     `optimizer` is an optimizer config (AdamConfig, MuonConfig), or a function of the model config
@@ -156,7 +156,7 @@ def isoflop_sweep(
     budgets: Sequence[float],
     family: ModelFamily | Callable[[Any], CountsFlops],
     sizes: Sequence[Any] | None = None,
-    recipe: TrainRecipe | None = None,
+    recipe: SweepRecipe | None = None,
     evaluate: Callable[[str, TrainLm], Any] | None = None,
     *,
     points: int = 4,
@@ -177,9 +177,9 @@ def isoflop_sweep(
     where = f"isoflop sweep {name!r}"
     if not isinstance(name, str) or not name:
         raise StepDefinitionError(f"isoflop sweep name must be a non-empty string, got {name!r}")
-    if not isinstance(recipe, TrainRecipe):
+    if not isinstance(recipe, SweepRecipe):
         raise StepDefinitionError(
-            f"{where}: recipe must be a TrainRecipe(datasets=..., optimizer=..., batch_size=..., seq_len=...), "
+            f"{where}: recipe must be a SweepRecipe(datasets=..., optimizer=..., batch_size=..., seq_len=...), "
             f"got {type(recipe).__name__}"
         )
     checked = _budgets(where, budgets)
@@ -372,7 +372,7 @@ def _around_optimum(
     models: Mapping[Any, Any],
     by_params: list[Any],
     budget: float,
-    recipe: TrainRecipe,
+    recipe: SweepRecipe,
     points: int,
     tokens_per_param: float,
 ) -> list[Any]:
@@ -395,7 +395,7 @@ def _run(
     budget: float,
     size: Any,
     model: Any,
-    recipe: TrainRecipe,
+    recipe: SweepRecipe,
     evaluate: Callable[[str, TrainLm], Any] | None,
 ) -> SweepRun:
     shape = _counted(

@@ -20,13 +20,13 @@ import dataclasses
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import storage
 from fray.cluster import TpuConfig
 from marin.execution.context import current
-from marin.execution.keyed import hash_attrs_of
+from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from marin.experiment.mixture import Mixture, PhasedMixture
@@ -42,18 +42,80 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class TrainStepConfig:
-    """What the train step's function needs: the run, and which dependency holds each dataset."""
+class DatasetWeights:
+    """Which dependency holds each dataset and its weight: static (`weights`), or by step (`phases`:
+    ((start_step, ((step name, weight), ...)), ...), the first phase's weights also in `weights`)."""
 
-    train: TrainConfig
-    datasets: tuple[tuple[str, float], ...]
-    run_name: str
-    num_processes: int
-    init_from_step: str | None = None  # the dependency whose output holds the starting weights
-    init_from_path: str | None = None  # or a folder given by path
-    init_optimizer: bool = False  # and its optimizer state
-    # a mixture schedule: ((start_step, ((dataset step name, weight), ...)), ...); None: static weights
-    mixture: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] | None = None
+    weights: tuple[tuple[str, float], ...]
+    phases: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] | None = None
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The key form: each dataset's step and weight, or each phase's start step and weights."""
+        if self.phases is None:
+            return [{"step": name, "weight": weight} for name, weight in self.weights]
+        return [
+            {"start_step": step, "weights": [{"step": n, "weight": w} for n, w in weights]}
+            for step, weights in self.phases
+        ]
+
+    def schedule(self) -> MixtureSchedule | None:
+        """The mixture schedule of a phased run (None for static weights)."""
+        if self.phases is None:
+            return None
+        names = [name for name, _ in self.weights]
+        return MixtureSchedule.of(names, [(step, dict(weights)) for step, weights in self.phases])
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """Where the starting weights are: a dependency's output (`step`) or a folder (`path`), and whether
+    its optimizer state comes too."""
+
+    step: str | None = None
+    path: str | None = None
+    optimizer: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step} if self.step is not None else {"path": self.path}
+        if self.optimizer:
+            out["optimizer"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class EvalTasks:
+    """Harness tasks scored on the live model every `every` steps (and at the last), `items` of each."""
+
+    tasks: tuple[str, ...]
+    every: int | None = None
+    items: int = 50
+
+    def describe(self) -> dict[str, Any]:
+        return {"tasks": list(self.tasks), "every": self.every, "items": self.items}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainStepConfig(TrainConfig):
+    """What the train step's function runs: the run's TrainConfig fields, its datasets by dependency,
+    where its starting weights are, and harness tasks scored in the loop. The step's key is this
+    config's (`hash_attrs_of`), as every step's is: what marks a field execution-only or keys it at
+    its default is declared at the field."""
+
+    datasets: DatasetWeights
+    init_from: InitSource | None = None
+    eval_tasks: EvalTasks | None = None  # what metrics.jsonl holds, not what the weights become
+    run_name: str = field(default="train", metadata=NOT_KEY)
+    processes_per_replica: int = field(default=1, metadata=NOT_KEY)  # num_processes, or one per requested GPU
+
+    def train_config(self) -> TrainConfig:
+        """The TrainConfig the trainer runs: these fields, with the in-loop evaluator among the callbacks."""
+        config = config_of(self)
+        if self.eval_tasks is None:
+            return config
+        from marin.experiment.in_loop_eval import HarnessTasks
+
+        tasks = HarnessTasks(self.eval_tasks.tasks, self.eval_tasks.every, self.eval_tasks.items)
+        return dataclasses.replace(config, callbacks=(*config.callbacks, tasks))
 
 
 def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
@@ -61,26 +123,61 @@ def run_train_step(config: TrainStepConfig, output_path: str) -> dict:
     from marin.training.launch import run_job
 
     ctx = current()
-    datasets = tuple(DatasetInput(name, ctx.path_of(name), weight) for name, weight in config.datasets)
-    init_from = ctx.path_of(config.init_from_step) if config.init_from_step else config.init_from_path
-    mixture = None
-    if config.mixture is not None:
-        names = [name for name, _ in config.datasets]
-        mixture = MixtureSchedule.of(names, [(step, dict(weights)) for step, weights in config.mixture])
+    datasets = tuple(
+        DatasetInput(name, ctx.path_of(name), weight) for name, weight in config.datasets.weights
+    )
+    source = config.init_from
+    init_from = None
+    if source is not None:
+        init_from = ctx.path_of(source.step) if source.step is not None else source.path
     job = TrainJob(
-        config=config.train,
+        config=config.train_config(),
         datasets=datasets,
         output_path=output_path,
         run_name=config.run_name,
         init_from=init_from,
-        init_optimizer=config.init_optimizer,
-        mixture=mixture,
+        init_optimizer=source is not None and source.optimizer,
+        mixture=config.datasets.schedule(),
     )
-    return run_job(job, config.num_processes)
+    return run_job(job, config.processes_per_replica)
+
+
+class TrainerStep:
+    """What every step that runs the trainer shares (`train_lm`, `sft`, `dpo`): how many processes a
+    replica runs, and the checks of where it runs, made when it is declared."""
+
+    helper: ClassVar[str]
+    name: str
+    num_processes: int | None
+    resources: Any
+    batch_size: int
+    grad_accum_steps: int
+
+    @property
+    def processes_per_replica(self) -> int:
+        """Data-parallel processes per host: `num_processes` if given, else one per requested GPU, else 1."""
+        if self.num_processes:
+            return self.num_processes
+        return max(1, self.resources.gpu_count if self.resources else 0)
+
+    def check_placement(self) -> None:
+        """Refuse a TPU, and a batch that does not split evenly over the processes and microbatches."""
+        where = f"{self.helper} {self.name!r}"
+        if self.resources is not None and isinstance(self.resources.device, TpuConfig):
+            raise TrainingConfigError(
+                f"{where}: resources ask for a TPU ({self.resources.device.type}), and marin's trainer runs on "
+                "CPUs and CUDA GPUs only; ask for ResourceConfig.with_gpu(...) or ResourceConfig.with_cpu()"
+            )
+        world = self.processes_per_replica * (self.resources.replicas if self.resources else 1)
+        if self.batch_size % (world * self.grad_accum_steps):
+            raise TrainingConfigError(
+                f"{where}: batch_size={self.batch_size} does not split over {world} processes x "
+                f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
+            )
 
 
 @dataclass(frozen=True)
-class TrainLm(TrainConfig, StepOptions):
+class TrainLm(TrainConfig, StepOptions, TrainerStep):
     """Declare training `model` with `optimizer` on a weighted mixture of `tokenized()` datasets.
 
     `train_lm` is this class: its parameters are `name`, then, by keyword, every field of
@@ -137,86 +234,52 @@ class TrainLm(TrainConfig, StepOptions):
             raise TrainingConfigError(
                 f"train_lm {name!r}: init_optimizer=True continues the optimizer of init_from, which is not given"
             )
-        if self.resources is not None and isinstance(self.resources.device, TpuConfig):
-            raise TrainingConfigError(
-                f"train_lm {name!r}: resources ask for a TPU ({self.resources.device.type}), and marin's trainer "
-                "runs on CPUs and CUDA GPUs only; ask for ResourceConfig.with_gpu(...) or ResourceConfig.with_cpu()"
-            )
-        world = self.processes_per_replica * (self.resources.replicas if self.resources else 1)
-        if self.batch_size % (world * self.grad_accum_steps):
-            raise TrainingConfigError(
-                f"train_lm {name!r}: batch_size={self.batch_size} does not split over {world} processes x "
-                f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
-            )
+        self.check_placement()
 
     @functools.cached_property
     def config(self) -> TrainConfig:
         """The run's TrainConfig (this handle's TrainConfig fields), what the trainer reads; with
         `eval_tasks`, their in-loop evaluator among its callbacks."""
-        config = config_of(self)
-        if not self.eval_tasks:
-            return config
-        from marin.experiment.in_loop_eval import HarnessTasks
+        return self.step_config().train_config()
 
-        evaluator = HarnessTasks(self.eval_tasks, self.eval_tasks_every, self.eval_task_items)
-        return dataclasses.replace(config, callbacks=(*config.callbacks, evaluator))
-
-    @property
-    def processes_per_replica(self) -> int:
-        """Data-parallel processes per host: `num_processes` if given, else one per requested GPU, else 1."""
-        if self.num_processes:
-            return self.num_processes
-        return max(1, self.resources.gpu_count if self.resources else 0)
-
-    def to_step_spec(self) -> StepSpec:
-        """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs the run's key fields."""
-        deps = [lower(handle) for handle in self.datasets]
+    def step_config(self) -> TrainStepConfig:
+        """The step's config: the run's fields, its datasets by step name, its init_from, its eval tasks."""
+        names = {handle: lower(handle).name for handle in self.datasets}
         phased = isinstance(self.datasets, PhasedMixture)
         phases = self.datasets.phases if phased else ((0, self.datasets),)
-        names = {handle: spec.name for handle, spec in zip(self.datasets, deps, strict=True)}
         schedule = tuple(
             (step, tuple((names[h], weights.get(h, 0.0)) for h in self.datasets)) for step, weights in phases
         )
-        weights = schedule[0][1]
-        init_step = (
-            None if self.init_from is None or isinstance(self.init_from, str) else lower(self.init_from)
-        )
-        step_config = TrainStepConfig(
-            train=self.config,
-            datasets=weights,
-            run_name=self.name,
-            num_processes=self.processes_per_replica,
-            init_from_step=init_step.name if init_step else None,
-            init_from_path=self.init_from if isinstance(self.init_from, str) else None,
-            init_optimizer=self.init_optimizer,
-            mixture=schedule if phased else None,
-        )
-        # the datasets' and init_from step's own keys enter through deps; here, their names and weights
-        hash_attrs = hash_attrs_of(self.config)
-        hash_attrs["datasets"] = [{"step": name, "weight": weight} for name, weight in weights]
-        if phased:  # a schedule's key is its phases, each with its datasets' weights
-            hash_attrs["datasets"] = [
-                {"start_step": step, "weights": [{"step": n, "weight": w} for n, w in ws]}
-                for step, ws in schedule
-            ]
-        if self.eval_tasks:  # what metrics.jsonl holds, not what the weights become
-            hash_attrs["eval_tasks"] = {
-                "tasks": list(self.eval_tasks),
-                "every": self.eval_tasks_every,
-                "items": self.eval_task_items,
-            }
-        if init_step is not None:
-            deps.append(init_step)
-            hash_attrs["init_from"] = {"step": init_step.name}
+        init = None
+        if isinstance(self.init_from, str):
+            init = InitSource(path=self.init_from, optimizer=self.init_optimizer)
         elif self.init_from is not None:
-            hash_attrs["init_from"] = {"path": self.init_from}
-        if self.init_optimizer:
-            hash_attrs["init_from"]["optimizer"] = True
+            init = InitSource(step=lower(self.init_from).name, optimizer=self.init_optimizer)
+        tasks = (
+            EvalTasks(self.eval_tasks, self.eval_tasks_every, self.eval_task_items)
+            if self.eval_tasks
+            else None
+        )
+        return TrainStepConfig(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)},
+            datasets=DatasetWeights(schedule[0][1], schedule if phased else None),
+            init_from=init,
+            eval_tasks=tasks,
+            run_name=self.name,
+            processes_per_replica=self.processes_per_replica,
+        )
+
+    def to_step_spec(self) -> StepSpec:
+        """The StepSpec: deps are the tokenize steps (and an `init_from` step), hash_attrs its step config's."""
+        config = self.step_config()
+        deps = [lower(handle) for handle in self.datasets]
+        if self.init_from is not None and not isinstance(self.init_from, str):
+            deps.append(lower(self.init_from))
         return StepSpec(
             inputs=_init_weight_inputs(self.init_from) if isinstance(self.init_from, str) else (),
-            fn=functools.partial(run_train_step, step_config),
+            fn=functools.partial(run_train_step, config),
             deps=deps,
-            hash_attrs=hash_attrs,
+            hash_attrs=hash_attrs_of(config),
             resumable=True,  # checkpoints are written atomically; a rerun resumes from the latest
             resume_note=resume_note,  # the plan says from which step, or that none is there
             **self.spec_options(),

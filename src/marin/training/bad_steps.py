@@ -1,5 +1,9 @@
 """Skipping bad steps: no update when the loss is not finite, or spikes above k times its running mean.
 
+`SkipBadSteps` wraps the run's torch optimizer (as OLMo-core's `SkipStepOptimizer` does): the trainer
+tells it each step's loss and gradient norm, agreed over the processes, before `step()`, which then
+does nothing on a bad step; `BadStepGuard` is the judge.
+
 The running mean is an exponential average of the losses of the steps that were taken (decay
 `MEAN_DECAY`, about the last 100 steps, bias-corrected); a loss is judged against it only once
 `MIN_STEPS` steps have been taken. A non-finite loss or gradient norm is always skipped. A skipped
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 MEAN_DECAY = 0.99
 MIN_STEPS = 20
@@ -46,3 +51,27 @@ class BadStepGuard:
 
     def load_state_dict(self, state: dict[str, float | int]) -> None:
         self.mean, self.taken, self.skipped = float(state["mean"]), int(state["taken"]), int(state["skipped"])
+
+
+class SkipBadSteps:
+    """The run's optimizer, whose `step()` leaves the weights and its state as they were on a step
+    `judge` found bad (see the module docstring). `optimizer` is the torch optimizer it wraps."""
+
+    def __init__(self, optimizer: Any, factor: float):
+        self.optimizer = optimizer
+        self.guard = BadStepGuard(factor)
+        self._skip = False
+
+    def judge(self, loss: float, grad_norm: float) -> bool:
+        """Decide whether the coming `step()` is skipped, from the step's agreed loss and gradient norm."""
+        self._skip = self.guard.should_skip(loss, grad_norm)
+        return self._skip
+
+    def step(self) -> None:
+        if not self._skip:
+            self.optimizer.step()
+
+    @property
+    def skipped(self) -> int:
+        """Steps skipped so far in the run (resumes included)."""
+        return self.guard.skipped

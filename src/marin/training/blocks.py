@@ -11,13 +11,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from marin.training.config import ActivationCheckpointing
+
+class ActivationCheckpointing(StrEnum):
+    """What each block keeps for the backward pass.
+
+    NONE: every activation (fastest, most memory). FULL: only the block's input; the block's
+    forward runs again during backward (about a third more compute, least memory). SELECTIVE: the
+    outputs of the matrix multiplies and of attention are kept, the cheap elementwise work (norms,
+    activations, RoPE) is recomputed (torch's selective activation checkpointing, per op).
+    """
+
+    NONE = "none"
+    FULL = "full"
+    SELECTIVE = "selective"
+
 
 _SAVED_OPS = tuple(
     op

@@ -13,18 +13,15 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from marin.execution.arguments import Checked
 from marin.execution.keyed import NOT_KEY, hash_attrs_of, key_as
+from marin.training.blocks import ActivationCheckpointing
+from marin.training.callbacks.base import Callback
 from marin.training.errors import TrainingConfigError
 from marin.training.models import ModelConfig, architectures, is_model_config, model_key
 from marin.training.optim import OptimizerConfig
-
-if TYPE_CHECKING:
-    from marin.training.callbacks import Callback
-    from marin.training.datasets import DatasetInput
-    from marin.training.mixture import MixtureSchedule
 
 
 class Parallelism(StrEnum):
@@ -38,20 +35,6 @@ class Parallelism(StrEnum):
 
     DDP = "ddp"
     FSDP = "fsdp"
-
-
-class ActivationCheckpointing(StrEnum):
-    """What each block keeps for the backward pass.
-
-    NONE: every activation (fastest, most memory). FULL: only the block's input; the block's
-    forward runs again during backward (about a third more compute, least memory). SELECTIVE: the
-    outputs of the matrix multiplies and of attention are kept, the cheap elementwise work (norms,
-    activations, RoPE) is recomputed (torch's selective activation checkpointing, per op).
-    """
-
-    NONE = "none"
-    FULL = "full"
-    SELECTIVE = "selective"
 
 
 _POSITIVE = ("batch_size", "seq_len", "num_train_steps", "eval_max_tokens", "prefetch", "grad_accum_steps")
@@ -93,9 +76,12 @@ class TrainRecipe(Checked):
     depend on it, so pin it when you need bit-identical reruns across machines. `loggers` may name
     "tensorboard", "wandb". `peak_flops` is one device's peak for the MFU figure (None: looked up).
     `prefetch` is how many batches the loader prepares ahead. `callbacks` are called at each step
-    (`marin.training.callbacks.Callback`); they must pickle (module-level classes), run on every
-    process, and are not part of the key: a callback that changes what the run computes (one that
-    stops it early) belongs with a `version`.
+    (`marin.training.callbacks.Callback`), after the built-in ones of lower priority; they must
+    pickle (module-level classes), run on every process, and are not part of the key: a callback
+    that changes what the run computes (one that stops it early) belongs with a `version`. Each
+    callback's state is checkpointed under its name; a checkpoint holding the state of a callback
+    the run no longer has is refused unless `drop_callback_state` names it (that state is then
+    dropped).
 
     The recipes (docs/training.md): `z_loss` is the coefficient of the z-loss on the logits (0: off;
     1e-4 is PaLM's); `ema` the decay of an exponential moving average of the weights (None: none),
@@ -137,6 +123,7 @@ class TrainRecipe(Checked):
     )
     checkpoint_every_minutes: float | None = field(default=10.0, metadata=NOT_KEY)
     callbacks: tuple[Callback, ...] = field(default=(), metadata=NOT_KEY)
+    drop_callback_state: tuple[str, ...] = field(default=(), metadata=NOT_KEY)
     cpu_threads: int | None = field(default=None, metadata=NOT_KEY)
     loggers: tuple[str, ...] = field(default=(), metadata=NOT_KEY)
     peak_flops: float | None = field(default=None, metadata=NOT_KEY)
@@ -176,13 +163,8 @@ class TrainRecipe(Checked):
             )
         object.__setattr__(self, "loggers", tuple(self.loggers))
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
-        from marin.training.callbacks import Callback
-
-        for callback in self.callbacks:
-            if not isinstance(callback, Callback):
-                raise TrainingConfigError(
-                    f"callbacks take marin.training.callbacks.Callback instances, got {type(callback).__name__}"
-                )
+        object.__setattr__(self, "drop_callback_state", tuple(self.drop_callback_state))
+        self._check_callbacks()
         for name in _POSITIVE:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -195,6 +177,20 @@ class TrainRecipe(Checked):
         self._check_recipes()
         if self.device not in ("auto", "cpu", "cuda"):
             raise TrainingConfigError(f"device must be 'auto', 'cpu' or 'cuda', got {self.device!r}")
+
+    def _check_callbacks(self) -> None:
+        names: set[str] = set()
+        for callback in self.callbacks:
+            if not isinstance(callback, Callback):
+                raise TrainingConfigError(
+                    f"callbacks take marin.training.callbacks.Callback instances, got {type(callback).__name__}"
+                )
+            if callback.name in names:
+                raise TrainingConfigError(
+                    f"callbacks: two are named {callback.name!r}, and each callback's state is saved under its "
+                    "name; give one another name (set its `name`)"
+                )
+            names.add(callback.name)
 
     def _check_recipes(self) -> None:
         z = self.z_loss
@@ -253,12 +249,11 @@ class TrainConfig(TrainRecipe):
         """The fields that determine what a run computes (all but those marked NOT_KEY)."""
         return hash_attrs_of(self)
 
-    def fingerprint(self, datasets: tuple[DatasetInput, ...], mixture: MixtureSchedule | None = None) -> str:
-        """A hash of what determines the numbers a run computes, datasets (and their schedule) included."""
+    def fingerprint(self, objective_fields: dict[str, Any]) -> str:
+        """A hash of what determines the numbers a run computes: these fields and the objective's (its
+        data, its loss's settings: `Objective.fingerprint_fields`). A checkpoint carries it."""
         fields = self.result_json()
-        fields["datasets"] = [[d.name, d.weight] for d in datasets]
-        if mixture is not None:
-            fields["mixture"] = mixture.describe()
+        fields.update(objective_fields)
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 

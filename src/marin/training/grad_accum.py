@@ -11,23 +11,10 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 from marin.training.errors import TrainingConfigError
+from marin.training.objective import ObjectiveLoss
 
-Objective = Callable[
-    [nn.Module, torch.Tensor, torch.Tensor, dict[str, Any]],
-    tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]],
-]
-"""`objective(model, inputs, targets, forward_options) -> (to minimise, loss, logged)` on one microbatch."""
-
-
-def lm_objective(
-    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, options: dict[str, Any]
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """The language-model objective: the model's loss plus its auxiliary losses, which are logged too."""
-    loss, aux = model(inputs, targets, **options)
-    objective = loss
-    for value in aux.values():
-        objective = objective + value
-    return objective, loss, aux
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, dict[str, Any]], ObjectiveLoss]
+"""`loss(model, inputs, targets, forward_options)` on one microbatch: an objective's `loss`."""
 
 
 def accumulate_gradients(
@@ -36,16 +23,14 @@ def accumulate_gradients(
     targets: torch.Tensor,
     steps: int,
     autocast: contextlib.AbstractContextManager,
-    world_size: int = 1,
-    forward_options: dict[str, Any] | None = None,
-    objective: Objective = lm_objective,
+    world_size: int,
+    forward_options: dict[str, Any],
+    loss: LossFn,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Accumulate the gradient of the mean objective over `steps` equal microbatches (DDP and FSDP
-    reduce gradients only on the last). The objective is by default the model's loss plus its
-    auxiliary losses (`model(inputs, targets, **forward_options) -> (loss, aux_losses)`; the options
-    are the run's recipes: `document_eos`, `z_loss`); another (DPO's) is a function of the same
-    shape. Returns the mean loss and the mean of each logged figure (the auxiliary losses), detached."""
-    options = forward_options or {}
+    reduce gradients only on the last). `loss` is the run's objective (`Objective.loss`), given the
+    run's forward options (`document_eos`, `z_loss`). Returns the mean loss and the mean of each
+    logged figure (the auxiliary losses), detached."""
     if inputs.shape[0] % steps:
         raise TrainingConfigError(
             f"grad_accum_steps={steps} does not split this process's {inputs.shape[0]} rows of the batch "
@@ -64,10 +49,10 @@ def accumulate_gradients(
             model.set_requires_gradient_sync(last)
         with sync:
             with autocast:
-                minimised, loss, logged = objective(model, x, y, options)
-                minimised = minimised / steps
+                out = loss(model, x, y, forward_options)
+                minimised = out.minimised / steps
             minimised.backward()
-        total += loss.detach() / steps
-        for name, value in logged.items():
+        total += out.loss.detach() / steps
+        for name, value in out.logged.items():
             logged_total[name] = logged_total.get(name, 0.0) + value.detach().float() / steps
     return total, logged_total

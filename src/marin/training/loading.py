@@ -10,6 +10,7 @@ The architecture comes from the checkpoint's record of its model config, or from
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
@@ -19,6 +20,8 @@ from marin.training.checkpoint import CHECKSUMS, list_checkpoints, step_name
 from marin.training.errors import CheckpointError
 from marin.training.init_weights import load_init_weights
 from marin.training.models import ModelConfig, config_from_hf, config_from_json
+
+EXPORT_DIR = "hf"  # where a train step's output holds its Hugging Face export
 
 
 def load_model(path: str, *, device: Any = "cpu") -> tuple[nn.Module, ModelConfig]:
@@ -62,4 +65,32 @@ def _checkpoint_config(folder: str, fallback: str | None) -> ModelConfig:
         return config_from_hf(json.loads(hf))
     raise CheckpointError(
         f"load_model {folder}: its state.json records no model config; load its train output's hf/ export instead"
+    )
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """A Hugging Face folder holding a model's weights and tokenizer, and the model config to build."""
+
+    hf_path: str
+    model_config: ModelConfig
+
+
+def exported_model(folder: str) -> ExportedModel:
+    """The export and model config of a train step's output (its `hf/`) or of a Hugging Face folder.
+
+    The model config is the one the train step's checkpoints record when there are any (exact: an
+    output multiplier the export folded into `lm_head` is divided back out), else `config.json`'s; a
+    folder that is a train output's `hf/` counts as that output."""
+    if storage.exists(storage.join(folder, "config.json")):
+        parent = storage.parent(folder.rstrip("/"))
+        trained = storage.basename(folder.rstrip("/")) == EXPORT_DIR and list_checkpoints(
+            storage.join(parent, "checkpoints")
+        )
+        return ExportedModel(folder, model_config_at(parent if trained else folder))
+    if storage.exists(storage.join(folder, EXPORT_DIR, "config.json")):
+        return ExportedModel(storage.join(folder, EXPORT_DIR), model_config_at(folder))
+    raise CheckpointError(
+        f"{folder}: no Hugging Face export there (no config.json, no {EXPORT_DIR}/config.json); give a train "
+        "step, its output folder, or a Hugging Face model folder"
     )

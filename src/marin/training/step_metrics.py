@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import torch
 
-from marin.training.config import TrainConfig
 from marin.training.metrics import peak_flops_per_device
 from marin.training.models import ModelConfig
 
@@ -30,16 +29,26 @@ class StepMetrics:
 
     @classmethod
     def of(
-        cls, config: TrainConfig, model: ModelConfig, device: torch.device, world_size: int
+        cls,
+        model: ModelConfig,
+        *,
+        batch_size: int,
+        seq_len: int,
+        device: torch.device,
+        world_size: int,
+        grad_accum_steps: int = 1,
+        parallelism: str = "ddp",
+        peak_flops: float | None = None,
     ) -> StepMetrics:
-        """The figures of a run of `config` training `model` on `world_size` devices like `device`."""
+        """The figures of a run training `model` on batches of `batch_size` x `seq_len` tokens, on
+        `world_size` devices like `device` (`peak_flops`: one device's, None: looked up)."""
         return cls(
-            tokens_per_step=config.batch_size * config.seq_len,
-            flops_per_token=model.flops_per_token(config.seq_len),
-            peak_flops=peak_flops_per_device(device, config.peak_flops) * world_size,
+            tokens_per_step=batch_size * seq_len,
+            flops_per_token=model.flops_per_token(seq_len),
+            peak_flops=peak_flops_per_device(device, peak_flops) * world_size,
             world_size=world_size,
-            grad_accum_steps=config.grad_accum_steps,
-            parallelism=str(config.parallelism),
+            grad_accum_steps=grad_accum_steps,
+            parallelism=str(parallelism),
         )
 
     def record(

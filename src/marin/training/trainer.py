@@ -1,28 +1,28 @@
-"""The trainer: one `train_step()` per optimizer step, and callbacks for everything else.
+"""The trainer: one `train_step()` per optimizer step of an objective, and callbacks for everything else.
 
 `train(job)` runs in each training process. With one process it is called directly; with several,
 `marin.training.launch` starts them like torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 MASTER_PORT) and each calls `train`. Output layout under `job.output_path`:
 `checkpoints/step-NNNNNNNN/`, `metrics.jsonl`, `hf/` (the Hugging Face export).
 
-A run, in order: build the model from the seed (any registered architecture, `job.config.model`),
-wrap its blocks (activation checkpointing, compile, FSDP), resume from the newest intact checkpoint
-or load `init_from`, then loop: `train_step()` (forward with the model's own loss, backward,
-clip, optimizer step), then the callbacks (`marin.training.callbacks`: evaluation, the user's,
-metrics, checkpoints, progress). The loop ends at `num_train_steps`, when a callback asks to stop
-(a clean end: checkpoint, export, summary), or on SIGTERM / SIGINT (`stop_signals.py`): the step
-under way finishes, a checkpoint is written, and `TrainingInterrupted` is raised so the step is
-never recorded as done. Last, rank 0 exports the model.
+What a run computes is its `TrainConfig` and its objective (`marin.training.objective`: language
+modelling on token caches by default; SFT and DPO are objectives of `marin.posttrain`). A run, in
+order: open the objective's data, build the model from the seed (any registered architecture),
+let the objective prepare it (starting weights, adapters), wrap its blocks (activation
+checkpointing, compile, FSDP), resume from the newest intact checkpoint or load `init_from`, then
+loop: `train_step()` (the objective's loss, backward, clip, optimizer step), then the callbacks
+(`marin.training.callbacks`: weight average, evaluation, FLOPs, the user's, exports, metrics,
+checkpoints, progress), which see the trainer only as a `TrainerView`. The loop ends at
+`num_train_steps`, when a callback asks to stop (a clean end: checkpoint, export, summary), or on
+SIGTERM / SIGINT (`stop_signals.py`): the step under way finishes, a checkpoint is written, and
+`TrainingInterrupted` is raised so the step is never recorded as done. Last, rank 0 exports the model.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
-import os
 import random
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,32 +33,43 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from marin.training.bad_steps import BadStepGuard
+from marin.training.bad_steps import SkipBadSteps
 from marin.training.blocks import checkpoint_blocks, compile_blocks, compile_wanted
-from marin.training.callbacks import Callback, StepOutput, default_callbacks, export_step_name, export_steps
+from marin.training.callbacks.base import Callback, StepOutput, ordered
+from marin.training.callbacks.checkpointing import Checkpointing
+from marin.training.callbacks.evaluation import Evaluation
+from marin.training.callbacks.exports import Exports
+from marin.training.callbacks.flops import FlopsAccount
+from marin.training.callbacks.metrics_writer import MetricsWriter
+from marin.training.callbacks.progress import ProgressBar
+from marin.training.callbacks.weight_average import WeightAverage
 from marin.training.checkpoint import Checkpointer, TrainState, step_name
 from marin.training.config import Parallelism, TrainConfig
-from marin.training.datasets import DatasetInput, OpenedDataset, check_vocab, open_dataset, unigram_entropy
-from marin.training.ema import WeightEma
-from marin.training.errors import TrainingConfigError, TrainingInterrupted
-from marin.training.export import export_hf
+from marin.training.datasets import DatasetInput
+from marin.training.distributed import Distributed, init_distributed, pick_device, wants_cuda
+from marin.training.errors import CheckpointError, TrainingConfigError, TrainingInterrupted
+from marin.training.eval_metrics import EVAL_BPB, EVAL_LOSS, RatioSums, eval_metrics, score_sums
 from marin.training.fsdp import gathered_model, local_tensor, shard_model
-from marin.training.grad_accum import accumulate_gradients, lm_objective
+from marin.training.grad_accum import accumulate_gradients
 from marin.training.init_weights import load_init_weights
-from marin.training.loader import Batch, NamedSource, Prefetcher, WindowMixture
+from marin.training.language_modeling import LanguageModeling
+from marin.training.loader import Batch
 from marin.training.metrics import MetricsLog
 from marin.training.mixture import MixtureSchedule
-from marin.training.models import ModelConfig, config_to_json
+from marin.training.models import config_to_json
+from marin.training.objective import Objective, RunContext
 from marin.training.optim import set_scheduled_lr
 from marin.training.rng import capture_rng, restore_rng
 from marin.training.step_metrics import StepMetrics
 from marin.training.stop_signals import StopSignals
-from marin.training.validation import validation_metrics, validation_sums
 
 
 @dataclass(frozen=True)
 class TrainJob:
-    """A TrainConfig bound to its data and output location: what one training process runs."""
+    """A TrainConfig bound to its objective and output location: what one training process runs.
+
+    `objective` is what the run minimises and on which data (`marin.training.objective`); None is
+    language modelling on `datasets` (token caches), mixed by their weights or by `mixture`."""
 
     config: TrainConfig
     datasets: tuple[DatasetInput, ...]
@@ -69,97 +80,33 @@ class TrainJob:
     )
     init_optimizer: bool = False  # with init_from: its checkpoint's optimizer state too (a cooldown)
     mixture: MixtureSchedule | None = None  # the datasets' weights by step (None: their static weights)
+    objective: Objective | None = None
 
-    def make_trainer(self, env: _Distributed, device: torch.device, signals: StopSignals) -> Trainer:
-        """The trainer that runs this job: a job of another kind (post-training) returns its own."""
-        return Trainer(self, env, device, signals)
-
-
-@dataclass
-class _Distributed:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    owns_group: bool = False  # this process initialized torch.distributed (and tears it down)
+    def make_objective(self) -> Objective:
+        """The objective this job trains (a fresh one opens its data in each process)."""
+        return self.objective if self.objective is not None else LanguageModeling(self.datasets, self.mixture)
 
 
-def _init_distributed(device_type: str, parallelism: Parallelism) -> _Distributed:
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    if world_size == 1:
-        if parallelism != Parallelism.FSDP or dist.is_initialized():
-            return _Distributed()
-        # FSDP and sharded checkpoints work on a process group, even one of a single process.
-        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
-        return _Distributed(owns_group=True)
-    env = _Distributed(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
-    if not dist.is_initialized():
-        dist.init_process_group(
-            backend=backend,
-            store=rendezvous_store(env.rank, world_size),
-            rank=env.rank,
-            world_size=world_size,
+def default_callbacks(config: TrainConfig) -> list[Callback]:
+    """The run's callbacks: the built-in ones, each with its settings from `config`, and the user's,
+    in order of priority (`marin.training.callbacks`). A user callback named like a built-in one is
+    refused: their states are saved under their names."""
+    built_in: list[Callback] = [
+        WeightAverage(decay=config.ema, export=config.export_ema),
+        Evaluation(every=config.steps_per_eval),
+        FlopsAccount(),
+        Exports(every=config.export_every),
+        MetricsWriter(),
+        Checkpointing(every=config.checkpoint_every, every_minutes=config.checkpoint_every_minutes),
+        ProgressBar(),
+    ]
+    taken = {c.name for c in built_in} & {c.name for c in config.callbacks}
+    if taken:
+        raise TrainingConfigError(
+            f"callbacks: {sorted(taken)} is the name of a built-in callback, under which its state is saved; "
+            "give yours another name (set its `name`)"
         )
-        env.owns_group = True
-    return env
-
-
-def rendezvous_store(rank: int, world_size: int) -> dist.TCPStore:
-    """The group's TCPStore at MASTER_ADDR:MASTER_PORT, as `env://` makes it but listening on that
-    address only: torch's own server listens on every interface (`*`), which exposes the store
-    to every network the node is on. Rank 0 binds the socket itself and hands it to the store.
-    Under torchrun, whose agent already serves the store there, every rank is a client (as `env://`)."""
-    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    timeout = dist.constants.default_pg_timeout
-    if rank != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        return dist.TCPStore(address, port, world_size, False, timeout)
-    family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
-    listener = socket.socket(family, kind, proto)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(where)
-    listener.listen(128)
-    return dist.TCPStore(address, port, world_size, True, timeout, master_listen_fd=listener.detach())
-
-
-def _pick_device(config: TrainConfig, local_rank: int) -> torch.device:
-    if config.device == "cpu" or (config.device == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise TrainingConfigError("device='cuda' was asked for but torch sees no CUDA device")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def resolve_model_config(model: ModelConfig, datasets: list[OpenedDataset]) -> ModelConfig:
-    """The model config with its vocabulary resolved from the tokenizer and checked against it."""
-    tokenizer_vocab = max(ds.vocab_size for ds in datasets)
-    if model.vocab_size is None:
-        model = model.with_vocab_size(tokenizer_vocab)
-    check_vocab(datasets, model.vocab_size)
-    return model
-
-
-def recipe_forward_options(config: TrainConfig, datasets: list[OpenedDataset]) -> dict[str, Any]:
-    """What the model's forward takes for this run's recipes: `document_eos` (document masking, at the
-    datasets' one EOS id) and `z_loss`; empty for a run with neither, so its forward is as it was."""
-    options: dict[str, Any] = {}
-    if config.document_masking:
-        eos = {d.eos_id for d in datasets}
-        if len(eos) != 1 or None in eos:
-            raise TrainingConfigError(
-                f"document_masking splits windows at the EOS token, but the datasets' tokenizers end documents "
-                f"with {sorted(map(str, eos))}; train on caches of one tokenizer"
-            )
-        options["document_eos"] = eos.pop()
-    if config.z_loss:
-        options["z_loss"] = float(config.z_loss)
-    return options
+    return ordered([*built_in, *config.callbacks])
 
 
 def train(job: TrainJob) -> dict:
@@ -167,12 +114,10 @@ def train(job: TrainJob) -> dict:
     config = job.config
     if config.cpu_threads:
         torch.set_num_threads(config.cpu_threads)
-    wants_cuda = config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
-    device_type = "cuda" if wants_cuda else "cpu"
-    env = _init_distributed(device_type, config.parallelism)
+    env = init_distributed("cuda" if wants_cuda(config) else "cpu", config.parallelism)
     try:
         with StopSignals() as signals:
-            return job.make_trainer(env, _pick_device(config, env.local_rank), signals).run()
+            return Trainer(job, env, pick_device(config, env.local_rank), signals).run()
     finally:
         if env.owns_group and dist.is_initialized():
             dist.destroy_process_group()
@@ -181,26 +126,26 @@ def train(job: TrainJob) -> dict:
 class Trainer:
     """One process's view of a run: `train_step()` and the loop that calls it and the callbacks.
 
-    What callbacks may use (see `marin.training.callbacks`): `config`, `model_config`, `model` (the
-    module being trained: FSDP-sharded under FSDP, never the DDP wrapper), `optimizer`, `step`
-    (optimizer steps done), `rank`, `world_size`, `is_main`, `output_path`, `metrics`,
-    `evaluate()`, `save_checkpoint()`, `request_stop(reason)`, `stopping`, `interrupted`.
-
-    Another kind of training (post-training: `marin.posttrain`) is a subclass that replaces what
-    depends on the data and the objective, and nothing else: `_open_data()` (the data, the model
-    config and the run's fingerprint), `_prepare_model()` (after the model is built: load weights,
-    add adapters), `trainable` (the module whose parameters train and are checkpointed),
-    `_make_loader()` and `_batches()`, `_forward_options()`, `_gradients(batch)` (the objective's
-    gradient), `evaluate()`, `_export()` (what an export writes) and `_summarize()` (what the run's
-    summary adds).
+    What callbacks may use is `marin.training.callbacks.TrainerView`: `step`, `num_train_steps`,
+    `rank`, `world_size`, `is_main`, `output_path`, `model` (the module being trained: FSDP-sharded
+    under FSDP, never the DDP wrapper), `optimizer`, `model_config`, `metrics`, `rates`,
+    `tokenizer_path`, `eos_id`, `interrupted`, `stopping`, `evaluate()`, `save_checkpoint()`,
+    `export_hf(dir)`, `request_stop(reason)`, `on_close(fn)` and `whole_model()`. What depends on
+    the data and the loss is the job's objective; nothing subclasses this class.
     """
 
-    def __init__(self, job: TrainJob, env: _Distributed, device: torch.device, signals: StopSignals):
+    def __init__(self, job: TrainJob, env: Distributed, device: torch.device, signals: StopSignals):
         self.job, self.config, self.env, self.device, self.signals = job, job.config, env, device, signals
         self.rank, self.world_size = env.rank, env.world_size
         self.is_main = env.rank == 0
+        self.num_train_steps = self.config.num_train_steps
         self.output_path = job.output_path.rstrip("/")
-        self._open_data()
+        self.objective = job.make_objective()
+        self.model_config = self.objective.open(
+            RunContext(self.config, self.rank, self.world_size, device, self.output_path)
+        )
+        self.tokenizer_path, self.eos_id = self.objective.tokenizer_path, self.objective.eos_id
+        self.fingerprint = self.config.fingerprint(self.objective.fingerprint_fields())
         self.fsdp = self.config.parallelism == Parallelism.FSDP
         self.checkpointer = Checkpointer(
             f"{self.output_path}/checkpoints", sharded=self.fsdp, keep_last_k=self.config.keep_last_k
@@ -217,8 +162,8 @@ class Trainer:
             if device.type == "cuda" and not self.fsdp
             else contextlib.nullcontext()
         )
-        self.callbacks: list[Callback] = default_callbacks(self.config.callbacks)
-        self.init_record: dict | None = None  # where the starting weights came from (init_from)
+        self.callbacks = default_callbacks(self.config)
+        self.init_record: dict | None = None  # where the starting weights came from
         self.step = 0
         self.stop_reason: str | None = None
         self.interrupted: str | None = None  # the signal that stopped the run
@@ -227,14 +172,7 @@ class Trainer:
         self._last_record: dict[str, Any] = {}
         self._batch_domains: tuple[dict[str, int], dict[str, float]] = ({}, {})
 
-    def _open_data(self) -> None:
-        """Open the token caches: `datasets`, the `model_config` resolved against their tokenizer, and
-        the `fingerprint` of what the run computes (checked by every resume)."""
-        self.datasets = [open_dataset(d) for d in self.job.datasets]
-        self.model_config = resolve_model_config(self.config.model, self.datasets)
-        self.fingerprint = self.config.fingerprint(self.job.datasets, self.job.mixture)
-
-    # ----- what callbacks use -----
+    # ----- what callbacks use (TrainerView) -----
 
     @property
     def stopping(self) -> bool:
@@ -251,22 +189,20 @@ class Trainer:
         if self.stop_reason is None:
             self.stop_reason = reason
 
-    def evaluate(self) -> dict:
-        """Mean next-token loss and bits per byte over the validation splits, summed over ranks
-        (collective: every rank calls it)."""
-        sums = validation_sums(
-            self.model,
-            self.datasets,
-            seq_len=self.config.seq_len,
-            max_tokens=self.config.eval_max_tokens,
-            batch_size=self.config.batch_size,
-            rank=self.rank,
-            world_size=self.world_size,
-            lockstep=self.fsdp,
-            autocast=self.autocast,
-            document_eos=self.forward_options.get("document_eos"),
-        )
-        return validation_metrics(*self._all_sum(sums))
+    def evaluate(self) -> dict[str, Any]:
+        """The objective's validation scores, with the loss it trains with, summed over ranks
+        (collective: every rank calls it): `eval_<score>`, its stderr and its n."""
+        options = {k: v for k, v in self.forward_options.items() if k != "z_loss"}
+        self.model.eval()
+        try:
+            with torch.no_grad(), self.autocast:
+                batches = self.objective.eval_batches(lockstep=self.fsdp)
+                sums = score_sums(self.objective, self.model, batches, options)
+        finally:
+            self.model.train()
+        names = sorted(sums)
+        totals = self._all_sum([x for name in names for x in sums[name].as_list()])
+        return eval_metrics({name: RatioSums.of(totals[6 * i : 6 * i + 6]) for i, name in enumerate(names)})
 
     def save_checkpoint(self) -> str:
         """Write the checkpoint of the current step (collective: every rank calls it); its path."""
@@ -274,28 +210,30 @@ class Trainer:
         extra: dict[str, Any] = {"model": config_to_json(self.model_config)}
         if self.init_record:
             extra["init_from"] = self.init_record
-        if self.guard is not None:
-            extra["bad_steps"] = self.guard.state_dict()
-        states = {_callback_key(i, cb): cb.state_dict() for i, cb in enumerate(self.callbacks)}
-        states = {k: v for k, v in states.items() if v}
+        if self.skipper is not None:
+            extra["bad_steps"] = self.skipper.guard.state_dict()
+        states = {c.name: state for c in self.callbacks if (state := c.state_dict())}
         if states:
             extra["callbacks"] = states
+        tensors = {c.name: named for c in self.callbacks if (named := c.tensor_state())}
         state = TrainState(self.step, self._loader_state, capture_rng(), self.fingerprint, extra)
-        tensors = {"ema": self.ema.state_dict()} if self.ema is not None else None
         return self.checkpointer.save(
-            model=self.trainable, optimizer=self.optimizer, state=state, tensors=tensors
+            model=self.trainable, optimizer=self.optimizer, state=state, tensors=tensors or None
         )
 
     def export_hf(self, out_dir: str) -> str:
-        """Write the model's Hugging Face export to `out_dir` (collective under FSDP: every rank calls it):
-        the weights being trained, or their moving average when the run keeps one and exports it."""
-        export_model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
-        if self.ema is not None and self.config.export_ema:
-            export_model = copy.deepcopy(self.model)
-            self.ema.copy_to(export_model)
+        """Write the Hugging Face export to `out_dir` (collective under FSDP: every rank calls it): the
+        weights being trained, or what a callback exports in their place (a weight average)."""
+        model = gathered_model(self.model, self.model_config) if self.fsdp else self.model
+        for callback in self.callbacks:
+            model = callback.export_weights(model)
         if self.is_main:
-            self._export(export_model, out_dir)
+            self.objective.export(model, self.model_config, out_dir)
         return out_dir
+
+    def whole_model(self) -> nn.Module:
+        """The model with its whole weights on every rank (collective under FSDP, which gathers them)."""
+        return gathered_model(self.model, self.model_config, every_rank=True) if self.fsdp else self.model
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Call `fn` when the loop ends, however it ends (a callback's cleanup)."""
@@ -304,73 +242,50 @@ class Trainer:
     # ----- the run -----
 
     def _build(self) -> None:
-        _seed_everything(self.config.seed)
+        config = self.config
+        _seed_everything(config.seed)
         self.model: nn.Module = self.model_config.build().to(self.device)
-        self.trainable: nn.Module = self._prepare_model()
+        self.trainable: nn.Module = self.objective.prepare_model(self.model)
+        self.init_record = self.objective.starting_weights
         blocks = self.model_config.blocks(self.model)
-        checkpoint_blocks(blocks, self.config.activation_checkpointing)
-        if compile_wanted(self.config.compile, self.device):
+        checkpoint_blocks(blocks, config.activation_checkpointing)
+        if compile_wanted(config.compile, self.device):
             compile_blocks(blocks)
         if self.fsdp:
             shard_model(self.model, blocks, self.device)
-        self.optimizer = self.config.optimizer.build(self.trainable, fused=self.device.type == "cuda")
-        self.loader = self._make_loader()
-        self.forward_options = self._forward_options()
-        self.guard = BadStepGuard(self.config.skip_bad_steps) if self.config.skip_bad_steps else None
-        self.ema = WeightEma(self.model, self.config.ema) if self.config.ema else None
+        self.optimizer = config.optimizer.build(self.trainable, fused=self.device.type == "cuda")
+        self.skipper = SkipBadSteps(self.optimizer, config.skip_bad_steps) if config.skip_bad_steps else None
+        self.loader = self.objective.train_loader()
         self._loader_state = self.loader.state_dict()
+        self.forward_options = self._forward_options()
         self.train_model: nn.Module = self.model
         if self.world_size > 1 and not self.fsdp:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.train_model = nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
-        self.rates = StepMetrics.of(self.config, self.model_config, self.device, self.world_size)
+        self.rates = StepMetrics.of(
+            self.model_config,
+            batch_size=config.batch_size,
+            seq_len=config.seq_len,
+            device=self.device,
+            world_size=self.world_size,
+            grad_accum_steps=config.grad_accum_steps,
+            parallelism=config.parallelism,
+            peak_flops=config.peak_flops,
+        )
         self.params = [p for p in self.trainable.parameters() if p.requires_grad]
         # modules that report what is not a loss (a mixture-of-experts' per-expert token fractions)
         self._metric_modules = [m for m in self.model.modules() if callable(getattr(m, "step_metrics", None))]
-        self.max_norm = self.config.optimizer.max_grad_norm or math.inf
-
-    def _prepare_model(self) -> nn.Module:
-        """Called right after the model is built from the seed, before it is wrapped or sharded; the
-        module whose parameters train and are checkpointed (here: the whole model)."""
-        return self.model
-
-    def _make_loader(self) -> Any:
-        """The batch source: `state_dict()` / `load_state_dict()` (checkpointed), read by `_batches()`."""
-        return WindowMixture(
-            [NamedSource(d.input.name, d.train, d.input.weight) for d in self.datasets],
-            seq_len=self.config.seq_len,
-            batch_size=self.config.batch_size,
-            seed=self.config.seed,
-            rank=self.rank,
-            world_size=self.world_size,
-            schedule=self.job.mixture,
-        )
-
-    def _batches(self) -> Prefetcher:
-        """What the loop takes batches from: `next()` -> Batch, `close()`, `wait_seconds`, `last_wait_seconds`."""
-        return Prefetcher(self.loader, self.device, depth=self.config.prefetch)
+        self.max_norm = config.optimizer.max_grad_norm or math.inf
 
     def _forward_options(self) -> dict[str, Any]:
-        """The keyword arguments of the model's forward for this run's recipes."""
-        return recipe_forward_options(self.config, self.datasets)
-
-    def _gradients(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Accumulate the gradient of the objective on `batch`; (the loss, the auxiliary losses and any
-        other named figures to log, each detached and to be averaged over processes)."""
-        return accumulate_gradients(
-            self.train_model,
-            batch.inputs,
-            batch.targets,
-            self.config.grad_accum_steps,
-            self.autocast,
-            self.world_size,
-            self.forward_options,
-            objective=self._objective,
-        )
-
-    # What a microbatch's gradient is of (`grad_accum.Objective`): the model's loss plus its auxiliary
-    # losses; a post-training objective (DPO's) replaces it.
-    _objective = staticmethod(lm_objective)
+        """The keyword arguments of the model's forward for this run's recipes: `document_eos`
+        (document masking, at the objective's EOS) and `z_loss`; empty for a run with neither."""
+        options: dict[str, Any] = {}
+        if self.config.document_masking:
+            options["document_eos"] = self.eos_id
+        if self.config.z_loss:
+            options["z_loss"] = float(self.config.z_loss)
+        return options
 
     def _resume(self) -> int:
         """Load the newest intact checkpoint (corrupt ones are skipped, and logged); the step to start at."""
@@ -389,14 +304,9 @@ class Trainer:
                 self._init_from(self.job.init_from)
             return 0
         self.init_record = state.extra.get("init_from")
-        if self.guard is not None:
-            self.guard.load_state_dict(state.extra["bad_steps"])
-        if self.ema is not None:
-            self.ema.load_state_dict(tensors["ema"])
-        callback_states = state.extra.get("callbacks", {})
-        for i, callback in enumerate(self.callbacks):
-            if _callback_key(i, callback) in callback_states:
-                callback.load_state_dict(callback_states[_callback_key(i, callback)])
+        if self.skipper is not None:
+            self.skipper.guard.load_state_dict(state.extra["bad_steps"])
+        self._load_callback_states(state, tensors)
         restore_rng(state.rng)
         self.loader.load_state_dict(state.loader)
         self._loader_state = state.loader
@@ -408,6 +318,24 @@ class Trainer:
             )
         return state.step
 
+    def _load_callback_states(self, state: TrainState, tensors: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Give each callback the state its name holds in the checkpoint; a state no callback of this
+        run claims is refused, unless `drop_callback_state` names it."""
+        saved = state.extra.get("callbacks", {})
+        names = {c.name for c in self.callbacks}
+        orphans = sorted((set(saved) | set(tensors)) - names - set(self.config.drop_callback_state))
+        if orphans:
+            raise CheckpointError(
+                f"checkpoint {self.checkpointer.directory}/{step_name(state.step)} holds the state of callback(s) "
+                f"{orphans}, which this run does not have; add them back to callbacks=, or resume without their "
+                f"state with drop_callback_state={tuple(orphans)!r}"
+            )
+        for callback in self.callbacks:
+            if callback.name in saved:
+                callback.load_state_dict(saved[callback.name])
+            if callback.name in tensors:
+                callback.load_tensor_state(tensors[callback.name])
+
     def _init_from(self, source: str) -> None:
         """Load the starting weights before step 0, and score them on the validation data.
 
@@ -417,8 +345,6 @@ class Trainer:
         """
         optimizer = self.optimizer if self.job.init_optimizer else None
         record = load_init_weights(source, self.model, self.model_config, optimizer)
-        if self.ema is not None:  # the average starts from the weights the run starts from
-            self.ema = WeightEma(self.model, self.config.ema)
         record.update({f"init_{k}": v for k, v in self.evaluate().items()})
         self.init_record = record
         if self.is_main:
@@ -426,27 +352,26 @@ class Trainer:
 
     def train_step(self, batch: Batch, clock: float) -> StepOutput:
         """One optimizer step on `batch`: the learning rate of this step on every parameter group,
-        the gradient of the model's loss (and auxiliary losses) over `grad_accum_steps`
-        microbatches, clipping, the update (skipped when `skip_bad_steps` judges the loss bad), the
-        EMA. The loss, gradient norm, auxiliary losses, the stop signal and rank 0's `clock` are
-        agreed over the processes in one all-reduce: after the update, or before it when the
-        decision to skip needs the agreed loss."""
+        the gradient of the objective over `grad_accum_steps` microbatches, clipping, then one
+        all-reduce agreeing on the loss, gradient norm, auxiliary losses, stop signal and rank 0's
+        `clock`, then the update (which `skip_bad_steps` skips when the agreed loss is bad)."""
         config = self.config
         lr = set_scheduled_lr(self.optimizer, config.optimizer, self.step, config.num_train_steps)
-        loss, aux = self._gradients(batch)
+        loss, aux = accumulate_gradients(
+            self.train_model,
+            batch.inputs,
+            batch.targets,
+            config.grad_accum_steps,
+            self.autocast,
+            self.world_size,
+            self.forward_options,
+            self.objective.loss,
+        )
         grad_norm = local_tensor(torch.nn.utils.clip_grad_norm_(self.params, self.max_norm))
         names = sorted(aux)
-        skipped = False
-        if self.guard is None:
-            self.optimizer.step()
-            agreed = self._agree(loss, grad_norm, aux, names, clock)
-        else:
-            agreed = self._agree(loss, grad_norm, aux, names, clock)
-            skipped = self.guard.should_skip(agreed[0], agreed[1])
-            if not skipped:
-                self.optimizer.step()
-        if self.ema is not None and not skipped:
-            self.ema.update()
+        agreed = self._agree(loss, grad_norm, aux, names, clock)
+        skipped = self.skipper is not None and self.skipper.judge(agreed[0], agreed[1])
+        (self.skipper or self.optimizer).step()
         self.optimizer.zero_grad(set_to_none=True)
         if agreed[-2] > 0 and self.interrupted is None:
             self.interrupted = self.signals.received or "a signal on another process"
@@ -485,8 +410,8 @@ class Trainer:
         config = self.config
         self._build()
         start = self.step = self._resume()
-        prefetcher = self._batches()
-        self.on_close(prefetcher.close)
+        stream = self.objective.batch_stream(self.loader, config.prefetch)
+        self.on_close(stream.close)
         self.on_close(self.metrics.close)
         train_seconds = 0.0
         began = time.perf_counter()
@@ -495,10 +420,10 @@ class Trainer:
                 callback.on_train_start(self)
             tick = time.perf_counter()
             while self.step < config.num_train_steps and not self.stopping:
-                batch = prefetcher.next()
+                batch = stream.next()
                 out = self.train_step(batch, clock=time.perf_counter() - began)
                 out.seconds = time.perf_counter() - tick
-                out.data_wait = prefetcher.last_wait_seconds
+                out.data_wait = stream.last_wait_seconds
                 train_seconds += out.seconds
                 out.record = self._record(out)
                 for callback in self.callbacks:
@@ -515,7 +440,7 @@ class Trainer:
             )
         if start == config.num_train_steps and self.is_main:  # finished before; only the export was left
             self._last_record = (self.metrics.read() or [{}])[-1]
-        summary = self._finish(train_seconds, prefetcher.wait_seconds, start)
+        summary = self._finish(train_seconds, stream.wait_seconds, start)
         for callback in self.callbacks:
             callback.on_train_end(self, summary)
         return summary
@@ -533,10 +458,9 @@ class Trainer:
         record.update(out.aux_losses)
         domain_tokens, domain_epochs = self._batch_domains
         record["domain_tokens"], record["domain_epochs"] = domain_tokens, domain_epochs
-        record["skipped_steps"] = self.guard.skipped if self.guard is not None else 0
+        record["skipped_steps"] = self.skipper.skipped if self.skipper is not None else 0
         if out.skipped:
             record["skipped"] = True
-        record["ema"] = self.ema is not None
         for module in self._metric_modules:
             record.update(module.step_metrics())
         return record
@@ -554,7 +478,7 @@ class Trainer:
 
     def _finish(self, train_seconds: float, data_wait: float, start: int) -> dict:
         last = self._last_record
-        if self.stop_reason is not None and "eval_loss" not in last:
+        if self.stop_reason is not None and EVAL_LOSS not in last:
             last = {**last, **self.evaluate()}  # a stopped run's final scores, as a finished run has them
         hf_path = f"{self.output_path}/hf"
         summary = {
@@ -567,8 +491,8 @@ class Trainer:
             "stopped": self.stop_reason,
             "resumed_from_step": start,
             "final_loss": last.get("loss"),
-            "final_eval_loss": last.get("eval_loss"),
-            "final_eval_bpb": last.get("eval_bpb"),
+            "final_eval_loss": last.get(EVAL_LOSS),
+            "final_eval_bpb": last.get(EVAL_BPB),
             "vocab_size": self.model_config.vocab_size,
             "num_parameters": self.model_config.num_parameters(),
             "train_seconds_this_run": train_seconds,
@@ -578,34 +502,19 @@ class Trainer:
             "world_size": self.world_size,
             "grad_accum_steps": self.config.grad_accum_steps,
             "parallelism": str(self.config.parallelism),
-            "skipped_steps": self.guard.skipped if self.guard is not None else 0,
-            "exported_weights": "ema" if self.ema is not None and self.config.export_ema else "last",
+            "skipped_steps": self.skipper.skipped if self.skipper is not None else 0,
         }
         self.export_hf(hf_path)
-        if self.config.export_every:
-            summary["exports"] = {
-                str(s): f"hf/{export_step_name(s)}" for s in export_steps(self.config.export_every, self.step)
-            }
-            summary["tokens_per_step"] = self.config.batch_size * self.config.seq_len
         if self.is_main:
-            self._summarize(summary)
+            self.objective.summarize(summary)
         self._barrier()
         return summary
 
-    def _export(self, model: nn.Module, out_dir: str) -> None:
-        """On rank 0: write the Hugging Face export of `model` (the weights to export, whole) at `out_dir`."""
-        first = self.datasets[0]
-        export_hf(model, self.model_config, out_dir, tokenizer_dir=first.tokenizer_path, eos_id=first.eos_id)
 
-    def _summarize(self, summary: dict[str, Any]) -> None:
-        """On rank 0, at the run's end, after the export: add what this kind of run reports to `summary`."""
-        summary["train_unigram_entropy"] = unigram_entropy(
-            [d.train for d in self.datasets], self.model_config.vocab_size
-        )
-
-
-def _callback_key(index: int, callback: Callback) -> str:
-    return f"{index}:{type(callback).__qualname__}"
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _log(line: str) -> None:

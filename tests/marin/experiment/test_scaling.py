@@ -24,14 +24,14 @@ from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.execution.step_spec import StepSpec
 from marin.experiment.data import tokenized
-from marin.experiment.scaling import ModelFamily, TrainRecipe, isoflop_sweep, scaling_fit
+from marin.experiment.scaling import ModelFamily, SweepRecipe, isoflop_sweep, scaling_fit
 from marin.scaling_laws import ScalingLawError, fit_isoflop, fit_loss_law
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 from tests.marin.scaling_laws.fit_outputs import evaluation_result
 
 STORIES = tokenized(name="tokenized/sweep-stories", source="marin://tinystories-synth", tokenizer="gpt2")
-RECIPE = TrainRecipe(
+RECIPE = SweepRecipe(
     datasets={STORIES: 1.0}, optimizer=AdamConfig(learning_rate=3e-3), batch_size=8, seq_len=64
 )
 
@@ -115,7 +115,7 @@ def test_adding_a_budget_adds_only_its_runs_and_leaves_the_others_keys_alone(tmp
         ),
         (
             lambda: isoflop_sweep("s", budgets=[1e10], family=FAMILY, sizes=[8], recipe=None),
-            "isoflop sweep 's': recipe must be a TrainRecipe",
+            "isoflop sweep 's': recipe must be a SweepRecipe",
         ),
     ],
 )
@@ -227,12 +227,12 @@ def test_a_sweep_fit_depends_on_every_run_and_its_evaluation():
 
 SINGLE_SIZE_SWEEP = """
 from marin.experiment.data import tokenized
-from marin.experiment.scaling import TrainRecipe, isoflop_sweep, scaling_fit
+from marin.experiment.scaling import SweepRecipe, isoflop_sweep, scaling_fit
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 
 stories = tokenized(name="tokenized/s", source="marin://tinystories-synth", tokenizer="gpt2")
-recipe = TrainRecipe(datasets={stories: 1.0}, optimizer=AdamConfig(), batch_size=8, seq_len=64)
+recipe = SweepRecipe(datasets={stories: 1.0}, optimizer=AdamConfig(), batch_size=8, seq_len=64)
 model = lambda width: LlamaConfig(
     hidden_dim=width, intermediate_dim=4 * width, num_layers=2, num_heads=2, max_seq_len=64, vocab_size=512
 )

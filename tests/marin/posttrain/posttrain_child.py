@@ -10,14 +10,15 @@ import signal
 import sys
 
 from marin.data.chat import ChatData
+from marin.posttrain.dpo import DpoObjective
 from marin.posttrain.lora import LoraConfig
-from marin.posttrain.source import resolve
-from marin.posttrain.trainer import Objective, PostTrainJob
+from marin.posttrain.sft import SftObjective
 from marin.training.callbacks import Callback
 from marin.training.config import TrainConfig
+from marin.training.loading import exported_model
 from marin.training.optim import AdamConfig
 from marin.training.schedules import Cosine
-from marin.training.trainer import train
+from marin.training.trainer import TrainJob, train
 
 QA = "marin://tinystories-qa"
 
@@ -33,9 +34,9 @@ class KillAfterStep(Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def posttrain_job(model_dir: str, out: str, kind: str, steps: int, callbacks=()) -> PostTrainJob:
+def posttrain_job(model_dir: str, out: str, kind: str, steps: int, callbacks=()) -> TrainJob:
     """A few steps of SFT or DPO-with-LoRA on a handful of QA conversations or pairs."""
-    weights = resolve(model_dir)
+    weights = exported_model(model_dir)
     config = TrainConfig(
         model=weights.model_config,
         optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=1)),
@@ -51,18 +52,14 @@ def posttrain_job(model_dir: str, out: str, kind: str, steps: int, callbacks=())
         callbacks=callbacks,
     )
     dpo = kind == "dpo-lora"
-    return PostTrainJob(
-        config=config,
-        datasets=(),
-        output_path=out,
-        objective=Objective.DPO if dpo else Objective.SFT,
-        data=ChatData(source=QA, sample_count=6),
-        validation=ChatData(source=QA, split="validation", sample_count=2),
-        weights=weights.hf_path,
-        tokenizer_path=weights.hf_path,
-        base_hf_path=weights.hf_path,
-        lora=LoraConfig(rank=2, targets=("q_proj", "v_proj"), dropout=0.1) if dpo else None,
-    )
+    data = ChatData(source=QA, sample_count=6)
+    validation = ChatData(source=QA, split="validation", sample_count=2)
+    if dpo:
+        lora = LoraConfig(rank=2, targets=("q_proj", "v_proj"), dropout=0.1)
+        objective = DpoObjective(data, validation, weights=weights.hf_path, lora=lora)
+    else:
+        objective = SftObjective(data, validation, weights=weights.hf_path)
+    return TrainJob(config=config, datasets=(), output_path=out, objective=objective)
 
 
 if __name__ == "__main__":

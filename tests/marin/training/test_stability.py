@@ -5,7 +5,7 @@ import math
 import torch
 
 from marin.training.bad_steps import MIN_STEPS, BadStepGuard
-from marin.training.ema import WeightEma
+from marin.training.callbacks.weight_average import WeightEma
 
 
 def test_the_ema_follows_its_formula_and_continues_from_its_state():

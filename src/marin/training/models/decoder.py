@@ -284,13 +284,15 @@ class Decoder(nn.Module):
         z_loss: float = 0.0,
         cache: KVCache | None = None,
         valid: torch.Tensor | None = None,
+        per_row: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Logits (batch, seq, vocab) for `tokens` (batch, seq); with `targets`, `(loss, aux_losses)`.
 
         `document_eos`: attention stays within the documents that token id ends, and positions
         restart at each (`marin.training.document_masking`); `documents` gives such a mask built
         otherwise (`DocumentMask.from_ids`). `z_loss` > 0 adds the z-loss of that coefficient to the
-        auxiliary losses as `z_loss` (`layers.causal_lm_loss_with_z`).
+        auxiliary losses as `z_loss` (`layers.causal_lm_loss_with_z`). `per_row`: the loss of each
+        row, shape (batch,) (validation scores windows one by one; not with `z_loss`).
 
         `cache` (a `layers.KVCache`, for generation): `tokens` continue the sequences cached so far,
         which they attend to along with themselves, and their keys and values are added to it;
@@ -328,4 +330,4 @@ class Decoder(nn.Module):
         if z_loss:
             loss, aux["z_loss"] = causal_lm_loss_with_z(logits, targets, z_loss)
             return loss, aux
-        return causal_lm_loss(logits, targets), aux
+        return causal_lm_loss(logits, targets, per_row=per_row), aux

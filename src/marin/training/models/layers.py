@@ -308,10 +308,18 @@ class SwiGLU(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def causal_lm_loss(logits: torch.Tensor, targets: torch.Tensor, *, per_row: bool = False) -> torch.Tensor:
     """Mean next-token cross-entropy (nats) of (batch, seq, vocab) logits against (batch, seq) targets,
-    in float32, over the targets not equal to IGNORE_INDEX. Every architecture's one loss."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+    in float32, over the targets not equal to IGNORE_INDEX. Every architecture's one loss.
+
+    `per_row`: each row's own mean, shape (batch,) (0 for a row with no target), for scoring rows
+    one by one (validation windows, conversations)."""
+    if not per_row:
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX)
+    nll = F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none"
+    ).view(targets.shape)
+    return nll.sum(-1) / (targets != IGNORE_INDEX).sum(-1).clamp(min=1)
 
 
 def causal_lm_loss_with_z(

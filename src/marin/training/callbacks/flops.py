@@ -19,35 +19,35 @@ the model config and the devices.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from marin.training.callbacks import Callback, StepOutput
-
-if TYPE_CHECKING:
-    from marin.training.trainer import Trainer
+from marin.training.callbacks.base import Callback, StepOutput, TrainerView
 
 
 class FlopsAccount(Callback):
     """Model FLOPs and hardware FLOPs of the run, step by step and in total (see the module docstring)."""
 
+    name = "flops"
+    priority = 200
+
     def __init__(self) -> None:
         self._carried = 0.0  # wall seconds of earlier attempts, up to their last checkpoint
         self._began = 0.0
 
-    def on_train_start(self, trainer: Trainer) -> None:
+    def on_train_start(self, trainer: TrainerView) -> None:
         self._began = time.perf_counter()
 
     def seconds(self) -> float:
         """Wall seconds of the run so far, earlier attempts included."""
         return self._carried + (time.perf_counter() - self._began)
 
-    def on_step_end(self, trainer: Trainer, step: StepOutput) -> None:
+    def on_step_end(self, trainer: TrainerView, step: StepOutput) -> None:
         model, hardware = self._totals(trainer, step.step, self.seconds())
         step.record["model_flops"] = model
         step.record["hardware_flops"] = hardware
         step.record["flops_ratio"] = model / hardware if hardware else None
 
-    def on_train_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
+    def on_train_end(self, trainer: TrainerView, summary: dict[str, Any]) -> None:
         seconds = self.seconds()
         model, hardware = self._totals(trainer, trainer.step, seconds)
         rates = trainer.rates
@@ -63,7 +63,7 @@ class FlopsAccount(Callback):
         }
 
     @staticmethod
-    def _totals(trainer: Trainer, steps: int, seconds: float) -> tuple[float, float]:
+    def _totals(trainer: TrainerView, steps: int, seconds: float) -> tuple[float, float]:
         rates = trainer.rates
         return steps * rates.tokens_per_step * rates.flops_per_token, seconds * rates.peak_flops
 
