@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -83,7 +83,7 @@ class ChatObjective(Objective):
     LoRA adapters apply to.
     """
 
-    kind: Any = "chat"
+    kind: ClassVar[str] = "chat"
 
     def __init__(
         self,

@@ -254,7 +254,9 @@ class Trainer:
         if self.fsdp:
             shard_model(self.model, blocks, self.device)
         self.optimizer = config.optimizer.build(self.trainable, fused=self.device.type == "cuda")
+        # what steps the weights: the optimizer, or its wrapper that skips bad steps
         self.skipper = SkipBadSteps(self.optimizer, config.skip_bad_steps) if config.skip_bad_steps else None
+        self.stepper = self.skipper if self.skipper is not None else self.optimizer
         self.loader = self.objective.train_loader()
         self._loader_state = self.loader.state_dict()
         self.forward_options = self._forward_options()
@@ -371,7 +373,7 @@ class Trainer:
         names = sorted(aux)
         agreed = self._agree(loss, grad_norm, aux, names, clock)
         skipped = self.skipper is not None and self.skipper.judge(agreed[0], agreed[1])
-        (self.skipper or self.optimizer).step()
+        self.stepper.step()
         self.optimizer.zero_grad(set_to_none=True)
         if agreed[-2] > 0 and self.interrupted is None:
             self.interrupted = self.signals.received or "a signal on another process"
