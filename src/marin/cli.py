@@ -77,10 +77,17 @@ def _load(file: str, step_names, prefix: str | None):
     return load_steps(file, step_names)
 
 
-def _runner(prefix: str | None, max_concurrent: int | None = None, lease_timeout: float | None = None):
+def _runner(
+    prefix: str | None,
+    max_concurrent: int | None = None,
+    lease_timeout: float | None = None,
+    stop_grace: float | None = None,
+):
     from marin.execution.step_runner import StepRunner
 
     kwargs = {} if lease_timeout is None else {"lease_timeout": lease_timeout}
+    if stop_grace is not None:
+        kwargs["stop_grace_s"] = stop_grace
     return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
 
 
@@ -126,6 +133,13 @@ def _report_failed_steps(e: StepFailedError) -> None:
 @click.option(
     "--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale."
 )
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds a step stopped by Ctrl-C or SIGTERM has to end by itself (a training checkpoints) "
+    "before it is killed (default: 60).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and run nothing (same as `marin plan`).")
 @click.option(
     "--cluster",
@@ -133,13 +147,22 @@ def _report_failed_steps(e: StepFailedError) -> None:
     help="Where steps run: local (default), thread, ray or ray:ADDRESS; sets $MARIN_CLUSTER.",
 )
 def run(
-    file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run, cluster
+    file,
+    step_names,
+    prefix,
+    max_concurrent,
+    force_run,
+    force_run_failed,
+    lease_timeout,
+    stop_grace,
+    dry_run,
+    cluster,
 ) -> None:
     """Run the steps FILE.py declares (and their dependencies)."""
     if cluster:
         os.environ["MARIN_CLUSTER"] = cluster
     steps = _load(file, step_names, prefix)
-    result = _runner(prefix, max_concurrent, lease_timeout).run(
+    result = _runner(prefix, max_concurrent, lease_timeout, stop_grace).run(
         steps, dry_run=dry_run, force_run=force_run, force_run_failed=force_run_failed
     )
     if not dry_run:
