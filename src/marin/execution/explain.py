@@ -281,6 +281,8 @@ def explain_output(path: str) -> str:
         if git.get("commit"):
             lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
         experiment = git.get("experiment") or {}
+        if experiment.get("note") and not experiment.get("commit"):
+            lines.append(f"exp git  {experiment['note']}  ({experiment.get('directory')})")
         if experiment.get("commit"):
             lines.append(
                 f"exp git  {experiment['commit']}"
