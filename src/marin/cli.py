@@ -36,7 +36,7 @@ class _Marin(click.Group):
         except StepFailedError as e:
             _report_failed_steps(e)
         except RunInterruptedError as e:
-            _fail(str(e), 130, error=e)
+            _fail(str(e), 130, error=e, at_once=True)
         except Exception as e:
             if not is_reported(e):
                 raise
@@ -91,8 +91,12 @@ def _runner(
     return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
 
 
-def _fail(message: str, code: int = 1, hint: str = "", error: BaseException | None = None) -> None:
-    """Print `error: MESSAGE` (its first line; the rest, or `hint`, indented below) and exit."""
+def _fail(
+    message: str, code: int = 1, hint: str = "", error: BaseException | None = None, at_once: bool = False
+) -> None:
+    """Print `error: MESSAGE` (its first line; the rest, or `hint`, indented below) and exit; `at_once`
+    skips the interpreter's shutdown (seconds with torch loaded), for a stopped run whose records are
+    all written: a Ctrl-C gives the prompt back as soon as the steps have stopped."""
     if error is not None and _wants_traceback():
         from marin.execution.mistakes import format_traceback
 
@@ -101,6 +105,10 @@ def _fail(message: str, code: int = 1, hint: str = "", error: BaseException | No
     click.echo(f"error: {lines[0]}", err=True)
     for line in ([hint] if hint else []) + lines[1:]:
         click.echo(f"  {line.strip()}", err=True)
+    if at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
