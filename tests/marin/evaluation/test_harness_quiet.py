@@ -9,7 +9,9 @@ from marin.evaluation.checkpoint import load_hf_model
 from marin.evaluation.harness import harness_tasks, run_tasks, write_own_tasks
 
 
-def test_the_harness_says_nothing_about_git_outside_a_checkout(tiny_export, stories, tmp_path, monkeypatch, capfd):
+def test_the_harness_says_nothing_about_git_outside_a_checkout(
+    tiny_export, stories, tmp_path, monkeypatch, capfd
+):
     outside = tmp_path / "not-a-checkout"
     outside.mkdir()
     monkeypatch.chdir(outside)
