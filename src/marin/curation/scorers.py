@@ -11,7 +11,9 @@ object with `scores(texts) -> list[float]`, loaded once per process (`load_score
   softmax probability of `label` (a name from its `id2label` or an index; by default the last), or
   the raw output of a one-output (regression) head such as FineWeb-Edu's;
 - `LanguageScore(language="en")`: py3langid's normalised probability of that language;
-- `RulesPass(rules=...)`: 1.0 when the document passes every quality rule, else 0.0.
+- `RulesPass(rules=...)`: 1.0 when the document passes every quality rule, else 0.0;
+- `RandomScore(seed)`: a uniform number in [0, 1) from a seeded hash of the text, the control a
+  filter is compared with (a random cut of the same size: `keep_top` over it).
 
 A `path` may be `step:NAME`, the output of a `train_quality_classifier` step (its `model.bin`),
 resolved where the step runs (`resolved()`).
@@ -106,7 +108,22 @@ class RulesPass:
         return _RulesScorer(make_rules(self.rules))
 
 
-ScorerSpec = FastTextClassifier | HFClassifier | LanguageScore | RulesPass
+@dataclass(frozen=True)
+class RandomScore:
+    """A seeded uniform score in [0, 1) per document (xxh64 of its text): a random cut's ranking."""
+
+    seed: int = 0
+    kind: str = field(default="random", init=False)
+
+    def resolved(self) -> RandomScore:
+        return self
+
+    def load(self) -> Scorer:
+        return _RandomScorer(self.seed)
+
+
+ScorerSpec = FastTextClassifier | HFClassifier | LanguageScore | RulesPass | RandomScore
+SCORERS = (FastTextClassifier, HFClassifier, LanguageScore, RulesPass, RandomScore)
 
 
 def _resolve_step_path(path: str, file: str) -> str:
@@ -247,3 +264,15 @@ class _RulesScorer:
         from marin.curation.rules import apply_rules
 
         return [0.0 if apply_rules(self.rules, t)[0] is None else 1.0 for t in texts]
+
+
+class _RandomScorer:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def scores(self, texts: Sequence[str]) -> list[float]:
+        import xxhash
+
+        return [
+            xxhash.xxh64_intdigest(t.encode("utf-8", "surrogatepass"), seed=self.seed) / 2**64 for t in texts
+        ]

@@ -33,7 +33,7 @@ from marin.curation.extract import ExtractText
 from marin.curation.filters import DecontaminateSpec, FilterLanguage, FilterQuality
 from marin.curation.mix import MixConfig, run_mix_step
 from marin.curation.rules import make_rules
-from marin.curation.scorers import FastTextClassifier, HFClassifier, LanguageScore, RulesPass
+from marin.curation.scorers import SCORERS, FastTextClassifier, HFClassifier
 from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.evaluation.documents import TextDataset
 from marin.execution.errors import StepDefinitionError
@@ -487,7 +487,8 @@ class ScoreDocumentsStep(CurationStep):
     `classifier`: a `train_quality_classifier` handle or StepSpec; a path to a fastText `.bin`
     (probability of `__label__hq`; pass `FastTextClassifier(path, positive_label=...)` for
     another label); a Hugging Face sequence-classification folder (`HFClassifier(path, label=...)`);
-    or `LanguageScore("en")` / `RulesPass()` (py3langid's probability, the rules' verdict)."""
+    or `LanguageScore("en")` / `RulesPass()` / `RandomScore(seed)` (py3langid's probability, the
+    rules' verdict, a seeded random control)."""
 
     helper: ClassVar[str] = "score_documents"
     run = staticmethod(run_score_step)
@@ -516,12 +517,12 @@ class ScoreDocumentsStep(CurationStep):
                 path = os.path.abspath(os.path.expanduser(path))
             spec = FastTextClassifier(path) if path.endswith(".bin") else HFClassifier(path)
             return names, spec, steps
-        if isinstance(classifier, (FastTextClassifier, HFClassifier, LanguageScore, RulesPass)):
+        if isinstance(classifier, SCORERS):
             return names, classifier, steps
         raise StepDefinitionError(
             f"score_documents {self.name!r}: classifier must be a train_quality_classifier handle, a path to a "
             f"fastText .bin or a Hugging Face model folder, or a scorer (FastTextClassifier, HFClassifier, "
-            f"LanguageScore, RulesPass), got {type(classifier).__name__} {classifier!r:.80}"
+            f"LanguageScore, RulesPass, RandomScore), got {type(classifier).__name__} {classifier!r:.80}"
         )
 
     @functools.cached_property
