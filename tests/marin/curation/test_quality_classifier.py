@@ -271,3 +271,22 @@ def test_bad_inputs_are_one_line_each(labelled, trained, tmp_path):
     other = filter_by_score("b/cut", labelled["positive"], scores=trained["scores"], keep_top=0.3)
     with pytest.raises(StepFailedError, match="the scores do not match the documents"):
         run(tmp_path / "prefix", other)
+
+
+def test_marin_status_shows_the_health_warnings(trained, tmp_path):
+    import subprocess
+    import sys
+
+    docs = write_jsonl(
+        tmp_path / "same.jsonl", [{"id": str(k), "text": "Constant words here."} for k in range(30)]
+    )
+    run(tmp_path / "prefix", score_documents("w/scores", docs, classifier=trained["classifier"]))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "marin"), "status", "--json", str(tmp_path / "prefix")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rows = {r["name"]: r for r in json.loads(done.stdout)}
+    assert "warning: near-constant quality within source" in rows["w/scores"]["detail"]
