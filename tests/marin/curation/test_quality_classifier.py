@@ -290,3 +290,20 @@ def test_marin_status_shows_the_health_warnings(trained, tmp_path):
     )
     rows = {r["name"]: r for r in json.loads(done.stdout)}
     assert "warning: near-constant quality within source" in rows["w/scores"]["detail"]
+
+
+def test_the_rank_statistics_equal_scipys():
+    from scipy.stats import kruskal, spearmanr
+
+    from marin.curation.health import ScoreColumns, score_health
+
+    rng = np.random.default_rng(1)
+    scores = np.round(rng.random(300), 2)  # ties
+    lengths = rng.integers(100, 1000, 300)
+    sources = [f"s{k % 3}" for k in range(300)]
+    health = score_health(ScoreColumns(scores, lengths, sources), "quality")
+    assert health["length_spearman"]["value"] == pytest.approx(
+        spearmanr(scores, lengths).statistic, abs=1e-12
+    )
+    h = kruskal(*(scores[[s == f"s{k}" for s in sources]] for k in range(3))).statistic
+    assert health["source_epsilon_squared"]["kruskal_h"] == pytest.approx(h, rel=1e-9)
