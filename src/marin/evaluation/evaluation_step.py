@@ -5,9 +5,10 @@
 a model export on an object store is brought to the local export cache (`export_cache`), the
 harness's task files live in a local work folder, and everything the step keeps is written under
 its output with `storage`:
-- `results.json`: every metric as a metric object (`marin.evaluation.stats`), per dataset, domain,
-  task and suite, with each task's settings and the config;
-- `items.json`: the per-item scores behind them (what `marin compare` pairs);
+- `results.json`: `results.EvaluationResults`, every metric a `MetricResult` (its value, interval,
+  direction and aggregation), per dataset, domain, task and suite, with each task's settings, the
+  model's effective config and the evaluation's config;
+- `items.json`: `results.EvaluationItems`, the per-item scores behind them (what `marin compare` pairs);
 - `samples.jsonl`, `harness_samples/<task>.jsonl` (the first `harness.SAMPLES_PER_TASK` items of
   each task) and `harness/` (the task files the harness ran).
 It returns the summary stored in `.artifact.json`, whose `"headline"` (`{"metric", "value",
@@ -23,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -33,14 +35,31 @@ from marin.evaluation.documents import EvalDocument, TextDataset, read_text_data
 from marin.evaluation.errors import EvalDataError
 from marin.evaluation.exact_match import ExactMatchTask
 from marin.evaluation.model_source import ModelKind, ModelSource, hub_folder
+from marin.evaluation.results import (
+    ITEMS_FILE,
+    RESULTS_FILE,
+    Aggregation,
+    Bootstrap,
+    CheckpointPoint,
+    Checkpoints,
+    CurvePoint,
+    DocumentItems,
+    EvaluationItems,
+    EvaluationResults,
+    ExactMatchResult,
+    ItemRecord,
+    MetricResult,
+    ModelRecord,
+    Perplexity,
+    SuiteResult,
+    TaskSettings,
+)
 from marin.evaluation.samples import SamplingConfig, generate_samples
 from marin.evaluation.suites import Aggregate, Suite, Task
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY
 from marin.execution.manifest import bytes_digest
 
-RESULTS_FILE = "results.json"
-ITEMS_FILE = "items.json"
 SAMPLES_FILE = "samples.jsonl"
 HARNESS_SAMPLES_DIR = "harness_samples"
 HARNESS_DIR = "harness"
@@ -145,21 +164,22 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
     """Evaluate the model; write results under `output_path`; return the summary for `.artifact.json`."""
     ctx = current()
     folder, source = local_model_folder(config.model, ctx.path_of)
-    results, items = _score(config, folder, output_path, ctx.path_of, prompts=True)
-    results = {
-        "model": {**dataclasses.asdict(config.model), "label": config.model.label()},
-        "hf_path": source,
-        **results,
-        "bootstrap": {"iters": config.bootstrap_iters, "seed": config.bootstrap_seed},
-        "config": config.to_json(),
-    }
-    if config.checkpoints is not None:
-        results["checkpoints"] = _score_checkpoints(config, output_path, ctx.path_of)
-    results["items"] = ITEMS_FILE
+    scored, items = _score(config, folder, output_path, ctx.path_of, prompts=True)
+    results = msgspec.structs.replace(
+        scored,
+        model=ModelRecord(**dataclasses.asdict(config.model), label=config.model.label()),
+        hf_path=source,
+        bootstrap=Bootstrap(config.bootstrap_iters, config.bootstrap_seed),
+        config=config.to_json(),
+        checkpoints=_score_checkpoints(config, output_path, ctx.path_of)
+        if config.checkpoints is not None
+        else None,
+        items=ITEMS_FILE,
+    )
     storage.write_many(
         [
-            (storage.join(output_path, ITEMS_FILE), orjson.dumps(items)),
-            (storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+            (storage.join(output_path, ITEMS_FILE), items.to_bytes()),
+            (storage.join(output_path, RESULTS_FILE), results.to_bytes()),
         ]
     )
     return summary(results)
@@ -167,7 +187,7 @@ def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
 
 def _score(
     config: EvaluationConfig, folder: str, output_path: str, path_of, prompts: bool
-) -> tuple[dict, dict]:
+) -> tuple[EvaluationResults, EvaluationItems]:
     """Score the model in the local `folder` on the datasets and tasks (and prompts); (results, items)."""
     loaded = load_hf_model(folder, config.max_length)
     results: dict = {"max_length": loaded.max_length}
@@ -177,7 +197,9 @@ def _score(
         from marin.evaluation.perplexity import score_documents, summarize
 
         scores = score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, config.batch_size)
-        results["perplexity"] = summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
+        results["perplexity"] = Perplexity.of(
+            summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
+        )
         items["perplexity"] = _document_items(docs, scores)
     tasks = config.tasks
     if tasks:
@@ -186,9 +208,20 @@ def _score(
         from marin.evaluation.exact_match import ITEMS_FILE as EXACT_MATCH_FILE
         from marin.evaluation.exact_match import score_exact_match
 
-        results["exact_match"], records = score_exact_match(
+        scored, records = score_exact_match(
             loaded.model, loaded.tokenizer, config.exact_match, loaded.max_length
         )
+        results["exact_match"] = ExactMatchResult(
+            task=scored["task"],
+            exact_match=_accuracy(scored["exact_match"], "exact_match"),
+            by_kind={kind: _accuracy(m, "exact_match") for kind, m in scored["by_kind"].items()},
+            items_path=scored["items_path"],
+        )
+        items["exact_match"] = {
+            scored["task"]: ItemRecord(
+                ids=[r["id"] for r in records], values=[float(r["correct"]) for r in records]
+            )
+        }
         storage.write_atomic(
             storage.join(output_path, EXACT_MATCH_FILE), b"".join(orjson.dumps(r) + b"\n" for r in records)
         )
@@ -200,15 +233,18 @@ def _score(
             storage.join(output_path, SAMPLES_FILE),
             b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
         )
-    return results, items
+    return EvaluationResults(**results), EvaluationItems(**items)
 
 
-def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> dict:
+def _accuracy(metric: dict, name: str) -> MetricResult:
+    return MetricResult.named(stats.Metric.from_json(metric), name, Aggregation.MEAN)
+
+
+def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> Checkpoints:
     """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
 
     Each checkpoint's results and items are written under `checkpoints/step-NNNNNNNN/`.
     """
-    from marin.evaluation.compare import metrics_of
     from marin.evaluation.errors import CheckpointNotReadyError
 
     step = config.model.location
@@ -221,7 +257,7 @@ def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> d
             f"checkpoints={list(config.checkpoints or ())}: model step {step!r} has no export of step(s) {missing}; "
             f"it exported steps {sorted(exports)} (train_lm(..., export_every=N) exports every N steps and the last)"
         )
-    curves: dict[str, list[dict]] = {}
+    curves: dict[str, list[CurvePoint]] = {}
     points = []
     for number in wanted:
         url = storage.join(train_output, exports[number])
@@ -230,17 +266,21 @@ def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> d
         results, items = _score(config, folder, where, path_of, prompts=False)
         storage.write_many(
             [
-                (storage.join(where, ITEMS_FILE), orjson.dumps(items)),
-                (storage.join(where, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
+                (storage.join(where, ITEMS_FILE), items.to_bytes()),
+                (storage.join(where, RESULTS_FILE), results.to_bytes()),
             ]
         )
         tokens = number * tokens_per_step if tokens_per_step else None
         points.append(
-            {"step": number, "tokens": tokens, "results": f"checkpoints/{storage.basename(exports[number])}"}
+            CheckpointPoint(
+                step=number, tokens=tokens, results=f"checkpoints/{storage.basename(exports[number])}"
+            )
         )
-        for name, metric in metrics_of(results).items():
-            curves.setdefault(name, []).append({"step": number, "tokens": tokens, **metric})
-    return {"steps": wanted, "points": points, "curves": curves}
+        for name, metric in results.flat_metrics().items():
+            curves.setdefault(name, []).append(
+                CurvePoint(**msgspec.structs.asdict(metric), step=number, tokens=tokens)
+            )
+    return Checkpoints(steps=wanted, points=points, curves=curves)
 
 
 def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], int | None]:
@@ -297,20 +337,28 @@ def _run_harness(
         _keep_task_files(work, storage.join(output_path, HARNESS_DIR))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["harness"] = {name: {m: v.to_json() for m, v in r.metrics.items()} for name, r in done.items()}
-    results["tasks"] = {
-        t.name: {
-            "harness_task": t.harness_task,
-            "shots": t.shots,
-            "format": t.format,
-            "metric": t.metric,
-            "chance": t.chance,
-            "dataset": t.dataset_path or t.dataset or None,
-            "n": next(iter(done[t.name].metrics.values())).n if done[t.name].metrics else 0,
+    results["harness"] = {
+        name: {
+            m: MetricResult.named(v, m, _HARNESS_AGGREGATIONS.get(r.items[m]["transform"], Aggregation.MEAN))
+            for m, v in r.metrics.items()
         }
+        for name, r in done.items()
+    }
+    results["tasks"] = {
+        t.name: TaskSettings(
+            harness_task=t.harness_task,
+            shots=t.shots,
+            format=t.format,
+            metric=t.metric,
+            chance=t.chance,
+            dataset=t.dataset_path or t.dataset or None,
+            n=next(iter(done[t.name].metrics.values())).n if done[t.name].metrics else 0,
+        )
         for t in tasks
     }
-    items["harness"] = {name: r.items for name, r in done.items()}
+    items["harness"] = {
+        name: {m: ItemRecord(**record) for m, record in r.items.items()} for name, r in done.items()
+    }
     written = write_samples(
         storage.join(output_path, HARNESS_SAMPLES_DIR), {name: r.samples for name, r in done.items()}
     )
@@ -319,27 +367,36 @@ def _run_harness(
         results["suite"] = suite_aggregate(config.suite, done, config.bootstrap_iters, config.bootstrap_seed)
 
 
-def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> dict:
+_HARNESS_AGGREGATIONS = {
+    "mean": Aggregation.MEAN,
+    "bits_per_byte": Aggregation.RATIO,
+    "weighted_perplexity": Aggregation.EXP_RATIO,
+    "perplexity": Aggregation.EXP_MEAN,
+}
+"""How each of the harness's aggregations (an item record's `transform`) turns items into a value."""
+
+
+def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> SuiteResult:
     """The suite's one number with its interval, from its tasks' per-item scores (see `Aggregate`)."""
     per_task = [(t, done[t.name].items[t.metric]) for t in suite.tasks]
-    out: dict = {
-        "name": suite.name,
-        "aggregate": suite.aggregate.value,
-        "tasks": [t.name for t in suite.tasks],
-    }
+    out = SuiteResult(name=suite.name, aggregate=suite.aggregate.value, tasks=[t.name for t in suite.tasks])
     if suite.aggregate == Aggregate.CENTRED_ACCURACY:
         metric = stats.centred_accuracy_mean(
             [(np.asarray(i["values"]), float(t.chance or 0.0)) for t, i in per_task], iters, seed
         )
-        out["centred_accuracy"] = metric.to_json()
-    elif suite.aggregate == Aggregate.POOLED_ACCURACY:
-        out["acc"] = stats.accuracy(np.concatenate([np.asarray(i["values"]) for _, i in per_task])).to_json()
-    else:
-        strata = [stats.Stratum(np.asarray(i["values"]), np.asarray(i["weights"])) for _, i in per_task]
-        _, micro, macro = stats.pooled_and_mean(strata, float(per_task[0][1]["scale"]), iters, seed)
-        out["bits_per_byte"] = micro.metric().to_json()
-        out["macro_bits_per_byte"] = macro.metric().to_json()
-    return out
+        return msgspec.structs.replace(
+            out, centred_accuracy=MetricResult.named(metric, "centred_accuracy", Aggregation.CENTRED_MACRO)
+        )
+    if suite.aggregate == Aggregate.POOLED_ACCURACY:
+        metric = stats.accuracy(np.concatenate([np.asarray(i["values"]) for _, i in per_task]))
+        return msgspec.structs.replace(out, acc=MetricResult.named(metric, "acc", Aggregation.MEAN))
+    strata = [stats.Stratum(np.asarray(i["values"]), np.asarray(i["weights"])) for _, i in per_task]
+    _, micro, macro = stats.pooled_and_mean(strata, float(per_task[0][1]["scale"]), iters, seed)
+    return msgspec.structs.replace(
+        out,
+        bits_per_byte=MetricResult.named(micro.metric(), "bits_per_byte", Aggregation.RATIO),
+        macro_bits_per_byte=MetricResult.named(macro.metric(), "macro_bits_per_byte", Aggregation.MACRO),
+    )
 
 
 def _keep_task_files(work: str, dest: str) -> None:
@@ -351,9 +408,9 @@ def _keep_task_files(work: str, dest: str) -> None:
     storage.overlapped(lambda f: storage.upload(f[1], storage.join(dest, f[0])), files)
 
 
-def _document_items(docs: list[EvalDocument], scores) -> dict:
+def _document_items(docs: list[EvalDocument], scores) -> dict[str, DocumentItems]:
     """Per dataset: each document's id (its index and content digest), nll, tokens and bytes."""
-    out: dict = {}
+    out: dict[str, dict[str, list]] = {}
     index: dict[str, int] = {}
     for doc, score in zip(docs, scores, strict=True):
         i = index.get(doc.dataset, 0)
@@ -366,43 +423,46 @@ def _document_items(docs: list[EvalDocument], scores) -> dict:
         entry["nll"].append(score.nll)
         entry["tokens"].append(score.tokens)
         entry["bytes"].append(score.bytes)
-    return out
+    return {dataset: DocumentItems(**entry) for dataset, entry in out.items()}
 
 
-def summary(results: dict) -> dict:
+def summary(results: EvaluationResults) -> dict:
     """The artifact: a headline metric, the averages, per-dataset bits-per-byte, harness and suite metrics."""
-    artifact: dict = {"results_path": RESULTS_FILE, "items_path": ITEMS_FILE, "hf_path": results["hf_path"]}
-    artifact["model"] = results["model"]["label"]
-    perplexity = results.get("perplexity")
-    suite = results.get("suite")
-    if suite:
-        artifact["suite"] = suite
-        name = next(k for k in ("centred_accuracy", "acc", "bits_per_byte") if k in suite)
-        artifact["headline"] = {"metric": f"{suite['name']}/{name}", **suite[name]}
-    if perplexity:
-        if "headline" not in artifact:
-            artifact["headline"] = {
+    artifact: dict = {"results_path": RESULTS_FILE, "items_path": ITEMS_FILE, "hf_path": results.hf_path}
+    artifact["model"] = results.model.label if results.model is not None else ""
+    flat = results.flat_metrics()
+    headline = None
+    if results.suite is not None:
+        artifact["suite"] = msgspec.to_builtins(results.suite)
+        name = next(iter(results.suite.metrics()))
+        headline = {"metric": f"{results.suite.name}/{name}", **results.suite.metrics()[name].to_json()}
+    perplexity = results.perplexity
+    if perplexity is not None:
+        if headline is None:
+            headline = {
                 "metric": "bpb",
-                **perplexity["micro"]["bpb"],
+                **perplexity.micro.bpb.to_json(),
                 "over": "micro average of all evaluation documents",
             }
-        artifact["micro"] = perplexity["micro"]
-        artifact["macro"] = perplexity["macro"]
-        artifact["bpb"] = {name: m["bpb"] for name, m in perplexity["datasets"].items()}
-    if results.get("harness"):
-        artifact["harness"] = results["harness"]
-        if "headline" not in artifact:
-            task, metrics = next(iter(results["harness"].items()))
+        artifact["micro"] = msgspec.to_builtins(perplexity.micro)
+        artifact["macro"] = msgspec.to_builtins(perplexity.macro)
+        artifact["bpb"] = {name: m.bpb.to_json() for name, m in perplexity.datasets.items()}
+    if results.harness:
+        artifact["harness"] = msgspec.to_builtins(results.harness)
+        if headline is None:
+            task, metrics = next(iter(results.harness.items()))
             metric = next(
                 (k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics))
             )
-            artifact["headline"] = {"metric": f"{task}/{metric}", **metrics[metric]}
-    if results.get("exact_match"):
-        artifact["exact_match"] = results["exact_match"]
-        if "headline" not in artifact:
-            task = results["exact_match"]["task"]
-            artifact["headline"] = {"metric": f"{task}/exact_match", **results["exact_match"]["exact_match"]}
-    if results.get("samples"):
+            headline = {"metric": f"{task}/{metric}", **flat[f"{task}/{metric}"].to_json()}
+    if results.exact_match is not None:
+        artifact["exact_match"] = msgspec.to_builtins(results.exact_match)
+        if headline is None:
+            name = f"{results.exact_match.task}/exact_match"
+            headline = {"metric": name, **flat[name].to_json()}
+    if headline is not None:
+        artifact["headline"] = headline
+    if results.samples:
         artifact["samples_path"] = SAMPLES_FILE
     return artifact
 
