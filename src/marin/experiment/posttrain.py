@@ -32,6 +32,7 @@ from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions
 from marin.execution.step_spec import StepSpec
+from marin.experiment.declared_names import check_chat_template, check_lora_targets
 from marin.experiment.train import TrainerStep
 from marin.posttrain.chat_objective import PostTraining
 from marin.posttrain.dpo import DpoObjective
@@ -169,6 +170,9 @@ class _PostTrain(TrainRecipe, StepOptions, TrainerStep):
                 f"{helper} {name!r}: ema averages every weight, and LoRA trains only its adapters; drop ema or lora"
             )
         self.check_placement()
+        check_chat_template(f"{helper} {name!r}", self.model)
+        if self.lora is not None:
+            check_lora_targets(f"{helper} {name!r}", self.model, self.lora.targets)
 
     def _objective_fields(self) -> dict[str, Any]:
         return {}

@@ -29,6 +29,7 @@ from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.declared_names import check_harness_tasks
 from marin.experiment.mixture import Mixture, PhasedMixture
 from marin.training.checkpoint import CHECKSUMS, resume_note
 from marin.training.config import TrainConfig, config_of
@@ -235,6 +236,7 @@ class TrainLm(TrainConfig, StepOptions, TrainerStep):
                 f"train_lm {name!r}: init_optimizer=True continues the optimizer of init_from, which is not given"
             )
         self.check_placement()
+        check_harness_tasks(f"train_lm {name!r}", "eval_tasks", self.eval_tasks)
 
     @functools.cached_property
     def config(self) -> TrainConfig:
