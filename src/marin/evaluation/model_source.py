@@ -116,12 +116,17 @@ def from_string(value: str, field: str = "model") -> ModelSource:
         if not os.path.isdir(path):
             raise ModelSourceError(f"{field}={value!r}: no such folder")
         return ModelSource(ModelKind.FOLDER, _export_folder(os.path.abspath(path), value, field))
-    if _HUB_ID.fullmatch(value):
+    if is_hub_id(value):
         repo, _, revision = value.partition("@")
         return ModelSource(ModelKind.HUB, repo, resolve_revision(repo, revision or "main", field))
     raise ModelSourceError(
         f"{field}={value!r}: not a folder (none at that path) and not a hub id (ORG/NAME or ORG/NAME@REVISION)"
     )
+
+
+def is_hub_id(value: str) -> bool:
+    """Whether `value` reads as a hub id, `ORG/NAME` or `ORG/NAME@REVISION` (when it names no folder)."""
+    return _HUB_ID.fullmatch(value) is not None
 
 
 def _export_folder(folder: str, value: str, field: str) -> str:

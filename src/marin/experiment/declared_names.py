@@ -140,9 +140,9 @@ def _folder_has_template(location: str | os.PathLike) -> tuple[bool, str] | None
             _json(config).get("chat_template")
         )
         return has, folder
-    from marin.posttrain.source import looks_like_hub_id
+    from marin.evaluation.model_source import is_hub_id
 
-    if not looks_like_hub_id(text):
+    if not is_hub_id(text):
         return None
     try:
         from huggingface_hub import try_to_load_from_cache
