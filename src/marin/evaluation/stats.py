@@ -25,7 +25,8 @@ The parts: `Metric` (and `is_metric` for JSON); `accuracy`, `mean`, `wilson_inte
 `Estimate` (a value with its replicates: `.metric()`, `.map(f)`) from `ratio_estimate` /
 `mean_estimate`; `resample_indices` and `resampled_sums` for any statistic of column sums;
 `stratified_sums`, `pooled_and_mean` (micro and macro) and `centred_accuracy_mean` (DCLM's CORE);
-`ItemScores`, `paired_difference` -> `Difference`.
+`ItemScores`, `paired_difference` (and `unpaired_difference`, for different items) -> `Difference`.
+Differences between configurations trained with several seeds are `marin.evaluation.configurations`'.
 """
 
 from __future__ import annotations
@@ -369,11 +370,12 @@ class Difference:
 
 
 def mcnemar_exact_p(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value: discordant items split as Binomial(a_only + b_only, 1/2)."""
-    from scipy.stats import binomtest
+    """Two-sided exact McNemar p-value: discordant items split as Binomial(a_only + b_only, 1/2). The
+    binomial at 1/2 is symmetric, so this is twice the smaller tail (`scipy.stats.binomtest`'s p)."""
+    from scipy.special import bdtr  # scipy.stats takes seconds to import
 
     total = a_only + b_only
-    return 1.0 if total == 0 else float(binomtest(a_only, total, 0.5).pvalue)
+    return 1.0 if total == 0 else float(min(1.0, 2 * bdtr(min(a_only, b_only), total, 0.5)))
 
 
 def paired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: int = SEED) -> Difference:
@@ -404,6 +406,28 @@ def paired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: in
         a_only = int(np.sum((a_num == 1) & (b_num == 0)))
         b_only = int(np.sum((a_num == 0) & (b_num == 1)))
         return Difference(estimate, mcnemar_exact_p(a_only, b_only), "mcnemar", a_only, b_only)
+    return Difference(estimate, _bootstrap_p(replicates), "paired bootstrap")
+
+
+def unpaired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: int = SEED) -> Difference:
+    """The difference a - b of two evaluations of different items (independent samples): each side is
+    resampled on its own draws; the interval and two-sided p-value are the bootstrap's."""
+    if a.scale != b.scale:
+        raise EvalDataError("unpaired_difference: the two sides measure different quantities (scales differ)")
+    sides = []
+    for i, scores in enumerate((a, b)):
+        num, den = scores.aligned(scores.ids)
+        sums = resampled_sums(np.stack([num, den], axis=1), iters, seed + i * STRATUM_SEED_STRIDE)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sides.append((_ratio(num.sum(), den.sum()), sums[:, 0] / sums[:, 1]))
+    value = a.scale * (sides[0][0] - sides[1][0])
+    replicates = a.scale * (sides[0][1] - sides[1][1])
+    estimate = Estimate(float(value), replicates, len(a.ids) + len(b.ids)).metric()
+    return Difference(estimate, _bootstrap_p(replicates), "unpaired bootstrap")
+
+
+def _bootstrap_p(replicates: np.ndarray) -> float:
+    """Twice the smaller share of replicates on either side of 0, counting the estimate itself (never 0)."""
     below = (np.sum(replicates <= 0) + 1) / (len(replicates) + 1)
     above = (np.sum(replicates >= 0) + 1) / (len(replicates) + 1)
-    return Difference(estimate, float(min(1.0, 2 * min(below, above))), "paired bootstrap")
+    return float(min(1.0, 2 * min(below, above)))

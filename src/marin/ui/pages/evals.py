@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from marin.evaluation.compare import interval, number
+from marin.evaluation.compare_render import interval, number
 from marin.evaluation.errors import EvalDataError
 from marin.evaluation.results import EvaluationResults, decode_results
 from marin.execution.errors import UnreadableRecordError
