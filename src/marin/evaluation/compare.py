@@ -398,6 +398,13 @@ def compare(
     )
 
 
+def configuration_means(
+    groups: Sequence[Group], metric: str, iters: int = stats.ITERS, seed: int = stats.SEED
+) -> list[ConfigurationMetric]:
+    """Each configuration's mean of `metric` over its seeds, with its interval (seed and item noise)."""
+    return _configuration_level(groups, metric, iters, seed, unpaired=False)[0]
+
+
 def _metrics(evaluations: Sequence[Evaluated], wanted: Sequence[str]) -> list[str]:
     """The metrics to show: those asked for (each checked, with a did-you-mean), else every metric of
     every evaluation, less a single dataset's rows (the same as the micro average)."""
@@ -426,9 +433,8 @@ def _differing(columns: Sequence[Group]) -> dict[str, list[Any]]:
         for g in columns:
             values = list(dict.fromkeys(_text(m.params.get(key)) for m in g.members))
             cells.append(g.members[0].params.get(key) if len(values) == 1 else ", ".join(values))
-        if len({_text(c) for c in cells}) > 1 or (
-            is_seed_field(key) and any(len(g.members) > 1 for g in columns)
-        ):
+        varies_within = any(len({_text(m.params.get(key)) for m in g.members}) > 1 for g in columns)
+        if len({_text(c) for c in cells}) > 1 or (is_seed_field(key) and varies_within):
             out[key] = cells
     return out
 

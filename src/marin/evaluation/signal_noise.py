@@ -33,8 +33,8 @@ CHECKPOINTS = 3  # the last checkpoints whose spread is a model's checkpoint-to-
 
 @dataclass(frozen=True)
 class SignalNoise:
-    """One metric's signal, noise (and where it was measured) and their ratio over `models` columns, and
-    whether it is at chance for every model (`chance`: a guesser's score, where known)."""
+    """One metric's signal, noise (and where it was measured) and their ratio over the columns compared,
+    and whether it is at chance for every one of the `models` evaluated (`chance`: a guesser's score)."""
 
     metric: str
     models: int
@@ -77,7 +77,7 @@ def signal_noise(
         chance = next((m.chance[metric] for m in members if metric in m.chance), None)
         at_chance = chance is not None and all(_contains(m.metrics[metric].ci95, chance) for m in members)
         snr = signal / noise if signal is not None and noise else None
-        out.append(SignalNoise(metric, len(values), signal, noise, source, snr, chance, at_chance))
+        out.append(SignalNoise(metric, len(members), signal, noise, source, snr, chance, at_chance))
     return out
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,15 @@ def _train(output_path: str) -> dict:
     return {"headline": {"metric": "loss", "value": 1.0}}
 
 
-def _evaluate(accuracy: Sequence[float], nll: Sequence[float], output_path: str) -> dict:
+@dataclass(frozen=True)
+class Extras:
+    """What a stand-in evaluation also records: exact match per item, and the model's effective config."""
+
+    exact_match: tuple[float, ...] = ()
+    config: tuple[tuple[str, Any], ...] = ()  # the ModelRecord's config, as items
+
+
+def _evaluate(accuracy: Sequence[float], nll: Sequence[float], extras: Extras, output_path: str) -> dict:
     from marin.evaluation import stats
     from marin.evaluation.perplexity import DocumentScore, summarize
     from marin.evaluation.results import (
@@ -27,6 +37,7 @@ def _evaluate(accuracy: Sequence[float], nll: Sequence[float], output_path: str)
         DocumentItems,
         EvaluationItems,
         EvaluationResults,
+        ExactMatchResult,
         ItemRecord,
         MetricResult,
         ModelRecord,
@@ -38,8 +49,17 @@ def _evaluate(accuracy: Sequence[float], nll: Sequence[float], output_path: str)
     docs = [f"{i}:doc" for i in range(len(nll))]
     acc = MetricResult.named(stats.accuracy(accuracy), "acc", Aggregation.MEAN)
     scores = [DocumentScore("stories", "stories", float(x), 10, 40) for x in nll]
+    exact = None
+    if extras.exact_match:
+        exact = ExactMatchResult(
+            task="tinystories_qa",
+            exact_match=MetricResult.named(
+                stats.accuracy(extras.exact_match), "exact_match", Aggregation.MEAN
+            ),
+        )
     results = EvaluationResults(
-        model=ModelRecord(kind="step", location="model", label="model"),
+        model=ModelRecord(kind="step", location="model", label="model", config=dict(extras.config) or None),
+        exact_match=exact,
         perplexity=Perplexity.of(summarize(scores, iters=200)),
         harness={"story_endings": {"acc": acc}},
         tasks={
@@ -53,6 +73,13 @@ def _evaluate(accuracy: Sequence[float], nll: Sequence[float], output_path: str)
             )
         },
         harness={"story_endings": {"acc": ItemRecord(ids=ids, values=list(map(float, accuracy)))}},
+        exact_match={
+            "tinystories_qa": ItemRecord(
+                ids=[f"{i}:q" for i in range(len(extras.exact_match))], values=list(extras.exact_match)
+            )
+        }
+        if extras.exact_match
+        else {},
     )
     Path(output_path, "results.json").write_bytes(results.to_bytes())
     Path(output_path, "items.json").write_bytes(items.to_bytes())
@@ -60,23 +87,27 @@ def _evaluate(accuracy: Sequence[float], nll: Sequence[float], output_path: str)
 
 
 def run_stand_ins(
-    prefix: Path, runs: dict[str, tuple[float, int, Sequence[float], Sequence[float]]]
+    prefix: Path,
+    runs: dict[str, tuple[float, int, Sequence[float], Sequence[float]]],
+    extras: dict[str, tuple[dict[str, Any], Extras]] | None = None,
 ) -> dict[str, str]:
     """`{eval name: (learning rate, seed, per-item accuracy, per-document nll)}` as train and evaluation
-    steps under `prefix`; the evaluations' output folders by name."""
+    steps under `prefix`; `extras` gives some of them more of their train step's key and an `Extras`.
+    The evaluations' output folders by name."""
     evals = []
     for name, (lr, seed, accuracy, nll) in runs.items():
+        more_key, more = (extras or {}).get(name, ({}, Extras()))
         model = StepSpec(
             name=f"checkpoints/{name.rsplit('/', 1)[-1]}",
             fn=_train,
-            hash_attrs={"optimizer": {"learning_rate": lr}, "seed": seed, "num_train_steps": 10},
+            hash_attrs={"optimizer": {"learning_rate": lr}, "seed": seed, "num_train_steps": 10, **more_key},
         )
+        # the scores are bound as arrays and a dataclass, not JSON: out of the code fingerprint
+        scored = functools.partial(_evaluate, np.asarray(accuracy), np.asarray(nll), more)
         evals.append(
             StepSpec(
                 name=name,
-                fn=functools.partial(
-                    _evaluate, np.asarray(accuracy), np.asarray(nll)
-                ),  # not JSON: out of the key
+                fn=scored,
                 deps=[model],
                 hash_attrs={"model": {"step": model.name}, "harness_items": len(accuracy)},
             )

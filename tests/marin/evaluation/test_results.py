@@ -104,3 +104,10 @@ def test_items_give_paired_scores_by_the_flat_names_exact_match_included():
     num, den = bpb.aligned(bpb.ids)
     assert math.isclose(bpb.scale * num.sum() / den.sum(), 6 / 8 / math.log(2))
     assert np.array_equal(scores["tinystories_qa/exact_match"].values, [1.0, 1.0])
+
+
+def test_a_checkpoints_results_are_one_point_of_every_curve_exact_match_included():
+    points = _results().curve_points(step=20, tokens=2560)
+    assert set(points) == set(_results().flat_metrics())
+    em = points["tinystories_qa/exact_match"]
+    assert (em.step, em.tokens, em.value, em.direction) == (20, 2560, 0.5, Direction.HIGHER)
