@@ -54,7 +54,8 @@ def render(comparison: Comparison, fmt: str = "md") -> str:
     sections = [_overview(comparison)]
     by_kind = {kind: [d for d in comparison.differences if d.kind == kind] for kind in Kind}
     tests = sum(1 for d in comparison.differences if d.p_value is not None)
-    adjusted = f"adjusted for the {tests} tests of this table by {comparison.adjustment.describe()}"
+    plural = "s" if tests != 1 else ""
+    adjusted = f"adjusted for the {tests} test{plural} of this table by {comparison.adjustment.describe()}"
     if by_kind[Kind.CONFIGURATION]:
         sections.append(
             "Differences between configurations (a - b: the mean over a's seeds minus b's; 95% interval "

@@ -413,6 +413,8 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
             "indistinguishable": list(found.tied) if not found.separable else [],
             "verdict": found.sentence(),
         }
+        if not found.separable:  # `marin status` prints it beside the value
+            artifact["headline"]["warning"] = found.sentence()
     return artifact
 
 
