@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from marin.evaluation.compare import Comparison, Difference, Group, Kind
+from marin.evaluation.comparison import Comparison, Difference, Group, Kind
 from marin.evaluation.errors import EvalDataError
 from marin.evaluation.results import MetricResult
 

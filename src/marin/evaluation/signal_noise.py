@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from marin.evaluation.compare import ConfigurationMetric, Group
+    from marin.evaluation.comparison import ConfigurationMetric, Group
 
 CHECKPOINTS = 3  # the last checkpoints whose spread is a model's checkpoint-to-checkpoint noise
 

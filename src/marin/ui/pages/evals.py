@@ -26,7 +26,9 @@ def evals(site: Site, request: Request) -> HTMLResponse:
     metric's mean over the seeds with its interval (seed and item noise) and the seeds' spread; then each
     metric with the configurations and models side by side, ranked by the interval's worse end (the lower
     bound when higher is better, the upper bound when lower is), each interval drawn as a bar."""
-    from marin.evaluation.compare import Evaluated, configuration_means, group_replicates, ranked
+    from marin.evaluation.compare import group_replicates, ranked
+    from marin.evaluation.comparison import Evaluated
+    from marin.evaluation.differences import configuration_means
     from marin.evaluation.replicates import Configuration, configuration_of
 
     rows, evaluated, entries = [], [], {}
@@ -104,7 +106,7 @@ def _with_items(group):
     counts the seeds alone)."""
     import dataclasses
 
-    from marin.evaluation.compare import Group
+    from marin.evaluation.comparison import Group
 
     members = []
     for m in group.members:
