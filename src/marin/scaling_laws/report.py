@@ -29,7 +29,7 @@ def warnings(report: ScalingReport) -> list[str]:
     if config.target > largest:
         out.append(
             f"the prediction at C = {config.target:.3g} extrapolates {config.target / largest:.3g}x beyond the "
-            f"largest budget trained ({largest:.3g}): its interval is the law's uncertainty given these runs, "
+            f"largest budget trained ({largest:.3g}): its interval is the uncertainty of the law given these runs, "
             "not a guarantee that the law holds out there"
         )
     for name, bounds in (("N*", report.approach3.params_interval), ("D*", report.approach3.tokens_interval)):
