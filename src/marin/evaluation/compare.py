@@ -57,6 +57,7 @@ from marin.evaluation.results import RESULTS_FILE, read_items, read_results
 from marin.evaluation.signal_noise import signal_noise
 from marin.evaluation.suites import unknown
 from marin.execution.artifact import read_artifact, read_info
+from marin.execution.canonical import NOT_JSON, plain_json_or_none
 from marin.execution.states import OutputState
 
 
@@ -101,7 +102,8 @@ def read_evaluation(path: str) -> Evaluated:
             )  # the model's parameters line up across runs
             params.update({f"{role}.{k}": v for k, v in flatten(dep_info.hash_attrs).items()})
     effective = results.model.config if results.model is not None else None
-    for k, v in flatten(_effective_params(effective)).items():
+    effective_params = plain_json_or_none(_effective_params(effective))  # spelled as keys spell values
+    for k, v in flatten(effective_params if effective_params is not NOT_JSON else {}).items():
         params.setdefault(f"model.{k}", v)  # a default the key leaves out, never over a keyed value
     flat = results.flat_metrics()
     chance = {m: c for m in flat if (c := results.chance(m)) is not None}
@@ -262,7 +264,11 @@ def _differing(columns: Sequence[Group]) -> dict[str, list[Any]]:
 
 
 def _text(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode() if not isinstance(value, str) else value
+    """One spelling per value (`1.0` and `1` alike, as keys spell them), to tell what differs."""
+    if isinstance(value, str):
+        return value
+    canonical = plain_json_or_none(value)
+    return orjson.dumps(value if canonical is NOT_JSON else canonical, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _replicate_notes(groups: Sequence[Group], rows: Sequence[ConfigurationMetric]) -> list[str]:
