@@ -70,7 +70,7 @@ def test_compare_shows_exact_match_lora_and_effective_config_in_md_csv_and_json(
         rows.setdefault(cells[0], cells)
     assert rows["model.lora"][1:] == ["{}", ""]  # LoRA at its defaults is a setting, not nothing
     assert rows["model.lora.rank"][1:] == ["8", ""]
-    assert rows["model.model.rope_theta"][1:] == ["1e+04", "1e+06"]  # each model's default, never blank
+    assert rows["model.model.rope_theta"][1:] == ["10000", "1000000"]  # each model's default, never blank
     assert rows["model.model.architecture"][1:] == ["llama", "qwen3"]
     assert rows["tinystories_qa/exact_match"][1].endswith("n=40")
     as_json = json.loads(
