@@ -246,19 +246,19 @@ def _metrics(evaluations: Sequence[Evaluated], wanted: Sequence[str]) -> list[st
 
 def _differing(columns: Sequence[Group]) -> dict[str, list[Any]]:
     """Parameters whose value differs between columns; a column of replicates shows a value its seeds
-    share, and the seeds' values (`0, 1, 2`) for a seed field. The evaluated step's name is left out
-    where it is one per seed."""
+    share, and the seeds' values (`0, 1, 2`) for a seed field. Anything else that varies within a column
+    of replicates is a name of its own per seed (the evaluated step, its data's step), and is left out."""
     keys = list(dict.fromkeys(k for g in columns for m in g.members for k in m.params))
     out = {}
     for key in keys:
-        if key == "eval.model.step" and any(len(g.members) > 1 for g in columns):
+        varies_within = any(len({_text(m.params.get(key)) for m in g.members}) > 1 for g in columns)
+        if varies_within and not is_seed_field(key):
             continue
         cells = []
         for g in columns:
             values = list(dict.fromkeys(_text(m.params.get(key)) for m in g.members))
             cells.append(g.members[0].params.get(key) if len(values) == 1 else ", ".join(values))
-        varies_within = any(len({_text(m.params.get(key)) for m in g.members}) > 1 for g in columns)
-        if len({_text(c) for c in cells}) > 1 or (is_seed_field(key) and varies_within):
+        if len({_text(c) for c in cells}) > 1 or varies_within:
             out[key] = cells
     return out
 

@@ -54,9 +54,17 @@ class Group:
 
     @property
     def seeds(self) -> list[str]:
-        """Each member's seeds, as `field=value` text."""
+        """Each member's seeds that differ between the members, as `field=value` text (a field left at
+        its default is out of the key, so a member may not name it)."""
+        fields = list(dict.fromkeys(k for m in self.members for k in m.configuration.seeds))
+        varying = [k for k in fields if len({repr(m.configuration.seeds.get(k)) for m in self.members}) > 1]
         return [
-            ", ".join(f"{k.split(': ')[-1]}={v}" for k, v in m.configuration.seeds.items())
+            ", ".join(
+                f"{k.split(': ')[-1]}={m.configuration.seeds[k]}"
+                for k in varying
+                if k in m.configuration.seeds
+            )
+            or "defaults"
             for m in self.members
         ]
 

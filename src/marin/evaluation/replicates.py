@@ -6,10 +6,11 @@ everything upstream of it) replaced by the model's configuration key, which is i
 without its name and without its seed fields. Two evaluations with the same configuration key differ
 at most in the seeds of what they evaluate: they are replicates.
 
-A seed field is one named `seed` or ending in `_seed` (`data_seed`, `init_seed`) at any depth of an
-upstream step's `hash_attrs`: the trainer's `seed` (which sets the initial weights and the data order),
-and the seed of any step the model depends on. The evaluation's own seeds (`bootstrap_seed`, the
-sampling seed) are part of how it measures, so they stay in its configuration.
+A seed field is one named `seed` or ending in `_seed` (`data_seed`, `init_seed`) at any depth of the
+`hash_attrs` of the evaluated model or a step upstream of it: the trainer's `seed` (which sets the
+initial weights and the data order), and the seed of any step the model depends on (a random cut of
+its training data). The evaluation's own seeds (`bootstrap_seed`, the sampling seed) and those of its
+evaluation data are part of how and on what it measures, so they stay in its configuration.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from marin.data.step_inputs import STEP_INPUT_PREFIX
 from marin.execution.artifact import ExecutorInfo, read_info
 from marin.execution.cache_key import canonical_json
 
@@ -67,40 +69,54 @@ def configuration_of(
     info: ExecutorInfo, read: Callable[[str], ExecutorInfo | None] = read_info, own_seeds: bool = False
 ) -> Configuration:
     """The configuration of the output whose `.executor_info` is `info`: its key record without its
-    name, each dependency replaced by the dependency's configuration key (seeds out), recursively.
-    An evaluation keeps its own seeds (how it measures); a trained model, `own_seeds=True`, does not."""
+    name, each dependency replaced by the dependency's configuration key, recursively. Seeds are taken
+    out of the evaluated model and everything upstream of it (its initialisation, its data order, the
+    sampling of its training data); an evaluation's own seeds and its evaluation data's stay (how and
+    on what it measures). A trained model itself, `own_seeds=True`, is all model: its seeds go too."""
     seeds: dict[str, Any] = {}
-    cache: dict[str, str] = {}
+    cache: dict[tuple[str, bool], str] = {}
 
-    def upstream(name: str, path: str) -> str:
-        if path in cache:
-            return cache[path]
+    def upstream(name: str, path: str, strip: bool) -> str:
+        if (path, strip) in cache:
+            return cache[path, strip]
         dep = read(path)
         if dep is None or dep.key_record is None:
-            cache[path] = f"unknown:{name}:{dep.key if dep is not None else path}"
-            return cache[path]
-        hash_attrs, found = split_seeds(dep.key_record.get("hash_attrs") or {})
-        seeds.update({f"{name}: {k}": v for k, v in found.items()})
-        cache[path] = _digest(_record(dep, hash_attrs, upstream))
-        return cache[path]
+            cache[path, strip] = f"unknown:{name}:{dep.key if dep is not None else path}"
+            return cache[path, strip]
+        hash_attrs = dep.key_record.get("hash_attrs") or {}
+        if strip:
+            hash_attrs, found = split_seeds(hash_attrs)
+            seeds.update({f"{name}: {k}": v for k, v in found.items()})
+        cache[path, strip] = _digest(_record(dep, hash_attrs, lambda n, p: upstream(n, p, strip)))
+        return cache[path, strip]
 
     hash_attrs = (info.key_record or {}).get("hash_attrs") or info.hash_attrs or {}
     if own_seeds:
         hash_attrs, found = split_seeds(hash_attrs)
         seeds.update({f"{info.name}: {k}": v for k, v in found.items()})
-    own = _record(info, hash_attrs, upstream)
+    model = _evaluated_step(info)
+    own = _record(info, hash_attrs, lambda n, p: upstream(n, p, own_seeds or n == model))
     return Configuration(_digest(own), dict(sorted(seeds.items())))
+
+
+def _evaluated_step(info: ExecutorInfo) -> str | None:
+    """The name of the step an evaluation scores (its `model.step`), if it scores one."""
+    model = (info.hash_attrs or {}).get("model")
+    return model.get("step") if isinstance(model, Mapping) else None
 
 
 def _record(info: ExecutorInfo, hash_attrs: Any, upstream: Callable[[str, str], str]) -> dict[str, Any]:
     """A key record without the step's name: each dependency by its configuration key, in order, and
-    every mention of a dependency's name in hash_attrs (`model.step`, a dataset's step) by its place,
-    since replicates' upstream steps have names of their own."""
+    every mention of a dependency's name in hash_attrs (`model.step`, a dataset's step, a `step:NAME`
+    input) by its place, since replicates' upstream steps have names of their own."""
     record = info.key_record or {}
     paths = {d.name: d.path for d in info.deps}
     names = [str(name) for name, _ in record.get("deps") or ()]
     deps = [upstream(name, paths[name]) if name in paths else key for name, key in record.get("deps") or ()]
     places = {name: f"<dependency {i}>" for i, name in enumerate(names)}
+    places |= {
+        f"{STEP_INPUT_PREFIX}{name}": f"{STEP_INPUT_PREFIX}<dependency {i}>" for i, name in enumerate(names)
+    }
     return {
         "hash_attrs": _renamed(hash_attrs, places),
         "deps": deps,
