@@ -32,4 +32,5 @@ def test_the_compare_benchmark_prints_compare_beside_the_paired_bootstrap():
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert figures["compare_s"] > 0 and figures["paired_s"] > 0 and figures["compare_over_paired"] > 0
     assert set(figures["goals"]) == {"compare_s <= 2", "compare_over_paired <= 3"}
+    assert figures["meets_goals"] == all(figures["goals"].values())  # run_all.py's verdict
     assert "100 items" in figures["workload"] and len(figures["load_average"]) == 3
