@@ -31,8 +31,9 @@ Differences between configurations trained with several seeds are `marin.evaluat
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ CHUNK = 1000  # resamples per seeded chunk, as lm-eval-harness's bootstrap_stder
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 STRATUM_SEED_STRIDE = 100_003  # stratum s draws from seeds seed + s * stride + chunk: never overlapping
 _BLOCK_VALUES = 1 << 22  # random draws held at once while resampling
+_KEPT_COUNTS = 1 << 21  # resample counts kept for the next statistic of the same items (16 MB, two kept)
 
 
 @dataclass(frozen=True)
@@ -175,13 +177,34 @@ def resampled_sums(columns: np.ndarray, iters: int = ITERS, seed: int = SEED) ->
     n = columns.shape[0]
     out = np.empty((iters, columns.shape[1]))
     row = 0
-    for idx in resample_indices(n, iters, seed):
-        rows = idx.shape[0]
-        flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+    for counts in _resample_counts(n, iters, seed):
+        rows = counts.shape[0]
         out[row : row + rows] = counts @ columns
         row += rows
     return out
+
+
+def _resample_counts(n: int, iters: int, seed: int) -> Iterator[np.ndarray]:
+    """Blocks of `(rows, n)` counts: how often each resample draws each row. Every metric of one set of
+    items (a task's accuracies, the documents' loss and bits per byte, each metric `marin compare`
+    resamples) draws the same resamples, so small ones are drawn once and kept."""
+    if n * iters <= _KEPT_COUNTS:
+        return iter(_kept_counts(n, iters, seed))
+    return (_counts(idx) for idx in resample_indices(n, iters, seed))
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_counts(n: int, iters: int, seed: int) -> tuple[np.ndarray, ...]:
+    blocks = tuple(_counts(idx) for idx in resample_indices(n, iters, seed))
+    for block in blocks:
+        block.flags.writeable = False  # shared by every later caller
+    return blocks
+
+
+def _counts(idx: np.ndarray) -> np.ndarray:
+    rows, n = idx.shape
+    flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
 
 
 @dataclass(frozen=True)
