@@ -54,19 +54,25 @@ class Group:
 
     @property
     def seeds(self) -> list[str]:
-        """Each member's seeds that differ between the members, as `field=value` text (a field left at
-        its default is out of the key, so a member may not name it)."""
-        fields = list(dict.fromkeys(k for m in self.members for k in m.configuration.seeds))
-        varying = [k for k in fields if len({repr(m.configuration.seeds.get(k)) for m in self.members}) > 1]
+        """Each member's seeds that differ between the members, as `field=value` text (`field=default`
+        where a member leaves it at its default, which keeps it out of the key)."""
+        by_field = [_by_field(m.configuration.seeds) for m in self.members]
+        fields = list(dict.fromkeys(f for seeds in by_field for f in seeds))
+        varying = [f for f in fields if len({repr(seeds.get(f)) for seeds in by_field}) > 1]
         return [
-            ", ".join(
-                f"{k.split(': ')[-1]}={m.configuration.seeds[k]}"
-                for k in varying
-                if k in m.configuration.seeds
-            )
-            or "defaults"
-            for m in self.members
+            ", ".join(f"{path}={seeds.get((path, i), 'default')}" for path, i in varying) or "defaults"
+            for seeds in by_field
         ]
+
+
+def _by_field(seeds: dict[str, Any]) -> dict[tuple[str, int], Any]:
+    """A member's seeds by field path, numbered where two of its steps have the same path: each replicate's
+    upstream steps are named for its seed, so a field is matched across replicates by its path."""
+    out: dict[tuple[str, int], Any] = {}
+    for key, value in seeds.items():
+        path = key.split(": ")[-1]
+        out[path, sum(p == path for p, _ in out)] = value
+    return out
 
 
 class Kind(StrEnum):

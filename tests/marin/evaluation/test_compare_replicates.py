@@ -144,3 +144,17 @@ def test_different_items_need_unpaired(outputs):
     assert "pass --unpaired" in done.stderr
     unpaired = _marin("compare", a, b, "--metric", "story_endings/acc", "--unpaired")
     assert unpaired.returncode == 0 and "unpaired bootstrap" in unpaired.stdout
+
+
+def test_each_replicate_names_its_seeds_and_a_seed_left_at_its_default():
+    from marin.evaluation.comparison import Evaluated, Group
+    from marin.evaluation.replicates import Configuration
+
+    def member(
+        seeds: dict,
+    ) -> Evaluated:  # upstream steps are named for their seed, as replicate() names them
+        return Evaluated("e", "e", {}, {}, configuration=Configuration("same", seeds))
+
+    first = member({"checkpoints/m-0: seed": 0})  # its random cut's seed at the default: not in its key
+    second = member({"checkpoints/m-1: seed": 1, "curated/cut-1: scorer.seed": 1})
+    assert Group("m", (first, second)).seeds == ["seed=0, scorer.seed=default", "seed=1, scorer.seed=1"]
