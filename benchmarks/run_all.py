@@ -84,6 +84,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),
     "curation_scaling": ([], ["--quick"]),
+    "curation_quality_scoring": ([], ["--quick"]),
     # needs datatrove in its own environment (DATATROVE_PYTHON, see the script); says so when missing
     "curation_vs_datatrove": ([], ["--quick"]),
 }

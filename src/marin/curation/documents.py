@@ -218,6 +218,10 @@ class CurationStats:
         self.documents_in += 1
         self.bytes_in += len(text.encode("utf-8", "surrogatepass"))
 
+    def read_all(self, texts: Sequence[str]) -> None:
+        self.documents_in += len(texts)
+        self.bytes_in += sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
     def wrote(self, text: str) -> None:
         self.documents_out += 1
         self.bytes_out += len(text.encode("utf-8", "surrogatepass"))
