@@ -17,11 +17,14 @@ It returns the summary stored in `.artifact.json`, whose `"headline"` (`{"metric
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import orjson
@@ -29,21 +32,37 @@ import orjson
 import storage
 from marin.evaluation import stats
 from marin.evaluation.checkpoint import find_hf_export, load_hf_model
+from marin.evaluation.contamination import ContaminationConfig
+from marin.evaluation.document_scores import (
+    DOCUMENTS_FILE,
+    DocumentScoreRecord,
+    document_records,
+    write_document_scores,
+)
 from marin.evaluation.documents import EvalDocument, TextDataset, read_text_dataset, read_token_cache
 from marin.evaluation.errors import EvalDataError
 from marin.evaluation.exact_match import ExactMatchTask
 from marin.evaluation.model_source import ModelKind, ModelSource, hub_folder
 from marin.evaluation.samples import SamplingConfig, generate_samples
+from marin.evaluation.score_cache import (
+    CACHE_DIR,
+    DEFAULT_FLUSH_S,
+    Ranks,
+    ScoreCache,
+    model_identity,
+    sibling_caches,
+    torch_ranks,
+)
 from marin.evaluation.suites import Aggregate, Suite, Task
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY
-from marin.execution.manifest import bytes_digest
 
 RESULTS_FILE = "results.json"
 ITEMS_FILE = "items.json"
 SAMPLES_FILE = "samples.jsonl"
 HARNESS_SAMPLES_DIR = "harness_samples"
 HARNESS_DIR = "harness"
+HARNESS_WORK_PREFIX = "marin-harness-"  # the local work folder of a run: never named in a kept file
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,12 @@ class EvalOptions:
     bootstrap_seed: int = stats.SEED
     # chat prompts with known answers (marin.evaluation.exact_match)
     exact_match: ExactMatchTask | None = None
+    # each item's overlap with the model's training data (marin.evaluation.contamination)
+    contamination: bool | ContaminationConfig | None = None
+    # processes that score side by side (a device each where there are GPUs); any number resumes any other's
+    num_processes: int = field(default=1, metadata=NOT_KEY)
+    # the longest a scored item waits before it is written to the score cache (what a kill can lose)
+    score_flush_s: float = field(default=DEFAULT_FLUSH_S, metadata=NOT_KEY)
 
     def __post_init__(self) -> None:
         if self.exact_match is not None and not isinstance(self.exact_match, ExactMatchTask):
@@ -96,6 +121,21 @@ class EvalOptions:
             )
         object.__setattr__(self, "harness_tasks", tuple(self.harness_tasks))
         object.__setattr__(self, "prompts", tuple(self.prompts))
+        if self.contamination is True:
+            object.__setattr__(self, "contamination", ContaminationConfig())
+        elif self.contamination is False:
+            object.__setattr__(self, "contamination", None)
+        if self.contamination is not None and not isinstance(self.contamination, ContaminationConfig):
+            raise EvalDataError(
+                "contamination must be True or a ContaminationConfig (marin.evaluation.contamination), got "
+                f"{type(self.contamination).__name__}"
+            )
+        if (
+            isinstance(self.num_processes, bool)
+            or not isinstance(self.num_processes, int)
+            or self.num_processes < 1
+        ):
+            raise EvalDataError(f"num_processes must be a positive int, got {self.num_processes!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,10 +152,14 @@ class EvaluationConfig(EvalOptions):
     datasets: tuple[TextDataset | TokenCacheRef, ...] = ()
     suite: Suite | None = None
     checkpoints: str | tuple[int, ...] | None = None  # "all" or steps: the train step's intermediate exports
+    # (local model folder, device) -> greedy generation in our own layers, for a model we trained: given by
+    # marin.experiment, which sees both training and evaluation; None: Hugging Face's generate
+    generator: Callable[[str, str], Any] | None = field(default=None, metadata=NOT_KEY, compare=False)
 
     def to_json(self) -> dict:
         """The whole config as plain JSON (recorded in results.json)."""
-        return orjson.loads(orjson.dumps(dataclasses.asdict(self)))
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "generator"}
+        return orjson.loads(orjson.dumps(fields, default=_plain_json))
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -125,90 +169,241 @@ class EvaluationConfig(EvalOptions):
         return (self.suite.tasks if self.suite is not None else ()) + harness_tasks(self.harness_tasks)
 
 
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model to score, brought local: its folder, where it came from, and its identity (the digest of
+    its files, which its cached scores are keyed by)."""
+
+    folder: str
+    source: str
+    identity: str
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """One intermediate export of the train step to score: its step, tokens seen, files and results folder."""
+
+    step: int
+    tokens: int | None
+    model: ModelFiles
+    results: str  # folder under the step's output, e.g. "checkpoints/step-00000010"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What the step resolved before scoring (from its context and its dependencies' outputs), so that
+    every scoring process works from the same plain paths."""
+
+    model: ModelFiles
+    token_caches: dict[str, str]  # step name -> output path
+    checkpoints: tuple[CheckpointFiles, ...] = ()
+    lineage: tuple[str, ...] = ()  # token caches the model was trained on (contamination)
+
+
 def local_model_folder(source: ModelSource, path_of) -> tuple[str, str]:
     """(a local folder holding the model's files, where they came from), fetching what is remote."""
+    files = model_files(source, path_of)
+    return files.folder, files.source
+
+
+def model_files(source: ModelSource, path_of) -> ModelFiles:
+    """The model brought local (a hub snapshot, the export cache for a remote folder), with its identity."""
     from marin.evaluation import export_cache
 
     if source.kind == ModelKind.HUB:
-        return hub_folder(source), f"hf://{source.location}@{source.revision}"
+        folder = hub_folder(source)
+        return ModelFiles(folder, f"hf://{source.location}@{source.revision}", model_identity(folder))
     if source.kind == ModelKind.FOLDER:
-        if storage.is_local(source.location):
-            return storage.local_path(source.location), source.location
-        return export_cache.fetch(source.location), source.location
+        folder = (
+            storage.local_path(source.location)
+            if storage.is_local(source.location)
+            else export_cache.fetch(source.location)
+        )
+        return ModelFiles(folder, source.location, model_identity(folder))
     export = find_hf_export(source.location, path_of(source.location))
     if storage.is_local(export.path):
-        return storage.local_path(export.path), export.path
-    return export_cache.fetch(export.path, export.manifest, export.manifest_prefix), export.path
+        folder = storage.local_path(export.path)
+    else:
+        folder = export_cache.fetch(export.path, export.manifest, export.manifest_prefix)
+    return ModelFiles(folder, export.path, model_identity(folder, export.manifest, export.manifest_prefix))
+
+
+def resolve(config: EvaluationConfig, path_of) -> Resolved:
+    """The model's local files, the token caches' paths, the chosen checkpoints (refused, naming the
+    exports there are, when one is missing) and the model's training data when contamination is asked."""
+    model = model_files(config.model, path_of)
+    caches = {d.step_name: path_of(d.step_name) for d in config.datasets if isinstance(d, TokenCacheRef)}
+    checkpoints = _checkpoint_files(config, path_of) if config.checkpoints is not None else ()
+    lineage: tuple[str, ...] = ()
+    if config.contamination is not None:
+        from marin.evaluation.contamination import training_token_caches
+
+        lineage = training_token_caches(config.model, path_of)
+    return Resolved(model, caches, checkpoints, lineage)
 
 
 def run_evaluation(config: EvaluationConfig, output_path: str) -> dict:
-    """Evaluate the model; write results under `output_path`; return the summary for `.artifact.json`."""
-    ctx = current()
-    folder, source = local_model_folder(config.model, ctx.path_of)
-    results, items = _score(config, folder, output_path, ctx.path_of, prompts=True)
+    """Evaluate the model; write results under `output_path`; return the summary for `.artifact.json`.
+
+    With `num_processes` > 1 the scoring runs as that many processes of this machine (one torch.distributed
+    group, a device each when there are GPUs) sharing the items through the score cache; the first
+    writes the results.
+    """
+    resolved = resolve(config, current().path_of)
+    run_id = uuid.uuid4().hex[:12]
+    processes = max(1, config.num_processes)
+    if processes == 1:
+        return _evaluate(config, output_path, resolved, run_id, Ranks())
+    import torch
+
+    from fray.cluster import run_as_local_gang
+
+    threads = max(1, torch.get_num_threads() // processes)
+    return run_as_local_gang(
+        functools.partial(_evaluate_as_rank, config, output_path, resolved, run_id, threads), processes
+    )
+
+
+def _evaluate_as_rank(
+    config: EvaluationConfig, output_path: str, resolved: Resolved, run_id: str, threads: int
+):
+    """One process of a multi-process evaluation: join the group, take a device, score, leave."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    dist.init_process_group("gloo")
+    try:
+        return _evaluate(config, output_path, resolved, run_id, torch_ranks())
+    finally:
+        dist.destroy_process_group()
+
+
+def _evaluate(config: EvaluationConfig, output_path: str, resolved: Resolved, run_id: str, ranks: Ranks):
+    """Score the model (and its checkpoints) through the step's score cache; rank 0 writes the results."""
+    cache = ScoreCache(
+        storage.join(output_path, CACHE_DIR),
+        sources=sibling_caches(output_path),
+        ranks=ranks,
+        run_id=run_id,
+        flush_s=config.score_flush_s,
+    )
+    writer = ranks.rank == 0
+    scored = _score(config, resolved.model, output_path, resolved, cache, writer, prompts=True)
     results = {
         "model": {**dataclasses.asdict(config.model), "label": config.model.label()},
-        "hf_path": source,
-        **results,
+        "hf_path": resolved.model.source,
+        **scored.results,
         "bootstrap": {"iters": config.bootstrap_iters, "seed": config.bootstrap_seed},
         "config": config.to_json(),
     }
     if config.checkpoints is not None:
-        results["checkpoints"] = _score_checkpoints(config, output_path, ctx.path_of)
+        results["checkpoints"] = _score_checkpoints(config, output_path, resolved, cache, writer)
+    cache.compact()
+    results["score_cache"] = {"folder": CACHE_DIR, **cache.counts.to_json()}
+    if not writer:
+        return None
     results["items"] = ITEMS_FILE
-    storage.write_many(
-        [
-            (storage.join(output_path, ITEMS_FILE), orjson.dumps(items)),
-            (storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
-        ]
+    _write_scored(output_path, scored)
+    storage.write_atomic(
+        storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)
     )
     return summary(results)
 
 
+@dataclass
+class Scored:
+    """What scoring one model gives: the results, the per-item scores, and each document's scores."""
+
+    results: dict
+    items: dict
+    documents: list[DocumentScoreRecord] = field(default_factory=list)
+    harness: dict = field(default_factory=dict)  # task -> harness.TaskResult
+
+
+def _write_scored(folder: str, scored: Scored) -> None:
+    storage.makedirs(folder)
+    storage.write_atomic(storage.join(folder, ITEMS_FILE), orjson.dumps(scored.items))
+    if scored.documents:
+        write_document_scores(folder, scored.documents)
+
+
 def _score(
-    config: EvaluationConfig, folder: str, output_path: str, path_of, prompts: bool
-) -> tuple[dict, dict]:
-    """Score the model in the local `folder` on the datasets and tasks (and prompts); (results, items)."""
-    loaded = load_hf_model(folder, config.max_length)
-    results: dict = {"max_length": loaded.max_length}
-    items: dict = {}
-    docs = _documents(config, loaded.model.config.vocab_size, path_of)
+    config: EvaluationConfig,
+    model: ModelFiles,
+    output_path: str,
+    resolved: Resolved,
+    cache: ScoreCache,
+    writer: bool,
+    prompts: bool,
+) -> Scored:
+    """Score the model in `model.folder` on the datasets and tasks (and prompts) through `cache`.
+
+    Every process scores its share; the `writer` (rank 0) alone writes files under `output_path`.
+    """
+    loaded = load_hf_model(model.folder, config.max_length)
+    scored = Scored({"max_length": loaded.max_length}, {})
+    generate = config.generator(model.folder, str(loaded.model.device)) if config.generator else None
+    docs = _documents(config, loaded.model.config.vocab_size, resolved.token_caches)
     if docs:
         from marin.evaluation.perplexity import score_documents, summarize
 
-        scores = score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, config.batch_size)
-        results["perplexity"] = summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
-        items["perplexity"] = _document_items(docs, scores)
+        scores = score_documents(
+            loaded.model,
+            loaded.tokenizer,
+            docs,
+            loaded.max_length,
+            config.batch_size,
+            cache=cache,
+            model_id=model.identity,
+        )
+        scored.results["perplexity"] = summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
+        scored.items["perplexity"] = _document_items(docs, scores)
+        scored.documents = document_records(docs, scores)
+        scored.results["documents"] = DOCUMENTS_FILE
     tasks = config.tasks
     if tasks:
-        _run_harness(config, tasks, loaded, output_path, results, items)
+        _run_harness(config, tasks, loaded, output_path, scored, cache, model.identity, generate, writer)
     if config.exact_match is not None:
         from marin.evaluation.exact_match import ITEMS_FILE as EXACT_MATCH_FILE
         from marin.evaluation.exact_match import score_exact_match
 
-        results["exact_match"], records = score_exact_match(
-            loaded.model, loaded.tokenizer, config.exact_match, loaded.max_length
+        scored.results["exact_match"], records = score_exact_match(
+            loaded.model,
+            loaded.tokenizer,
+            config.exact_match,
+            loaded.max_length,
+            cache=cache,
+            model_id=model.identity,
+            generate=generate,
+            batch_size=config.batch_size,
         )
-        storage.write_atomic(
-            storage.join(output_path, EXACT_MATCH_FILE), b"".join(orjson.dumps(r) + b"\n" for r in records)
-        )
-    if prompts and config.prompts:
-        results["samples"] = generate_samples(
+        if writer:
+            storage.write_atomic(
+                storage.join(output_path, EXACT_MATCH_FILE),
+                b"".join(orjson.dumps(r) + b"\n" for r in records),
+            )
+    if prompts and config.prompts and writer:
+        scored.results["samples"] = generate_samples(
             loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
         )
         storage.write_atomic(
             storage.join(output_path, SAMPLES_FILE),
-            b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
+            b"".join(orjson.dumps(r) + b"\n" for r in scored.results["samples"]),
         )
-    return results, items
+    if config.contamination is not None and resolved.lineage:
+        from marin.evaluation.contamination import contamination_report
+
+        scored.results["contamination"] = contamination_report(
+            config.contamination, resolved.lineage, loaded.tokenizer, docs, scored, config
+        )
+    return scored
 
 
-def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> dict:
-    """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
-
-    Each checkpoint's results and items are written under `checkpoints/step-NNNNNNNN/`.
-    """
-    from marin.evaluation.compare import metrics_of
+def _checkpoint_files(config: EvaluationConfig, path_of) -> tuple[CheckpointFiles, ...]:
+    """The chosen intermediate exports of the train step, brought local, in step order."""
     from marin.evaluation.errors import CheckpointNotReadyError
 
     step = config.model.location
@@ -218,29 +413,50 @@ def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> d
     missing = [s for s in wanted if s not in exports]
     if missing:
         raise CheckpointNotReadyError(
-            f"checkpoints={list(config.checkpoints or ())}: model step {step!r} has no export of step(s) {missing}; "
-            f"it exported steps {sorted(exports)} (train_lm(..., export_every=N) exports every N steps and the last)"
+            f"checkpoints={list(config.checkpoints or ())}: model step {step!r} has no export of step(s) "
+            f"{missing}; it exported steps {sorted(exports)} (train_lm(..., export_every=N) exports every N "
+            "steps and the last)"
         )
-    curves: dict[str, list[dict]] = {}
-    points = []
+    out = []
     for number in wanted:
         url = storage.join(train_output, exports[number])
-        folder = _local_export(step, train_output, url)
-        where = storage.join(output_path, "checkpoints", storage.basename(exports[number]))
-        results, items = _score(config, folder, where, path_of, prompts=False)
-        storage.write_many(
-            [
-                (storage.join(where, ITEMS_FILE), orjson.dumps(items)),
-                (storage.join(where, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)),
-            ]
+        folder, manifest, prefix = _local_export(train_output, url)
+        out.append(
+            CheckpointFiles(
+                number,
+                number * tokens_per_step if tokens_per_step else None,
+                ModelFiles(folder, url, model_identity(folder, manifest, prefix)),
+                f"checkpoints/{storage.basename(exports[number])}",
+            )
         )
-        tokens = number * tokens_per_step if tokens_per_step else None
-        points.append(
-            {"step": number, "tokens": tokens, "results": f"checkpoints/{storage.basename(exports[number])}"}
-        )
-        for name, metric in metrics_of(results).items():
-            curves.setdefault(name, []).append({"step": number, "tokens": tokens, **metric})
-    return {"steps": wanted, "points": points, "curves": curves}
+    return tuple(out)
+
+
+def _score_checkpoints(
+    config: EvaluationConfig, output_path: str, resolved: Resolved, cache: ScoreCache, writer: bool
+) -> dict:
+    """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
+
+    Each checkpoint's results, items and documents are written under `checkpoints/step-NNNNNNNN/`.
+    """
+    from marin.evaluation.compare import metrics_of
+
+    curves: dict[str, list[dict]] = {}
+    points = []
+    for checkpoint in resolved.checkpoints:
+        where = storage.join(output_path, checkpoint.results)
+        scored = _score(config, checkpoint.model, where, resolved, cache, writer, prompts=False)
+        if writer:
+            _write_scored(where, scored)
+            storage.write_atomic(
+                storage.join(where, RESULTS_FILE), orjson.dumps(scored.results, option=orjson.OPT_INDENT_2)
+            )
+        points.append({"step": checkpoint.step, "tokens": checkpoint.tokens, "results": checkpoint.results})
+        for name, metric in metrics_of(scored.results).items():
+            curves.setdefault(name, []).append(
+                {"step": checkpoint.step, "tokens": checkpoint.tokens, **metric}
+            )
+    return {"steps": [c.step for c in resolved.checkpoints], "points": points, "curves": curves}
 
 
 def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], int | None]:
@@ -260,23 +476,33 @@ def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], in
     return exports, result.get("tokens_per_step")
 
 
-def _local_export(step: str, train_output: str, url: str) -> str:
+def _local_export(train_output: str, url: str) -> tuple[str, list | None, str]:
+    """(a local folder of the export at `url`, the train step's manifest, the export's prefix in it)."""
     from marin.evaluation import export_cache
     from marin.execution.artifact import read_artifact
 
-    if storage.is_local(url):
-        return storage.local_path(url)
     record = read_artifact(train_output)
+    manifest = record.files if record is not None else None
     prefix = url[len(train_output.rstrip("/")) + 1 :].strip("/") + "/"
-    return export_cache.fetch(url, record.files if record is not None else None, prefix)
+    if storage.is_local(url):
+        return storage.local_path(url), manifest, prefix
+    return export_cache.fetch(url, manifest, prefix), manifest, prefix
 
 
 def _run_harness(
-    config: EvaluationConfig, tasks, loaded, output_path: str, results: dict, items: dict
+    config: EvaluationConfig,
+    tasks,
+    loaded,
+    output_path: str,
+    scored: Scored,
+    cache: ScoreCache,
+    model_id: str,
+    generate,
+    writer: bool,
 ) -> None:
     from marin.evaluation.harness import OWN_DIR, run_tasks, samples_file, write_own_tasks, write_samples
 
-    work = tempfile.mkdtemp(prefix="marin-harness-")
+    work = tempfile.mkdtemp(prefix=HARNESS_WORK_PREFIX)
     try:
         tasks_dir = os.path.join(work, "tasks")
         os.makedirs(tasks_dir)
@@ -293,10 +519,15 @@ def _run_harness(
             seed=config.sampling.seed,
             iters=config.bootstrap_iters,
             limit=config.limit,
+            cache=cache,
+            model_id=model_id,
+            generate=generate,
         )
-        _keep_task_files(work, storage.join(output_path, HARNESS_DIR))
+        if writer:
+            _keep_task_files(work, storage.join(output_path, HARNESS_DIR))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results, items = scored.results, scored.items
     results["harness"] = {name: {m: v.to_json() for m, v in r.metrics.items()} for name, r in done.items()}
     results["tasks"] = {
         t.name: {
@@ -311,10 +542,12 @@ def _run_harness(
         for t in tasks
     }
     items["harness"] = {name: r.items for name, r in done.items()}
-    written = write_samples(
-        storage.join(output_path, HARNESS_SAMPLES_DIR), {name: r.samples for name, r in done.items()}
-    )
-    results["harness_samples"] = {task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in written}
+    scored.harness = done
+    if writer:
+        written = write_samples(
+            storage.join(output_path, HARNESS_SAMPLES_DIR), {name: r.samples for name, r in done.items()}
+        )
+        results["harness_samples"] = {task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in written}
     if config.suite is not None:
         results["suite"] = suite_aggregate(config.suite, done, config.bootstrap_iters, config.bootstrap_seed)
 
@@ -353,16 +586,12 @@ def _keep_task_files(work: str, dest: str) -> None:
 
 def _document_items(docs: list[EvalDocument], scores) -> dict:
     """Per dataset: each document's id (its index and content digest), nll, tokens and bytes."""
+    from marin.evaluation.document_scores import document_ids
+
     out: dict = {}
-    index: dict[str, int] = {}
-    for doc, score in zip(docs, scores, strict=True):
-        i = index.get(doc.dataset, 0)
-        index[doc.dataset] = i + 1
-        content = (
-            doc.text.encode("utf-8") if doc.text is not None else np.asarray(doc.tokens, np.int64).tobytes()
-        )
+    for doc, doc_id, score in zip(docs, document_ids(docs), scores, strict=True):
         entry = out.setdefault(doc.dataset, {"ids": [], "nll": [], "tokens": [], "bytes": []})
-        entry["ids"].append(f"{i}:{bytes_digest(content)[:16]}")
+        entry["ids"].append(doc_id)
         entry["nll"].append(score.nll)
         entry["tokens"].append(score.tokens)
         entry["bytes"].append(score.bytes)
@@ -407,7 +636,13 @@ def summary(results: dict) -> dict:
     return artifact
 
 
-def _documents(config: EvaluationConfig, vocab_size: int, path_of) -> list[EvalDocument]:
+def _plain_json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _documents(config: EvaluationConfig, vocab_size: int, token_caches: dict[str, str]) -> list[EvalDocument]:
     docs: list[EvalDocument] = []
     for dataset in config.datasets:
         if isinstance(dataset, TextDataset):
@@ -417,7 +652,7 @@ def _documents(config: EvaluationConfig, vocab_size: int, path_of) -> list[EvalD
             docs.extend(
                 read_token_cache(
                     dataset.step_name,
-                    path_of(dataset.step_name),
+                    token_caches[dataset.step_name],
                     dataset.split,
                     vocab_size,
                     config.max_documents,
