@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite. Extra arguments go to pytest.
+# Set up, then run the test suite's default tier; `--all` adds the slow tier (docs/testing.md).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

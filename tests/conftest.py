@@ -11,6 +11,9 @@ import os
 
 import pytest
 
+# The tiers and the default tier's time limit (tests/tiers.py); pytester tests the limit itself.
+pytest_plugins = ["tiers", "pytester"]
+
 # Hugging Face libraries must never download anything during the tests.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -42,6 +42,8 @@ CANNOT_RUN_HERE: dict[str, str] = {
     ".venv/bin/marin submit --address http://HEAD_IP:8265 --prefix gs://YOUR_BUCKET/marin experiments/tutorials/demo.py": "needs a multi-machine cluster and a bucket; tests/test_readme_ray_commands.py submits to a local head",
     ".venv/bin/marin jobs list --address http://HEAD_IP:8265": "needs the three-machine cluster; tests/test_readme_ray_commands.py lists jobs on a local head",
     "bash scripts/test.sh": "it is the test run itself",
+    "bash scripts/test.sh --all": "it is the test run itself, with the slow tier",
+    ".venv/bin/python -m pytest tests/marin/execution/test_plan.py -q": "it is a test run itself",
     "python -m experiments.tutorials.post_train": "the full post-training tutorial takes about ten minutes; "
     "tests/marin/posttrain/test_post_train_tutorial.py runs its reduced form (POST_TRAIN_QUICK=1)",
     "python -m experiments.tutorials.scaling": "the full sweep trains for several minutes on 2 cores; "

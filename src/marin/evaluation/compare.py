@@ -28,18 +28,11 @@ import orjson
 
 import storage
 from marin.evaluation import stats
-from marin.evaluation.direction import higher_is_better, ranking_value
+from marin.evaluation.direction import ranking_value
 from marin.evaluation.errors import EvalDataError
+from marin.evaluation.results import RESULTS_FILE, MetricResult, read_items, read_results
 from marin.execution.artifact import read_artifact, read_info
 from marin.execution.states import OutputState
-
-RESULTS_FILE = "results.json"
-ITEMS_FILE = "items.json"
-_SKIPPED_PAIRED = (
-    "word_perplexity",
-    "byte_perplexity",
-    "perplexity",
-)  # compared through bits_per_byte / loss
 
 
 @dataclass(frozen=True)
@@ -49,7 +42,7 @@ class Evaluated:
     label: str
     path: str
     params: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]  # name -> metric object JSON
+    metrics: dict[str, MetricResult]  # by flat name (`EvaluationResults.flat_metrics`)
     items: dict[str, stats.ItemScores] = field(default_factory=dict)
     flops: dict[str, Any] = field(default_factory=dict)  # the model step's result `flops`, if any
 
@@ -68,7 +61,10 @@ class Comparison:
             "evaluations": [{"label": e.label, "path": e.path} for e in self.evaluations],
             "params": self.params,
             "compute": {e.label: e.flops or None for e in self.evaluations},
-            "metrics": {m: {e.label: e.metrics.get(m) for e in self.evaluations} for m in self.metrics},
+            "metrics": {
+                m: {e.label: e.metrics[m].to_json() if m in e.metrics else None for e in self.evaluations}
+                for m in self.metrics
+            },
             "differences": self.differences,
         }
 
@@ -96,12 +92,8 @@ def resolve(argument: str, prefix: str) -> str:
 
 def read_evaluation(path: str) -> Evaluated:
     """An evaluation's metrics, parameters and per-item scores, from its output folder."""
-    raw = storage.read_bytes(storage.join(path, RESULTS_FILE))
-    if raw is None:
-        raise EvalDataError(f"{path} has no {RESULTS_FILE}: is it an evaluation's output?")
-    results = orjson.loads(raw)
-    items_raw = storage.read_bytes(storage.join(path, ITEMS_FILE))
-    items = orjson.loads(items_raw) if items_raw is not None else {}
+    results = read_results(path)
+    items = read_items(path)
     info = read_info(path)
     hash_attrs = (info.hash_attrs if info is not None else None) or {}
     params = {f"eval.{k}": v for k, v in _flatten(hash_attrs).items()}
@@ -119,7 +111,7 @@ def read_evaluation(path: str) -> Evaluated:
             )  # the model's parameters line up across runs
             params.update({f"{role}.{k}": v for k, v in _flatten(dep_info.hash_attrs).items()})
     return Evaluated(
-        storage.basename(path.rstrip("/")), path, params, metrics_of(results), item_scores(items), flops
+        storage.basename(path.rstrip("/")), path, params, results.flat_metrics(), items.scores(), flops
     )
 
 
@@ -129,51 +121,6 @@ def _flops_of(model_path: str) -> dict[str, Any]:
     result = artifact.result if artifact is not None else None
     flops = result.get("flops") if isinstance(result, dict) else None
     return dict(flops) if isinstance(flops, dict) else {}
-
-
-def metrics_of(results: dict) -> dict[str, dict]:
-    """Every metric object of a results.json, by a flat name: the suite's, `bpb`/`loss` (micro),
-    `bpb/<dataset>`, `<task>/<metric>`."""
-    out: dict[str, dict] = {}
-    suite = results.get("suite")
-    if suite:
-        for key in ("centred_accuracy", "acc", "bits_per_byte", "macro_bits_per_byte"):
-            if stats.is_metric(suite.get(key)):
-                out[f"{suite['name']}/{key}"] = suite[key]
-    perplexity = results.get("perplexity") or {}
-    for key in ("bpb", "loss"):
-        if stats.is_metric((perplexity.get("micro") or {}).get(key)):
-            out[key] = perplexity["micro"][key]
-    for dataset, metrics in (perplexity.get("datasets") or {}).items():
-        out[f"bpb/{dataset}"] = metrics["bpb"]
-    for task, metrics in (results.get("harness") or {}).items():
-        for name, metric in metrics.items():
-            if stats.is_metric(metric):
-                out[f"{task}/{name}"] = metric
-    return out
-
-
-def item_scores(items: dict) -> dict[str, stats.ItemScores]:
-    """The per-item scores behind each pairable metric, by the names `metrics_of` uses."""
-    out: dict[str, stats.ItemScores] = {}
-    datasets = items.get("perplexity") or {}
-    for dataset, d in datasets.items():
-        out[f"bpb/{dataset}"] = stats.ItemScores(d["ids"], d["nll"], d["bytes"], 1 / math.log(2))
-    if datasets:
-        ids = [f"{name}/{i}" for name, d in datasets.items() for i in d["ids"]]
-        nll = [x for d in datasets.values() for x in d["nll"]]
-        out["bpb"] = stats.ItemScores(
-            ids, nll, [x for d in datasets.values() for x in d["bytes"]], 1 / math.log(2)
-        )
-        out["loss"] = stats.ItemScores(ids, nll, [x for d in datasets.values() for x in d["tokens"]])
-    for task, metrics in (items.get("harness") or {}).items():
-        for name, m in metrics.items():
-            if name in _SKIPPED_PAIRED or m.get("transform") in ("weighted_perplexity", "perplexity"):
-                continue
-            out[f"{task}/{name}"] = stats.ItemScores(
-                m["ids"], m["values"], m.get("weights"), m.get("scale", 1.0)
-            )
-    return out
 
 
 def compare(paths: Sequence[str], iters: int = stats.ITERS, seed: int = stats.SEED) -> Comparison:
@@ -199,7 +146,7 @@ def compare(paths: Sequence[str], iters: int = stats.ITERS, seed: int = stats.SE
             # the better of the two where the difference is significant, by the metric's direction
             better = None
             if diff.significant:
-                better = (a if (diff.difference.value > 0) == higher_is_better(metric) else b).label
+                better = (a if (diff.difference.value > 0) == a.metrics[metric].higher_is_better else b).label
             differences.append(
                 {"a": a.label, "b": b.label, "metric": metric, **diff.to_json(), "better": better}
             )
@@ -234,10 +181,12 @@ def number(x: Any) -> str:
     return "nan" if not math.isfinite(x) else f"{x:.4g}"
 
 
-def interval(metric: dict | None) -> str:
-    """`0.4120 [0.3710, 0.4550] n=500` for a metric object."""
+def interval(metric: MetricResult | dict | None) -> str:
+    """`0.4120 [0.3710, 0.4550] n=500` for a metric (a `MetricResult`, or its JSON as a headline holds it)."""
     if not metric:
         return ""
+    if isinstance(metric, MetricResult):
+        metric = metric.to_json()
     ci = metric.get("ci95")
     span = f" [{number(ci[0])}, {number(ci[1])}]" if ci else ""
     return f"{number(metric.get('value'))}{span} n={metric.get('n')}"
@@ -358,18 +307,18 @@ def _csv(comparison: Comparison) -> str:
         for e in comparison.evaluations:
             m = e.metrics.get(metric)
             if m:
-                ci = m.get("ci95") or [None, None]
+                ci = m.ci95 or (None, None)
                 writer.writerow(
                     [
                         "metric",
                         metric,
                         e.label,
                         "",
-                        m["value"],
-                        m.get("stderr"),
+                        m.value,
+                        m.stderr,
                         ci[0],
                         ci[1],
-                        m["n"],
+                        m.n,
                         "",
                         "",
                         "",

@@ -30,6 +30,7 @@ import numpy as np
 import storage
 from marin.evaluation import stats
 from marin.evaluation.errors import EvalDataError
+from marin.evaluation.results import Contamination
 
 _PRIME = np.uint64(0x9E3779B97F4A7C15)  # odd: the polynomial's base
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
@@ -167,15 +168,6 @@ class Subsets:
     contaminated_minus_clean: stats.Metric
     p_value: float  # contaminated - clean, two-sided, from the paired bootstrap
 
-    def to_json(self) -> dict:
-        return {
-            "all": self.all.to_json(),
-            "clean": self.clean.to_json(),
-            "contaminated": self.contaminated.to_json(),
-            "all_minus_clean": self.all_minus_clean.to_json(),
-            "contaminated_minus_clean": {**self.contaminated_minus_clean.to_json(), "p_value": self.p_value},
-        }
-
 
 def subsets(
     values: np.ndarray,
@@ -246,12 +238,24 @@ def _strings(value) -> list[str]:
 
 
 def contamination_report(
-    config: ContaminationConfig, lineage: Sequence[str], tokenizer, docs, scored, eval_config
-) -> dict:
+    config: ContaminationConfig,
+    lineage: Sequence[str],
+    tokenizer,
+    docs,
+    items: dict,
+    harness: dict,
+    eval_config,
+) -> tuple[Contamination, dict[str, dict]]:
     """Each scored item's overlap with the training data, and every dataset's bits-per-byte and every
-    task's metric on all, clean and contaminated items (`Subsets`); the per-item overlaps go to the
-    items (`scored.items["contamination"]`)."""
+    task's metrics on all, clean and contaminated items; (the report, per group the items' flags)."""
     from marin.evaluation.document_scores import document_ids
+    from marin.evaluation.results import (
+        Aggregation,
+        ContaminationGroup,
+        MetricResult,
+        SubsetMetrics,
+        direction_of,
+    )
 
     groups: list[tuple[str, list, list[list[np.ndarray]]]] = []  # (name, ids, per item: token arrays)
 
@@ -269,63 +273,92 @@ def contamination_report(
                 for i in members
             ]
             groups.append((f"perplexity/{dataset}", [ids[i] for i in members], texts))
-    for task, result in scored.harness.items():
+    for task, result in harness.items():
         rows = sorted(result.samples, key=lambda r: r["doc_id"])
         groups.append(
             (
                 f"harness/{task}",
-                [f"{r['doc_id']}" for r in rows],
+                [f"{r['doc_id']}:{str(r.get('doc_hash', ''))[:16]}" for r in rows],
                 [[encode(s) for s in _strings(r.get("doc"))] for r in rows],
             )
         )
-    items = [texts for _, _, texts in groups for texts in texts]
-    overlap = item_overlap(items, training_blocks(lineage, config.ngram), config.ngram)
+    overlap = item_overlap(
+        [texts for _, _, group in groups for texts in group],
+        training_blocks(lineage, config.ngram),
+        config.ngram,
+    )
     share = overlap.share()
     flagged = share >= config.min_overlap
-    out: dict = {
-        "ngram": config.ngram,
-        "min_overlap": config.min_overlap,
-        "lineage": list(lineage),
-        "perplexity": {},
-        "harness": {},
-    }
-    records: dict = {}
+    iters, seed = eval_config.bootstrap_iters, eval_config.bootstrap_seed
+
+    def subset_metrics(name: str, aggregation: Aggregation, *args) -> SubsetMetrics:
+        found = subsets(*args, iters=iters, seed=seed)
+        direction = direction_of(name)
+
+        def result(metric: stats.Metric) -> MetricResult:
+            return MetricResult.of(metric, direction, aggregation)
+
+        return SubsetMetrics(
+            all=result(found.all),
+            clean=result(found.clean),
+            contaminated=result(found.contaminated),
+            all_minus_clean=result(found.all_minus_clean),
+            contaminated_minus_clean=result(found.contaminated_minus_clean),
+            p_value=found.p_value if math.isfinite(found.p_value) else None,
+        )
+
+    report: dict[str, dict] = {"perplexity": {}, "harness": {}}
+    flags: dict[str, dict] = {}
     start = 0
     for name, ids, texts in groups:
         stop = start + len(texts)
         mask, shares, counts = flagged[start:stop], share[start:stop], overlap.ngrams[start:stop]
-        records[name] = {
+        start = stop
+        flags[name] = {
             "ids": ids,
             "overlap": [float(x) for x in shares],
             "ngrams": [int(x) for x in counts],
             "flagged": [bool(x) for x in mask],
         }
         kind, _, what = name.partition("/")
-        entry = {"items": len(ids), "contaminated": int(mask.sum()), "unchecked": int((counts == 0).sum())}
+        metrics: dict[str, SubsetMetrics] = {}
         if kind == "perplexity":
-            data = scored.items["perplexity"][what]
-            entry["bpb"] = subsets(
-                np.asarray(data["nll"]),
-                np.asarray(data["bytes"]),
-                mask,
-                1 / math.log(2),
-                eval_config.bootstrap_iters,
-                eval_config.bootstrap_seed,
-            ).to_json()
+            data = items["perplexity"][what]
+            metrics["bpb"] = subset_metrics(
+                "bpb", Aggregation.RATIO, np.asarray(data.nll), np.asarray(data.bytes), mask, 1 / math.log(2)
+            )
         else:
-            for metric, scores in scored.items["harness"][what].items():
-                if scores.get("transform") not in ("mean", "bits_per_byte"):
+            for metric, scores in items["harness"][what].items():
+                if scores.transform not in ("mean", "bits_per_byte"):
                     continue  # perplexities: exp of a ratio; their bits-per-byte says the same
-                weights = scores.get("weights")
-                entry[metric] = subsets(
-                    np.asarray(scores["values"]),
-                    None if weights is None else np.asarray(weights),
-                    mask,
-                    float(scores.get("scale", 1.0)),
-                    eval_config.bootstrap_iters,
-                    eval_config.bootstrap_seed,
-                ).to_json()
-        out[kind][what] = entry
-        start = stop
-    scored.items["contamination"] = records
-    return out
+                weights = None if scores.weights is None else np.asarray(scores.weights)
+                aggregation = Aggregation.MEAN if weights is None else Aggregation.RATIO
+                metrics[metric] = subset_metrics(
+                    metric, aggregation, np.asarray(scores.values), weights, mask, float(scores.scale)
+                )
+        report[kind][what] = ContaminationGroup(
+            items=len(ids), contaminated=int(mask.sum()), unchecked=int((counts == 0).sum()), metrics=metrics
+        )
+    return (
+        Contamination(
+            ngram=config.ngram,
+            min_overlap=config.min_overlap,
+            lineage=list(lineage),
+            training_tokens=training_tokens(lineage),
+            perplexity=report["perplexity"],
+            harness=report["harness"],
+        ),
+        flags,
+    )
+
+
+def training_tokens(caches: Sequence[str], split: str = "train") -> int:
+    """How many tokens the caches' `split` hold (what the look-up scanned)."""
+    from marin.data.token_cache import TokenCache
+
+    total = 0
+    for path in caches:
+        cache = TokenCache.open(path)
+        if split in cache.split_names:
+            total += cache.split(split).num_tokens
+    return total

@@ -107,13 +107,16 @@ def best(values: Iterable[float], metric: str) -> float:
     return max(values) if higher_is_better(metric) else min(values)
 
 
-def ranking_value(metric: Mapping[str, Any], name: str) -> float:
-    """What ranks a metric object `{"value", "ci95", ...}` of `name`, larger is better: the worse end
-    of its 95% interval (the lower bound where higher is better, minus the upper bound where lower
-    is), so a model ranks high only when it is good with confidence; the value without an interval."""
-    higher = higher_is_better(name)
-    ci = metric.get("ci95")
-    value = (ci[0] if higher else ci[1]) if ci and None not in ci else metric.get("value")
+def ranking_value(metric: Any, name: str) -> float:
+    """What ranks a metric of `name`, larger is better: the worse end of its 95% interval (the lower
+    bound where higher is better, minus the upper bound where lower is), so a model ranks high only
+    when it is good with confidence; the value without an interval. `metric` is a
+    `results.MetricResult` (whose own direction decides) or its JSON `{"value", "ci95", ...}`."""
+    data: Mapping[str, Any] = metric.to_json() if hasattr(metric, "to_json") else metric
+    recorded = data.get("direction")
+    higher = recorded == "higher" if recorded in ("higher", "lower") else higher_is_better(name)
+    ci = data.get("ci95")
+    value = (ci[0] if higher else ci[1]) if ci and None not in ci else data.get("value")
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return -math.inf
     return value if higher else -value

@@ -5,9 +5,13 @@
 a model export on an object store is brought to the local export cache (`export_cache`), the
 harness's task files live in a local work folder, and everything the step keeps is written under
 its output with `storage`:
-- `results.json`: every metric as a metric object (`marin.evaluation.stats`), per dataset, domain,
-  task and suite, with each task's settings and the config;
-- `items.json`: the per-item scores behind them (what `marin compare` pairs);
+- `results.json`: `results.EvaluationResults`, every metric a `MetricResult` (its value, interval,
+  direction and aggregation), per dataset, domain, task and suite, with each task's settings, the
+  model's effective config and the evaluation's config;
+- `items.json`: `results.EvaluationItems`, the per-item scores behind them (what `marin compare` pairs);
+- `documents.jsonl`: each document's scores (`document_scores`), for a researcher's own analysis;
+- `score_cache/`: every scored item (`score_cache`), so a killed run resumes and a rerun with more
+  items or checkpoints scores only the new ones;
 - `samples.jsonl`, `harness_samples/<task>.jsonl` (the first `harness.SAMPLES_PER_TASK` items of
   each task) and `harness/` (the task files the harness ran).
 It returns the summary stored in `.artifact.json`, whose `"headline"` (`{"metric", "value",
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -43,6 +48,27 @@ from marin.evaluation.documents import EvalDocument, TextDataset, read_text_data
 from marin.evaluation.errors import EvalDataError
 from marin.evaluation.exact_match import ExactMatchTask
 from marin.evaluation.model_source import ModelKind, ModelSource, hub_folder
+from marin.evaluation.results import (
+    ITEMS_FILE,
+    RESULTS_FILE,
+    Aggregation,
+    Bootstrap,
+    CheckpointPoint,
+    Checkpoints,
+    ContaminationItems,
+    CurvePoint,
+    DocumentItems,
+    EvaluationItems,
+    EvaluationResults,
+    ExactMatchResult,
+    ItemRecord,
+    MetricResult,
+    ModelRecord,
+    Perplexity,
+    ScoreCacheCounts,
+    SuiteResult,
+    TaskSettings,
+)
 from marin.evaluation.samples import SamplingConfig, generate_samples
 from marin.evaluation.score_cache import (
     CACHE_DIR,
@@ -57,8 +83,6 @@ from marin.evaluation.suites import Aggregate, Suite, Task
 from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY
 
-RESULTS_FILE = "results.json"
-ITEMS_FILE = "items.json"
 SAMPLES_FILE = "samples.jsonl"
 HARNESS_SAMPLES_DIR = "harness_samples"
 HARNESS_DIR = "harness"
@@ -292,40 +316,42 @@ def _evaluate(config: EvaluationConfig, output_path: str, resolved: Resolved, ru
     )
     writer = ranks.rank == 0
     scored = _score(config, resolved.model, output_path, resolved, cache, writer, prompts=True)
-    results = {
-        "model": {**dataclasses.asdict(config.model), "label": config.model.label()},
-        "hf_path": resolved.model.source,
-        **scored.results,
-        "bootstrap": {"iters": config.bootstrap_iters, "seed": config.bootstrap_seed},
-        "config": config.to_json(),
-    }
-    if config.checkpoints is not None:
-        results["checkpoints"] = _score_checkpoints(config, output_path, resolved, cache, writer)
+    checkpoints = (
+        _score_checkpoints(config, output_path, resolved, cache, writer)
+        if config.checkpoints is not None
+        else None
+    )
     cache.compact()
-    results["score_cache"] = {"folder": CACHE_DIR, **cache.counts.to_json()}
     if not writer:
         return None
-    results["items"] = ITEMS_FILE
-    _write_scored(output_path, scored)
-    storage.write_atomic(
-        storage.join(output_path, RESULTS_FILE), orjson.dumps(results, option=orjson.OPT_INDENT_2)
+    results = msgspec.structs.replace(
+        scored.results,
+        model=ModelRecord(**dataclasses.asdict(config.model), label=config.model.label()),
+        hf_path=resolved.model.source,
+        bootstrap=Bootstrap(config.bootstrap_iters, config.bootstrap_seed),
+        config=config.to_json(),
+        checkpoints=checkpoints,
+        items=ITEMS_FILE,
+        score_cache=ScoreCacheCounts(folder=CACHE_DIR, **cache.counts.to_json()),
     )
+    _write_scored(output_path, scored)
+    storage.write_atomic(storage.join(output_path, RESULTS_FILE), results.to_bytes())
     return summary(results)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Scored:
     """What scoring one model gives: the results, the per-item scores, and each document's scores."""
 
-    results: dict
-    items: dict
+    results: EvaluationResults
+    items: EvaluationItems
     documents: list[DocumentScoreRecord] = field(default_factory=list)
-    harness: dict = field(default_factory=dict)  # task -> harness.TaskResult
 
 
 def _write_scored(folder: str, scored: Scored) -> None:
+    """The per-item scores and the documents' (`documents.jsonl`) of one model, under `folder`."""
     storage.makedirs(folder)
-    storage.write_atomic(storage.join(folder, ITEMS_FILE), orjson.dumps(scored.items))
+    storage.write_atomic(storage.join(folder, ITEMS_FILE), scored.items.to_bytes())
     if scored.documents:
         write_document_scores(folder, scored.documents)
 
@@ -344,8 +370,11 @@ def _score(
     Every process scores its share; the `writer` (rank 0) alone writes files under `output_path`.
     """
     loaded = load_hf_model(model.folder, config.max_length)
-    scored = Scored({"max_length": loaded.max_length}, {})
-    generate = config.generator(model.folder, str(loaded.model.device)) if config.generator else None
+    results: dict = {"max_length": loaded.max_length}
+    items: dict = {}
+    documents: list[DocumentScoreRecord] = []
+    harness: dict = {}
+    generate = _lazy_generator(config.generator, model.folder, str(loaded.model.device))
     docs = _documents(config, loaded.model.config.vocab_size, resolved.token_caches)
     if docs:
         from marin.evaluation.perplexity import score_documents, summarize
@@ -359,18 +388,22 @@ def _score(
             cache=cache,
             model_id=model.identity,
         )
-        scored.results["perplexity"] = summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
-        scored.items["perplexity"] = _document_items(docs, scores)
-        scored.documents = document_records(docs, scores)
-        scored.results["documents"] = DOCUMENTS_FILE
+        results["perplexity"] = Perplexity.of(
+            summarize(scores, config.bootstrap_iters, config.bootstrap_seed)
+        )
+        items["perplexity"] = _document_items(docs, scores)
+        documents = document_records(docs, scores)
+        results["documents"] = DOCUMENTS_FILE
     tasks = config.tasks
     if tasks:
-        _run_harness(config, tasks, loaded, output_path, scored, cache, model.identity, generate, writer)
+        harness = _run_harness(
+            config, tasks, loaded, output_path, results, items, cache, model.identity, generate, writer
+        )
     if config.exact_match is not None:
         from marin.evaluation.exact_match import ITEMS_FILE as EXACT_MATCH_FILE
         from marin.evaluation.exact_match import score_exact_match
 
-        scored.results["exact_match"], records = score_exact_match(
+        matched, records = score_exact_match(
             loaded.model,
             loaded.tokenizer,
             config.exact_match,
@@ -380,26 +413,57 @@ def _score(
             generate=generate,
             batch_size=config.batch_size,
         )
+        results["exact_match"] = ExactMatchResult(
+            task=matched["task"],
+            exact_match=_accuracy(matched["exact_match"], "exact_match"),
+            by_kind={kind: _accuracy(m, "exact_match") for kind, m in matched["by_kind"].items()},
+            items_path=matched["items_path"],
+        )
+        items["exact_match"] = {
+            matched["task"]: ItemRecord(
+                ids=[r["id"] for r in records], values=[float(r["correct"]) for r in records]
+            )
+        }
         if writer:
             storage.write_atomic(
                 storage.join(output_path, EXACT_MATCH_FILE),
                 b"".join(orjson.dumps(r) + b"\n" for r in records),
             )
     if prompts and config.prompts and writer:
-        scored.results["samples"] = generate_samples(
+        results["samples"] = generate_samples(
             loaded.model, loaded.tokenizer, config.prompts, config.sampling, loaded.max_length
         )
         storage.write_atomic(
             storage.join(output_path, SAMPLES_FILE),
-            b"".join(orjson.dumps(r) + b"\n" for r in scored.results["samples"]),
+            b"".join(orjson.dumps(r) + b"\n" for r in results["samples"]),
         )
     if config.contamination is not None and resolved.lineage:
         from marin.evaluation.contamination import contamination_report
 
-        scored.results["contamination"] = contamination_report(
-            config.contamination, resolved.lineage, loaded.tokenizer, docs, scored, config
+        report, flags = contamination_report(
+            config.contamination, resolved.lineage, loaded.tokenizer, docs, items, harness, config
         )
-    return scored
+        results["contamination"] = report
+        items["contamination"] = {name: ContaminationItems(**f) for name, f in flags.items()}
+    return Scored(EvaluationResults(**results), EvaluationItems(**items), documents)
+
+
+def _lazy_generator(factory: Callable[[str, str], Any] | None, folder: str, device: str):
+    """Our own layers' generator for the model in `folder`, loaded when first asked to generate."""
+    if factory is None:
+        return None
+    loaded: list = []
+
+    def generate(prompts, max_new_tokens, eos_id):
+        if not loaded:
+            loaded.append(factory(folder, device))
+        return loaded[0](prompts, max_new_tokens, eos_id)
+
+    return generate
+
+
+def _accuracy(metric: dict, name: str) -> MetricResult:
+    return MetricResult.named(stats.Metric.from_json(metric), name, Aggregation.MEAN)
 
 
 def _checkpoint_files(config: EvaluationConfig, path_of) -> tuple[CheckpointFiles, ...]:
@@ -434,29 +498,27 @@ def _checkpoint_files(config: EvaluationConfig, path_of) -> tuple[CheckpointFile
 
 def _score_checkpoints(
     config: EvaluationConfig, output_path: str, resolved: Resolved, cache: ScoreCache, writer: bool
-) -> dict:
+) -> Checkpoints:
     """Score each chosen intermediate export of the train step; a curve per metric over steps and tokens.
 
     Each checkpoint's results, items and documents are written under `checkpoints/step-NNNNNNNN/`.
     """
-    from marin.evaluation.compare import metrics_of
-
-    curves: dict[str, list[dict]] = {}
+    curves: dict[str, list[CurvePoint]] = {}
     points = []
     for checkpoint in resolved.checkpoints:
         where = storage.join(output_path, checkpoint.results)
         scored = _score(config, checkpoint.model, where, resolved, cache, writer, prompts=False)
         if writer:
             _write_scored(where, scored)
-            storage.write_atomic(
-                storage.join(where, RESULTS_FILE), orjson.dumps(scored.results, option=orjson.OPT_INDENT_2)
-            )
-        points.append({"step": checkpoint.step, "tokens": checkpoint.tokens, "results": checkpoint.results})
-        for name, metric in metrics_of(scored.results).items():
+            storage.write_atomic(storage.join(where, RESULTS_FILE), scored.results.to_bytes())
+        points.append(
+            CheckpointPoint(step=checkpoint.step, tokens=checkpoint.tokens, results=checkpoint.results)
+        )
+        for name, metric in scored.results.flat_metrics().items():
             curves.setdefault(name, []).append(
-                {"step": checkpoint.step, "tokens": checkpoint.tokens, **metric}
+                CurvePoint(**msgspec.structs.asdict(metric), step=checkpoint.step, tokens=checkpoint.tokens)
             )
-    return {"steps": [c.step for c in resolved.checkpoints], "points": points, "curves": curves}
+    return Checkpoints(steps=[c.step for c in resolved.checkpoints], points=points, curves=curves)
 
 
 def checkpoint_exports(step: str, train_output: str) -> tuple[dict[int, str], int | None]:
@@ -494,12 +556,14 @@ def _run_harness(
     tasks,
     loaded,
     output_path: str,
-    scored: Scored,
+    results: dict,
+    items: dict,
     cache: ScoreCache,
     model_id: str,
     generate,
     writer: bool,
-) -> None:
+) -> dict:
+    """Run the harness tasks through the score cache; fill `results` and `items`; return each task's result."""
     from marin.evaluation.harness import OWN_DIR, run_tasks, samples_file, write_own_tasks, write_samples
 
     work = tempfile.mkdtemp(prefix=HARNESS_WORK_PREFIX)
@@ -527,22 +591,28 @@ def _run_harness(
             _keep_task_files(work, storage.join(output_path, HARNESS_DIR))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results, items = scored.results, scored.items
-    results["harness"] = {name: {m: v.to_json() for m, v in r.metrics.items()} for name, r in done.items()}
-    results["tasks"] = {
-        t.name: {
-            "harness_task": t.harness_task,
-            "shots": t.shots,
-            "format": t.format,
-            "metric": t.metric,
-            "chance": t.chance,
-            "dataset": t.dataset_path or t.dataset or None,
-            "n": next(iter(done[t.name].metrics.values())).n if done[t.name].metrics else 0,
+    results["harness"] = {
+        name: {
+            m: MetricResult.named(v, m, _HARNESS_AGGREGATIONS.get(r.items[m]["transform"], Aggregation.MEAN))
+            for m, v in r.metrics.items()
         }
+        for name, r in done.items()
+    }
+    results["tasks"] = {
+        t.name: TaskSettings(
+            harness_task=t.harness_task,
+            shots=t.shots,
+            format=t.format,
+            metric=t.metric,
+            chance=t.chance,
+            dataset=t.dataset_path or t.dataset or None,
+            n=next(iter(done[t.name].metrics.values())).n if done[t.name].metrics else 0,
+        )
         for t in tasks
     }
-    items["harness"] = {name: r.items for name, r in done.items()}
-    scored.harness = done
+    items["harness"] = {
+        name: {m: ItemRecord(**record) for m, record in r.items.items()} for name, r in done.items()
+    }
     if writer:
         written = write_samples(
             storage.join(output_path, HARNESS_SAMPLES_DIR), {name: r.samples for name, r in done.items()}
@@ -550,29 +620,39 @@ def _run_harness(
         results["harness_samples"] = {task: f"{HARNESS_SAMPLES_DIR}/{samples_file(task)}" for task in written}
     if config.suite is not None:
         results["suite"] = suite_aggregate(config.suite, done, config.bootstrap_iters, config.bootstrap_seed)
+    return done
 
 
-def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> dict:
+_HARNESS_AGGREGATIONS = {
+    "mean": Aggregation.MEAN,
+    "bits_per_byte": Aggregation.RATIO,
+    "weighted_perplexity": Aggregation.EXP_RATIO,
+    "perplexity": Aggregation.EXP_MEAN,
+}
+"""How each of the harness's aggregations (an item record's `transform`) turns items into a value."""
+
+
+def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> SuiteResult:
     """The suite's one number with its interval, from its tasks' per-item scores (see `Aggregate`)."""
     per_task = [(t, done[t.name].items[t.metric]) for t in suite.tasks]
-    out: dict = {
-        "name": suite.name,
-        "aggregate": suite.aggregate.value,
-        "tasks": [t.name for t in suite.tasks],
-    }
+    out = SuiteResult(name=suite.name, aggregate=suite.aggregate.value, tasks=[t.name for t in suite.tasks])
     if suite.aggregate == Aggregate.CENTRED_ACCURACY:
         metric = stats.centred_accuracy_mean(
             [(np.asarray(i["values"]), float(t.chance or 0.0)) for t, i in per_task], iters, seed
         )
-        out["centred_accuracy"] = metric.to_json()
-    elif suite.aggregate == Aggregate.POOLED_ACCURACY:
-        out["acc"] = stats.accuracy(np.concatenate([np.asarray(i["values"]) for _, i in per_task])).to_json()
-    else:
-        strata = [stats.Stratum(np.asarray(i["values"]), np.asarray(i["weights"])) for _, i in per_task]
-        _, micro, macro = stats.pooled_and_mean(strata, float(per_task[0][1]["scale"]), iters, seed)
-        out["bits_per_byte"] = micro.metric().to_json()
-        out["macro_bits_per_byte"] = macro.metric().to_json()
-    return out
+        return msgspec.structs.replace(
+            out, centred_accuracy=MetricResult.named(metric, "centred_accuracy", Aggregation.CENTRED_MACRO)
+        )
+    if suite.aggregate == Aggregate.POOLED_ACCURACY:
+        metric = stats.accuracy(np.concatenate([np.asarray(i["values"]) for _, i in per_task]))
+        return msgspec.structs.replace(out, acc=MetricResult.named(metric, "acc", Aggregation.MEAN))
+    strata = [stats.Stratum(np.asarray(i["values"]), np.asarray(i["weights"])) for _, i in per_task]
+    _, micro, macro = stats.pooled_and_mean(strata, float(per_task[0][1]["scale"]), iters, seed)
+    return msgspec.structs.replace(
+        out,
+        bits_per_byte=MetricResult.named(micro.metric(), "bits_per_byte", Aggregation.RATIO),
+        macro_bits_per_byte=MetricResult.named(macro.metric(), "macro_bits_per_byte", Aggregation.MACRO),
+    )
 
 
 def _keep_task_files(work: str, dest: str) -> None:
@@ -584,54 +664,57 @@ def _keep_task_files(work: str, dest: str) -> None:
     storage.overlapped(lambda f: storage.upload(f[1], storage.join(dest, f[0])), files)
 
 
-def _document_items(docs: list[EvalDocument], scores) -> dict:
+def _document_items(docs: list[EvalDocument], scores) -> dict[str, DocumentItems]:
     """Per dataset: each document's id (its index and content digest), nll, tokens and bytes."""
     from marin.evaluation.document_scores import document_ids
 
-    out: dict = {}
+    out: dict[str, dict[str, list]] = {}
     for doc, doc_id, score in zip(docs, document_ids(docs), scores, strict=True):
         entry = out.setdefault(doc.dataset, {"ids": [], "nll": [], "tokens": [], "bytes": []})
         entry["ids"].append(doc_id)
         entry["nll"].append(score.nll)
         entry["tokens"].append(score.tokens)
         entry["bytes"].append(score.bytes)
-    return out
+    return {dataset: DocumentItems(**entry) for dataset, entry in out.items()}
 
 
-def summary(results: dict) -> dict:
+def summary(results: EvaluationResults) -> dict:
     """The artifact: a headline metric, the averages, per-dataset bits-per-byte, harness and suite metrics."""
-    artifact: dict = {"results_path": RESULTS_FILE, "items_path": ITEMS_FILE, "hf_path": results["hf_path"]}
-    artifact["model"] = results["model"]["label"]
-    perplexity = results.get("perplexity")
-    suite = results.get("suite")
-    if suite:
-        artifact["suite"] = suite
-        name = next(k for k in ("centred_accuracy", "acc", "bits_per_byte") if k in suite)
-        artifact["headline"] = {"metric": f"{suite['name']}/{name}", **suite[name]}
-    if perplexity:
-        if "headline" not in artifact:
-            artifact["headline"] = {
+    artifact: dict = {"results_path": RESULTS_FILE, "items_path": ITEMS_FILE, "hf_path": results.hf_path}
+    artifact["model"] = results.model.label if results.model is not None else ""
+    flat = results.flat_metrics()
+    headline = None
+    if results.suite is not None:
+        artifact["suite"] = msgspec.to_builtins(results.suite)
+        name = next(iter(results.suite.metrics()))
+        headline = {"metric": f"{results.suite.name}/{name}", **results.suite.metrics()[name].to_json()}
+    perplexity = results.perplexity
+    if perplexity is not None:
+        if headline is None:
+            headline = {
                 "metric": "bpb",
-                **perplexity["micro"]["bpb"],
+                **perplexity.micro.bpb.to_json(),
                 "over": "micro average of all evaluation documents",
             }
-        artifact["micro"] = perplexity["micro"]
-        artifact["macro"] = perplexity["macro"]
-        artifact["bpb"] = {name: m["bpb"] for name, m in perplexity["datasets"].items()}
-    if results.get("harness"):
-        artifact["harness"] = results["harness"]
-        if "headline" not in artifact:
-            task, metrics = next(iter(results["harness"].items()))
+        artifact["micro"] = msgspec.to_builtins(perplexity.micro)
+        artifact["macro"] = msgspec.to_builtins(perplexity.macro)
+        artifact["bpb"] = {name: m.bpb.to_json() for name, m in perplexity.datasets.items()}
+    if results.harness:
+        artifact["harness"] = msgspec.to_builtins(results.harness)
+        if headline is None:
+            task, metrics = next(iter(results.harness.items()))
             metric = next(
                 (k for k in ("acc_norm", "acc", "bits_per_byte") if k in metrics), next(iter(metrics))
             )
-            artifact["headline"] = {"metric": f"{task}/{metric}", **metrics[metric]}
-    if results.get("exact_match"):
-        artifact["exact_match"] = results["exact_match"]
-        if "headline" not in artifact:
-            task = results["exact_match"]["task"]
-            artifact["headline"] = {"metric": f"{task}/exact_match", **results["exact_match"]["exact_match"]}
-    if results.get("samples"):
+            headline = {"metric": f"{task}/{metric}", **flat[f"{task}/{metric}"].to_json()}
+    if results.exact_match is not None:
+        artifact["exact_match"] = msgspec.to_builtins(results.exact_match)
+        if headline is None:
+            name = f"{results.exact_match.task}/exact_match"
+            headline = {"metric": name, **flat[name].to_json()}
+    if headline is not None:
+        artifact["headline"] = headline
+    if results.samples:
         artifact["samples_path"] = SAMPLES_FILE
     return artifact
 

@@ -100,6 +100,16 @@ def _item(record: Any) -> dict:
     return {"messages": messages, "answer": record["answer"], "kind": str(record.get("kind", "all"))}
 
 
+def _digest(item: dict) -> str:
+    """The first 16 hex digits of the digest of an item's conversation and answer: two evaluations of
+    the same items pair them by it."""
+    import orjson
+
+    from marin.execution.manifest import bytes_digest
+
+    return bytes_digest(orjson.dumps([item["messages"], item["answer"]]))[:16]
+
+
 def normalize_answer(text: str) -> str:
     """SQuAD's answer normalization: lower case, no punctuation, no articles, single spaces."""
     text = _ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION))
@@ -198,7 +208,14 @@ def score_exact_match(
         text = tokenizer.decode(reply, skip_special_tokens=True)
         correct = normalize_answer(text) == normalize_answer(item["answer"])
         records.append(
-            {"item": i, "kind": item["kind"], "answer": item["answer"], "reply": text, "correct": correct}
+            {
+                "item": i,
+                "id": f"{i}:{_digest(item)}",
+                "kind": item["kind"],
+                "answer": item["answer"],
+                "reply": text,
+                "correct": correct,
+            }
         )
     by_kind: dict[str, list[float]] = {}
     for r in records:

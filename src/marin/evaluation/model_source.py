@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -39,11 +39,18 @@ class ModelKind(StrEnum):
 
 @dataclass(frozen=True)
 class ModelSource:
-    """A resolved `model=`: its kind, where it is (a step name, a path or URL, a hub id) and a hub revision."""
+    """A resolved `model=`: its kind, where it is (a step name, a path or URL, a hub id) and a hub revision.
+
+    `config`, known when a step handle declares it, is the model's effective configuration (its
+    architecture's config with every field, defaults included, and its LoRA settings): recorded in
+    the results, so a comparison shows a setting even where the key leaves a default out. It is not
+    part of the key, which holds the step's (and so its whole config's) key already.
+    """
 
     kind: ModelKind
     location: str
     revision: str | None = None
+    config: dict[str, Any] | None = field(default=None, compare=False)
 
     def describe(self) -> dict[str, Any]:
         """The key form: a step by name, a hub model by id and commit, a folder by nothing here

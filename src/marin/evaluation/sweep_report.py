@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import orjson
-
 import storage
 from marin.evaluation.direction import best
 from marin.evaluation.errors import EvalDataError
+from marin.evaluation.results import RESULTS_FILE, EvaluationResults, decode_results
 from marin.execution.context import current
 
 TABLE_MD = "table.md"
@@ -43,9 +42,9 @@ def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], 
     """A run's eval metrics against `x_key`: the records of a train step's `metrics.jsonl` that carry
     one, or the checkpoint curve of an evaluation step (`evaluate(..., checkpoints=...)`), whose
     points hold each metric's value (and its interval under `<metric>_ci95`) at each export."""
-    results = storage.read_bytes(storage.join(output_path, "results.json"))
+    results = storage.read_bytes(storage.join(output_path, RESULTS_FILE))
     if results is not None:
-        return _checkpoint_curve(step_name, orjson.loads(results), metrics, x_key)
+        return _checkpoint_curve(step_name, decode_results(results, output_path), metrics, x_key)
     records = storage.read_records(storage.join(output_path, "metrics.jsonl"))
     if not records:
         raise EvalDataError(f"train step {step_name!r} has no metrics.jsonl at {output_path}: has it run?")
@@ -61,8 +60,10 @@ def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], 
     return curve
 
 
-def _checkpoint_curve(step_name: str, results: dict, metrics: tuple[str, ...], x_key: str) -> list[dict]:
-    curves = (results.get("checkpoints") or {}).get("curves") or {}
+def _checkpoint_curve(
+    step_name: str, results: EvaluationResults, metrics: tuple[str, ...], x_key: str
+) -> list[dict]:
+    curves = results.checkpoints.curves if results.checkpoints is not None else {}
     found = [m for m in metrics if m in curves]
     if not found:
         raise EvalDataError(
@@ -72,9 +73,10 @@ def _checkpoint_curve(step_name: str, results: dict, metrics: tuple[str, ...], x
     by_x: dict = {}
     for metric in found:
         for point in curves[metric]:
-            row = by_x.setdefault(point.get(x_key, point["step"]), {x_key: point.get(x_key, point["step"])})
-            row[metric] = point["value"]
-            row[f"{metric}_ci95"] = point.get("ci95")
+            x = getattr(point, x_key, None) or point.step
+            row = by_x.setdefault(x, {x_key: x})
+            row[metric] = point.value
+            row[f"{metric}_ci95"] = list(point.ci95) if point.ci95 else None
     return [by_x[x] for x in sorted(by_x)]
 
 

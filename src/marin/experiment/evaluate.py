@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import orjson
+
 from marin.evaluation.documents import TextDataset
 from marin.evaluation.errors import ModelSourceError, SuiteError
 from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
@@ -177,7 +179,7 @@ class Evaluation(EvalOptions, StepOptions):
         else:
             spec = lower(self.model)
             deps.append(spec)
-            source = ModelSource(ModelKind.STEP, spec.name)
+            source = ModelSource(ModelKind.STEP, spec.name, config=effective_config(self.model))
         datasets: list[TextDataset | TokenCacheRef] = []
         for dataset in self.datasets:
             if isinstance(dataset, TextDataset):
@@ -302,6 +304,27 @@ class PerplexityGap(StepOptions):
 
 
 perplexity_gap = PerplexityGap
+
+
+def effective_config(handle: Any) -> dict[str, Any] | None:
+    """A model handle's effective configuration: its architecture's config with every field (defaults
+    included) and, for LoRA post-training, its LoRA settings; None when the handle does not declare
+    one (a StepSpec, or post-training of a folder or hub model).
+
+    A post-training handle's `model` is the handle it starts from, whose architecture it keeps.
+    """
+    lora = getattr(handle, "lora", None)
+    model = getattr(handle, "model", None)
+    for _ in range(16):  # a chain of post-training handles down to the architecture's config
+        if model is None or hasattr(model, "architecture"):
+            break
+        model = getattr(model, "model", None)
+    if model is None or not hasattr(model, "architecture") or not dataclasses.is_dataclass(model):
+        return None
+    out: dict[str, Any] = {"architecture": model.architecture, "model": dataclasses.asdict(model)}
+    if lora is not None and dataclasses.is_dataclass(lora):
+        out["lora"] = dataclasses.asdict(lora)
+    return orjson.loads(orjson.dumps(out))
 
 
 @dataclass(frozen=True)

@@ -92,9 +92,12 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
     assert headline["metric"] == "bpb" and headline["value"] == perplexity["micro"]["bpb"]["value"]
     lo, hi = headline["ci95"]
     assert lo < headline["value"] < hi and headline["n"] == 6
-    for task in OWN_TASKS:  # every harness metric is a metric object; the per-item scores are kept
+    for task in OWN_TASKS:  # every harness metric is a metric object that knows its direction and aggregation
         for metric in results["harness"][task].values():
-            assert set(metric) == {"value", "stderr", "ci95", "n"} and metric["n"] == 10
+            assert set(metric) == {"value", "stderr", "ci95", "n", "direction", "aggregation"}
+            assert metric["n"] == 10
+    assert results["harness"]["marin_story_endings"]["acc"]["direction"] == "higher"
+    assert results["harness"]["marin_text_perplexity"]["bits_per_byte"]["aggregation"] == "ratio"
     items = json.loads((out / "items.json").read_text())
     assert len(items["harness"]["marin_story_endings"]["acc"]["ids"]) == 10
     assert len(items["perplexity"]["stories"]["nll"]) == 6

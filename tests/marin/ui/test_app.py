@@ -548,11 +548,15 @@ def test_runs_page_draws_log_x_when_asked(pipeline_client):
 def _stand_in_evaluation(acc: list[float], output_path: str) -> dict:
     """A step that writes an evaluation's results.json: one accuracy per model, with its Wilson interval."""
     from marin.evaluation import stats
+    from marin.evaluation.results import Aggregation, EvaluationResults, MetricResult, ModelRecord
 
-    metric = stats.accuracy(acc).to_json()
-    results = {"model": {"label": f"model-{sum(acc):g}"}, "harness": {"story_endings": {"acc": metric}}}
-    (Path(output_path) / "results.json").write_text(json.dumps(results))
-    return {"headline": {"metric": "story_endings/acc", **metric}}
+    metric = MetricResult.named(stats.accuracy(acc), "acc", Aggregation.MEAN)
+    results = EvaluationResults(
+        model=ModelRecord(kind="folder", location="/models/m", label=f"model-{sum(acc):g}"),
+        harness={"story_endings": {"acc": metric}},
+    )
+    (Path(output_path) / "results.json").write_bytes(results.to_bytes())
+    return {"headline": {"metric": "story_endings/acc", **metric.to_json()}}
 
 
 def test_evaluations_page_ranks_models_side_by_side_by_the_lower_bound(tmp_path):

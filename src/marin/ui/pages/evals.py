@@ -9,9 +9,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from marin.evaluation.compare import interval, number
+from marin.evaluation.errors import EvalDataError
+from marin.evaluation.results import EvaluationResults, decode_results
+from marin.execution.errors import UnreadableRecordError
 from marin.ui import data as data_pages
 from marin.ui.index import RESULTS_FILE, Entry, artifact_of
-from marin.ui.paths import NotFound, is_dir, read_json_capped, resolve
+from marin.ui.paths import NotFound, is_dir, read_capped, resolve
 from marin.ui.site import Site
 
 HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
@@ -21,16 +24,15 @@ def evals(site: Site, request: Request) -> HTMLResponse:
     """Every evaluation's headline, then each metric with the models side by side, ranked by the interval's
     worse end (the lower bound when higher is better, the upper bound when lower is), each with its
     interval drawn as a bar."""
-    from marin.evaluation.compare import Evaluated, metrics_of, ranked
-    from marin.evaluation.direction import higher_is_better
+    from marin.evaluation.compare import Evaluated, ranked
 
     rows, evaluated = [], []
     for e in site.index.entries(include_superseded=False):
         if e.kind != "eval":
             continue
-        results = read_json_capped(f"{e.row.path}/{RESULTS_FILE}") or {}
-        metrics = metrics_of(results) if isinstance(results, dict) else {}
-        model = (results.get("model") or {}).get("label", "") if isinstance(results, dict) else ""
+        results = read_results(e.row.path)
+        metrics = results.flat_metrics() if results is not None else {}
+        model = results.model.label if results is not None and results.model is not None else ""
         artifact = artifact_of(e.row.path)
         result = artifact.result if artifact is not None and isinstance(artifact.result, dict) else {}
         headline = result.get("headline") or {}
@@ -39,12 +41,10 @@ def evals(site: Site, request: Request) -> HTMLResponse:
     groups = []
     by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
     for metric in dict.fromkeys(m for _, _, ev in evaluated for m in ev.metrics):
-        better_high = higher_is_better(metric)
         order = ranked([ev for _, _, ev in evaluated], metric)
         shown = [ev.metrics[metric] for ev in order]
-        ends = [
-            x for m in shown for x in (m.get("ci95") or [m.get("value")] * 2) if isinstance(x, (int, float))
-        ]
+        better_high = shown[0].higher_is_better
+        ends = [x for m in shown for x in (m.ci95 or (m.value, m.value)) if isinstance(x, (int, float))]
         lo, hi = (min(ends), max(ends)) if ends else (0.0, 1.0)
         span = (hi - lo) or 1.0
         groups.append(
@@ -66,23 +66,30 @@ def evals(site: Site, request: Request) -> HTMLResponse:
     return site.render("evals.html", request, rows=rows, groups=groups, num=number, interval=interval)
 
 
-def evaluated_on(results: dict, shown: int = 4) -> str:
-    """What an evaluation scored: its suite, else its harness tasks, then its perplexity datasets."""
-    if not isinstance(results, dict):
+def read_results(output_path: str) -> EvaluationResults | None:
+    """An output's `results.json` as the typed record, read as records are (capped, regular files
+    only); None when it is missing or not an evaluation's."""
+    try:
+        data = read_capped(f"{output_path}/{RESULTS_FILE}")
+        return decode_results(data) if data is not None else None
+    except (UnreadableRecordError, EvalDataError):
+        return None
+
+
+def evaluated_on(results: EvaluationResults | None, shown: int = 4) -> str:
+    """What an evaluation scored: its suite, else its harness tasks, then its perplexity datasets, exact match."""
+    if results is None:
         return ""
-    names = (
-        [results["suite"]["name"]]
-        if (results.get("suite") or {}).get("name")
-        else list(results.get("harness") or {})
-    )
-    names += list((results.get("perplexity") or {}).get("datasets") or {})
+    names = [results.suite.name] if results.suite is not None else list(results.harness)
+    names += list(results.perplexity.datasets) if results.perplexity is not None else []
+    names += [results.exact_match.task] if results.exact_match is not None else []
     more = f" (+{len(names) - shown} more)" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
 
 
-def _bar(metric: dict, lo: float, span: float) -> dict | None:
+def _bar(metric, lo: float, span: float) -> dict | None:
     """Where the interval and the value sit on the group's axis, in percent (None without an interval)."""
-    ci, value = metric.get("ci95"), metric.get("value")
+    ci, value = metric.ci95, metric.value
     if not ci or not isinstance(value, (int, float)) or ci[0] is None or ci[1] is None:
         return None
     return {
@@ -94,8 +101,8 @@ def _bar(metric: dict, lo: float, span: float) -> dict | None:
 
 def evaluation(site: Site, request: Request) -> HTMLResponse:
     entry = site.entry_at(request.path_params["rel"])
-    results = read_json_capped(f"{entry.row.path}/{RESULTS_FILE}")
-    if not isinstance(results, dict):
+    results = read_results(entry.row.path)
+    if results is None:
         raise HTTPException(404, f"{entry.rel!r} holds no {RESULTS_FILE}")
     return site.render(
         "evaluation.html",
@@ -110,17 +117,15 @@ def evaluation(site: Site, request: Request) -> HTMLResponse:
     )
 
 
-def checkpoint_curves(results: dict, width: float = 300.0, height: float = 90.0) -> list[dict]:
+def checkpoint_curves(results: EvaluationResults, width: float = 300.0, height: float = 90.0) -> list[dict]:
     """Each metric's curve over an evaluation's checkpoints as SVG coordinates: the values as a line,
     the 95% intervals as a band, x by training tokens (or steps)."""
-    curves = ((results.get("checkpoints") or {}).get("curves") or {}) if isinstance(results, dict) else {}
+    curves = results.checkpoints.curves if results.checkpoints is not None else {}
     drawn = []
     for metric, points in curves.items():
-        xs = [p.get("tokens") or p["step"] for p in points]
-        values = [p.get("value") for p in points]
-        ends = [
-            x for p in points for x in (p.get("ci95") or [p.get("value")] * 2) if isinstance(x, (int, float))
-        ]
+        xs = [p.tokens or p.step for p in points]
+        values = [p.value for p in points]
+        ends = [x for p in points for x in (p.ci95 or (p.value, p.value)) if isinstance(x, (int, float))]
         if not ends or not all(isinstance(v, (int, float)) for v in values):
             continue
         lo, hi, x0, x1 = min(ends), max(ends), min(xs), max(xs)
@@ -132,18 +137,17 @@ def checkpoint_curves(results: dict, width: float = 300.0, height: float = 90.0)
             )
 
         line = " ".join(f"{a},{b}" for a, b in (at(x, v) for x, v in zip(xs, values, strict=True)))
-        upper = [at(x, (p.get("ci95") or [v, v])[1]) for x, v, p in zip(xs, values, points, strict=True)]
-        lower = [at(x, (p.get("ci95") or [v, v])[0]) for x, v, p in zip(xs, values, points, strict=True)]
+        upper = [at(x, (p.ci95 or (v, v))[1]) for x, v, p in zip(xs, values, points, strict=True)]
+        lower = [at(x, (p.ci95 or (v, v))[0]) for x, v, p in zip(xs, values, points, strict=True)]
         band = " ".join(f"{a},{b}" for a, b in upper + lower[::-1])
         drawn.append({"metric": metric, "points": points, "line": line, "band": band, "range": (lo, hi)})
     return drawn
 
 
-def harness_samples_of(site: Site, entry: Entry, results: dict) -> list[dict]:
+def harness_samples_of(site: Site, entry: Entry, results: EvaluationResults) -> list[dict]:
     """Each harness task's per-sample file the results name: its data page and first records."""
-    files = results.get("harness_samples")
     shown = []
-    for task, file in files.items() if isinstance(files, dict) else ():
+    for task, file in results.harness_samples.items():
         if not isinstance(file, str):
             continue
         rel = f"{entry.rel}/{file}"
