@@ -157,8 +157,13 @@ def run_tasks(
     manager = TaskManager(include_defaults=False, include_path=tasks_dir)
     rank, world = _ranks() if distributed else (0, 1)
     names = [t.name for t in tasks]
-    saved = os.environ.get("DISABLE_MULTIPROC")
-    os.environ["DISABLE_MULTIPROC"] = "1"  # the harness's bootstrap in this process: it is the cheap part
+    # The harness's bootstrap in this process: it is the cheap part. And LOCAL_RANK 0 while it runs as
+    # one process: it returns results only there, and each process of an evaluation sharing its items
+    # through the score cache (a local gang, LOCAL_RANK set) runs the harness as if alone.
+    saved = {name: os.environ.get(name) for name in ("DISABLE_MULTIPROC", "LOCAL_RANK")}
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    if world == 1:
+        os.environ["LOCAL_RANK"] = "0"
     try:
         if world == 1:
             lm = _lm(model, tokenizer, batch_size)
@@ -185,10 +190,11 @@ def run_tasks(
                 k: {n: v for o in outputs for n, v in o[k].items()} for k in ("results", "samples", "configs")
             }
     finally:
-        if saved is None:
-            os.environ.pop("DISABLE_MULTIPROC", None)
-        else:
-            os.environ["DISABLE_MULTIPROC"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     if output is None:
         raise HarnessError(f"lm-eval-harness returned no results for {names}")
     return {
