@@ -1,4 +1,4 @@
-"""The per-item score cache: parts written whole, fixed chunks, several writers, read-only sources, its own files only."""
+"""The per-item score cache: parts written whole, fixed chunks, several writers, sources read only."""
 
 from __future__ import annotations
 
