@@ -82,3 +82,69 @@ def test_a_checkpoint_that_will_not_exist_is_one_error_naming_the_exports(traine
         evaluate("eval/x", model=model, harness_tasks=("marin_story_endings",), checkpoints=[15])
     with pytest.raises(StepDefinitionError, match="model= is not a step"):
         evaluate("eval/x", model=str(tmp_path), harness_tasks=("marin_story_endings",), checkpoints="all")
+
+
+CURVE_RUN = "marin run experiments/tutorials/checkpoint_curve.py"
+STEPS_EXPERIMENT = """
+import os
+
+from experiments.tutorials.checkpoint_curve import model, stories
+from marin.execution.lazy import lower
+from marin.experiment.evaluate import evaluate
+
+ev = evaluate(
+    "eval/curve-steps",
+    model=lower(model),  # a StepSpec: its exports are known only when the evaluation runs
+    datasets=[stories],
+    checkpoints=[int(s) for s in os.environ["CURVE_STEPS"].split(",")],
+)
+"""
+
+
+@pytest.mark.slow  # a tokenizer, a token cache, a training run and four evaluations, each in its own process
+def test_the_documented_curve_without_the_harness_runs_as_written(tmp_path):
+    """docs/evaluation.md's curve: the tutorial file shown there, run through `marin run` as the doc says;
+    a StepSpec model asked for a step it did not export fails in one line naming those it did, and
+    the corrected evaluation runs (nothing stays blocked)."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[3]
+    doc = (repo / "docs" / "evaluation.md").read_text()
+    source = (repo / "experiments" / "tutorials" / "checkpoint_curve.py").read_text()
+    assert source[source.index("from marin.experiment.data") :] in doc  # the doc shows the file as it is
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_TOKENIZER"}
+    env.update(
+        MARIN_PREFIX=str(tmp_path / "out"),
+        PATH=f"{repo / '.venv' / 'bin'}:{env['PATH']}",
+        PYTHONPATH=str(repo),
+    )
+
+    def sh(command: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            command, shell=True, cwd=repo, env={**env, **extra}, capture_output=True, text=True, timeout=900
+        )
+
+    done = sh(CURVE_RUN)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (out,) = (tmp_path / "out" / "eval").glob("curve-*")
+    results = json.loads((out / "results.json").read_text())
+    bpb = results["checkpoints"]["curves"]["bpb"]
+    assert [p["step"] for p in bpb] == [10, 20, 30, 40] and "harness" not in results
+    assert bpb[-1]["value"] == results["perplexity"]["micro"]["bpb"]["value"]
+    assert all(
+        (out / "checkpoints" / f"step-{s:08d}" / "documents.jsonl").is_file() for s in (10, 20, 30, 40)
+    )
+
+    (tmp_path / "steps.py").write_text(STEPS_EXPERIMENT)
+    failed = sh(f"marin run {tmp_path / 'steps.py'}", CURVE_STEPS="15")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert [line for line in failed.stderr.splitlines() if line.startswith("error:")] == [
+        (
+            "error: step 'eval/curve-steps' failed: checkpoints=[15]: model step 'checkpoints/curve' has no export "
+            "of step(s) [15]; it exported steps [10, 20, 30, 40] (train_lm(..., export_every=N) exports every N "
+            "steps and the last)"
+        )
+    ], failed.stderr
+    fixed = sh(f"marin run {tmp_path / 'steps.py'}", CURVE_STEPS="20,40")
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
