@@ -27,7 +27,7 @@ from marin.evaluation.documents import TextDataset
 from marin.evaluation.errors import ModelSourceError, SuiteError
 from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
 from marin.evaluation.model_source import ModelKind, ModelSource, from_string
-from marin.evaluation.score_cache import resume_note
+from marin.evaluation.score_cache import DEFAULT_FLUSH_S, resume_note
 from marin.evaluation.suites import Suite
 from marin.evaluation.suites import suite as find_suite
 from marin.evaluation.sweep_report import SweepReportConfig, run_sweep_report
@@ -249,7 +249,7 @@ class PerplexityGap(StepOptions):
     The step writes `gap.json` and `gap.md` (`marin.evaluation.gap`: the gap in bits per byte with its
     paired interval, split by byte class and domain, and the documents and spans where each wins) and
     each model's per-document scores; `marin gap A B` prints the same report for two evaluations.
-    Its headline is the gap, `bpb(a) - bpb(b)`. `batch_size` is not in the key.
+    Its headline is the gap, `bpb(a) - bpb(b)`. `batch_size` and `score_flush_s` are not in the key.
     """
 
     helper: ClassVar[str] = "perplexity_gap"
@@ -261,6 +261,7 @@ class PerplexityGap(StepOptions):
     max_length: int | None = None
     top: int = 10
     batch_size: int = 8
+    score_flush_s: float = DEFAULT_FLUSH_S
 
     def __post_init__(self) -> None:
         where = f"perplexity_gap {self.name!r}"
@@ -291,6 +292,7 @@ class PerplexityGap(StepOptions):
             max_length=self.max_length,
             top=self.top,
             batch_size=self.batch_size,
+            score_flush_s=self.score_flush_s,
         )
         return StepSpec(
             fn=functools.partial(run_perplexity_gap, config),
