@@ -79,7 +79,7 @@ def lineage_token_caches(output_path: str) -> tuple[str, ...]:
     while stack:
         path = stack.pop()
         info = read_info(path)
-        deps = [d.output_path for d in info.deps] if info is not None else []
+        deps = [d.path for d in info.deps] if info is not None else []
         for dep in reversed(deps):
             if dep in seen:
                 continue

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from marin.evaluation.byte_classes import CLASSES, byte_classes, byte_losses, token_byte_spans, token_class_fractions
+from marin.evaluation.byte_classes import (
+    CLASSES,
+    byte_classes,
+    byte_losses,
+    token_byte_spans,
+    token_class_fractions,
+)
 from marin.evaluation.documents import TextDataset
 from marin.evaluation.gap import GAP_JSON
 from marin.evaluation.results import read_results
@@ -76,7 +82,9 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     texts = TextDataset("gap_texts", (str(TEXTS),), domain_field="kind")
     gap = perplexity_gap("gaps/small-large", model_a=small, model_b=large, datasets=[texts], score_flush_s=0)
     same = perplexity_gap("gaps/small-small", model_a=small, model_b=small, datasets=[texts])
-    evals = [evaluate(f"eval/{n}", model=m, datasets=[texts]) for n, m in (("small", small), ("large", large))]
+    evals = [
+        evaluate(f"eval/{n}", model=m, datasets=[texts]) for n, m in (("small", small), ("large", large))
+    ]
     run = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([gap, same, *evals])
 
     report = json.loads((Path(run.output_path(lower(gap))) / GAP_JSON).read_text())
@@ -93,7 +101,9 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     assert sorted(d["name"] for d in report["domains"]) == ["gap_texts/mixed", "gap_texts/story"]
     assert report["a_wins"] or report["b_wins"]
     assert report["a_wins_spans"] and report["b_wins_spans"]  # random models: each wins somewhere
-    assert all(e["bits"] < 0 for e in report["a_wins_spans"]) and all(e["bits"] > 0 for e in report["b_wins_spans"])
+    assert all(e["bits"] < 0 for e in report["a_wins_spans"]) and all(
+        e["bits"] > 0 for e in report["b_wins_spans"]
+    )
 
     itself = json.loads((Path(run.output_path(lower(same))) / GAP_JSON).read_text())["total"]
     assert itself["value"] == 0.0 and itself["ci95"][0] <= 0.0 <= itself["ci95"][1]
@@ -107,7 +117,9 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     assert done.returncode == 0, done.stderr
     cli = json.loads(done.stdout)
     assert cli["total"]["value"] == pytest.approx(total["value"], abs=1e-12)
-    assert [c["value"] for c in cli["classes"]] == pytest.approx([c["value"] for c in report["classes"]], abs=1e-12)
+    assert [c["value"] for c in cli["classes"]] == pytest.approx(
+        [c["value"] for c in report["classes"]], abs=1e-12
+    )
     assert cli["total"]["ci95"] == pytest.approx(total["ci95"], abs=1e-12)
     md = subprocess.run(["marin", "gap", *outputs], env=env, capture_output=True, text=True, timeout=300)
     assert md.returncode == 0 and "## By byte class" in md.stdout and "**total**" in md.stdout
@@ -118,7 +130,11 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     missing = subprocess.run(
         ["marin", "gap", outputs[0], str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
     )
-    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and len(missing.stderr.splitlines()) == 1
+    assert (
+        missing.returncode == 2
+        and missing.stderr.startswith("error: ")
+        and len(missing.stderr.splitlines()) == 1
+    )
 
 
 def test_documents_jsonl_holds_each_documents_bpb_and_its_split(exports, tmp_path):
