@@ -10,7 +10,8 @@ data's. An item is contaminated when at least `min_overlap` of its n-grams occur
 
 The look-up scans the training tokens once, whatever the number of items: the items' n-grams are
 hashed (a polynomial hash of the token ids, 64 bits) into one sorted array; each block of training
-tokens is hashed with numpy, n-gram by n-gram, and searched in it. Time grows with the training
+tokens is hashed with numpy, a pre-filter on the hash's top bits rules out nearly all of them, and
+the rest are searched in the sorted array. Time grows with the training
 tokens, and with items only through tokenizing them.
 
 The report, per dataset and per task, gives the metric on all items, on the clean ones and on the
@@ -35,6 +36,7 @@ from marin.evaluation.results import Contamination
 _PRIME = np.uint64(0x9E3779B97F4A7C15)  # odd: the polynomial's base
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
 _BLOCK = 1 << 24  # training tokens hashed at once
+_FILTER_BITS = 25  # the pre-filter's size: 2^25 bytes
 
 
 @dataclass(frozen=True)
@@ -96,17 +98,17 @@ def lineage_token_caches(output_path: str) -> tuple[str, ...]:
 
 def ngram_hashes(tokens: np.ndarray, n: int) -> np.ndarray:
     """The 64-bit hash of every window of `n` consecutive tokens (len(tokens) - n + 1 of them)."""
-    tokens = np.asarray(tokens).astype(np.uint64)
     count = len(tokens) - n + 1
     if count <= 0:
         return np.zeros(0, dtype=np.uint64)
-    out = np.zeros(count, dtype=np.uint64)
+    shifted = np.asarray(tokens).astype(np.uint64) + np.uint64(1)  # so that id 0 still counts
+    out = shifted[:count].copy()
     with np.errstate(over="ignore"):
-        for j in range(n):
-            out *= _PRIME
-            out += tokens[j : j + count] + np.uint64(1)
-        out ^= out >> np.uint64(31)
-        out *= _MIX
+        for j in range(1, n):  # in place: n multiply-adds over the block, no temporaries
+            np.multiply(out, _PRIME, out=out)
+            np.add(out, shifted[j : j + count], out=out)
+        np.bitwise_xor(out, out >> np.uint64(31), out=out)
+        np.multiply(out, _MIX, out=out)
     return out
 
 
@@ -132,8 +134,13 @@ def item_overlap(items: Sequence[Sequence[np.ndarray]], training: Iterable[np.nd
     wanted = np.unique(np.concatenate(per_item)) if per_item else np.zeros(0, np.uint64)
     seen = np.zeros(len(wanted), dtype=bool)
     if len(wanted):
+        # A byte per 2^39 of hash space says whether any wanted n-gram falls there: most training
+        # n-grams are ruled out by one look-up, and only the rest are searched in the sorted array.
+        maybe = np.zeros(1 << _FILTER_BITS, dtype=bool)
+        maybe[wanted >> np.uint64(64 - _FILTER_BITS)] = True
         for block in training:
             hashes = ngram_hashes(block, n)
+            hashes = hashes[maybe[hashes >> np.uint64(64 - _FILTER_BITS)]]
             at = np.searchsorted(wanted, hashes)
             at[at == len(wanted)] = 0
             seen[at[wanted[at] == hashes]] = True
