@@ -105,6 +105,17 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
         e["bits"] > 0 for e in report["b_wins_spans"]
     )
 
+    from starlette.testclient import TestClient
+
+    from marin.ui.app import UiConfig, create_app
+
+    rel = Path(run.output_path(lower(gap))).relative_to(tmp_path / "out")
+    with TestClient(create_app(UiConfig(str(tmp_path / "out")))) as client:
+        listing = client.get("/gaps").text
+        assert f'href="/gaps/{rel}"' in listing and "gaps/small-small" in listing
+        page = client.get(f"/gaps/{rel}").text
+        assert "By byte class" in page and "Spans where" in page
+
     itself = json.loads((Path(run.output_path(lower(same))) / GAP_JSON).read_text())["total"]
     assert itself["value"] == 0.0 and itself["ci95"][0] <= 0.0 <= itself["ci95"][1]
 

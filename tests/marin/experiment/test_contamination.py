@@ -93,6 +93,20 @@ def test_planted_items_are_flagged_and_score_better_and_no_others_are(tmp_path):
     flat = results.flat_metrics()
     assert flat["bpb/held_out/clean"] == bpb.clean and flat["bpb/held_out/contaminated"] == bpb.contaminated
 
+    # marin compare and Marina show the score on all items and on the clean ones
+    from starlette.testclient import TestClient
+
+    from marin.evaluation.compare import compare, render
+    from marin.ui.app import UiConfig, create_app
+
+    table = render(compare([out]), "md")
+    assert "| bpb/held_out |" in table and "| bpb/held_out/clean |" in table
+    rel = Path(out).relative_to(tmp_path / "out")
+    with TestClient(create_app(UiConfig(str(tmp_path / "out")))) as client:
+        page = client.get(f"/evals/{rel}").text
+        assert "<h2>Contamination</h2>" in page and "held_out" in page
+        assert "bpb/held_out/clean" in client.get("/evals").text
+
 
 def test_contamination_of_a_model_without_a_lineage_is_refused_when_declared(tmp_path):
     (tmp_path / "config.json").write_text("{}")
