@@ -167,3 +167,31 @@ def test_documents_jsonl_holds_each_documents_bpb_and_its_split(exports, tmp_pat
     pooled = sum(r.nll for r in records) / math.log(2) / sum(r.bytes for r in records)
     assert pooled == pytest.approx(results.perplexity.micro.bpb.value, rel=1e-12)
     shutil.rmtree(tmp_path / "out")
+
+
+TUTORIAL_RUN = "marin run experiments/tutorials/perplexity_gap.py"
+TUTORIAL_GAP = "marin gap evaluations/gap-bpe4k evaluations/gap-bpe1k"
+TUTORIAL_GAP_JSON = "marin gap evaluations/gap-bpe4k evaluations/gap-bpe1k --format json"
+
+
+@pytest.mark.slow  # two tokenizers and two trainings
+def test_the_gap_tutorial_runs_as_documented(tmp_path):
+    """docs/evaluation.md's "Where two models differ": its commands, verbatim."""
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_TOKENIZER"}
+    env.update(MARIN_PREFIX=str(tmp_path), PATH=f"{REPO / '.venv' / 'bin'}:{env['PATH']}")
+
+    def sh(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            command, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
+        )
+
+    done = sh(TUTORIAL_RUN)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = sh(TUTORIAL_GAP)
+    assert table.returncode == 0 and "## By byte class" in table.stdout and "## By domain" in table.stdout
+    cli = json.loads(sh(TUTORIAL_GAP_JSON).stdout)
+    (step,) = (tmp_path / "gaps").glob("bpe4k-bpe1k-*")
+    report = json.loads((step / GAP_JSON).read_text())
+    assert cli["total"]["value"] == pytest.approx(report["total"]["value"], abs=1e-9)
+    assert sum(c["value"] for c in report["classes"]) == pytest.approx(report["total"]["value"], abs=1e-9)
+    assert {d["name"] for d in report["domains"]} == {"gap_texts/mixed", "gap_texts/story"}
