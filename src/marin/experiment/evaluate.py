@@ -52,7 +52,8 @@ class Evaluation(EvalOptions, StepOptions):
     `suite` (a name in `marin.evaluation.suites.SUITES`, such as `"core"`, or a `Suite`), the
     `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
     `max_documents`, `limit`, `harness_stories`, `harness_items`, `bootstrap_iters`,
-    `bootstrap_seed`, `exact_match`), the `StepOptions` every step has (`version`, `adopt`,
+    `bootstrap_seed`, `exact_match`, `contamination`, `num_processes`, `score_flush_s`), the
+    `StepOptions` every step has (`version`, `adopt`,
     `resources`) and the step's own below, each declared once, so editors complete and type-check
     the call. `datasets` holds `tokenized()` handles / StepSpecs of token caches (their
     `eval_split` is scored) and `TextDataset`s of raw text, whose files are the step's declared
@@ -61,10 +62,13 @@ class Evaluation(EvalOptions, StepOptions):
     `prompts` get a greedy continuation and seeded samples (`sampling=SamplingConfig(...)`).
     `exact_match=ExactMatchTask()` scores the model's greedy replies to chat prompts with known
     answers (by default 400 held-out questions of `marin://tinystories-qa`) by exact match, with
-    Wilson intervals. `adopt=True` takes an existing folder at the step's output path as its result
-    (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every option but
-    `batch_size`, which changes no score; a folder model enters by its files' digests, a hub model
-    by its commit.
+    Wilson intervals. `contamination=True` checks every scored item against the model's training
+    data, found from its lineage, and reports each metric on all items and on the clean ones
+    (`marin.evaluation.contamination`). Scores are kept as they come (`marin.evaluation.score_cache`):
+    a killed run resumes, with any `num_processes`. `adopt=True` takes an existing folder at the
+    step's output path as its result (see StepSpec.adopt). The key is the EvaluationConfig's key
+    fields: every option but `batch_size`, `num_processes` and `score_flush_s`, which change no
+    score; a folder model enters by its files' digests, a hub model by its commit.
     """
 
     helper: ClassVar[str] = "evaluate"
