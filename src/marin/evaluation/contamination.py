@@ -192,16 +192,21 @@ def subsets(
     clean = 1.0 - c
     columns = np.stack([v, w, v * clean, w * clean, v * c, w * c], axis=1)
     sums = stats.resampled_sums(columns, iters, seed) if len(v) else np.zeros((0, 6))
-    total = columns.sum(axis=0)
+
+    def value(members: np.ndarray) -> float:
+        # as stats.ratio_estimate computes it, so "all" is the evaluation's own number, bit for bit
+        den = float(w[members].sum())
+        return scale * (float(v[members].sum()) / den) if den else float("nan")
 
     def ratio(num, den):
         with np.errstate(divide="ignore", invalid="ignore"):
             return scale * num / den
 
+    everything = np.ones(len(v), dtype=bool)
     parts = {
-        "all": (ratio(total[0], total[1]), ratio(sums[:, 0], sums[:, 1]), np.ones(len(v), dtype=bool)),
-        "clean": (ratio(total[2], total[3]), ratio(sums[:, 2], sums[:, 3]), clean > 0),
-        "contaminated": (ratio(total[4], total[5]), ratio(sums[:, 4], sums[:, 5]), c > 0),
+        "all": (value(everything), ratio(sums[:, 0], sums[:, 1]), everything),
+        "clean": (value(clean > 0), ratio(sums[:, 2], sums[:, 3]), clean > 0),
+        "contaminated": (value(c > 0), ratio(sums[:, 4], sums[:, 5]), c > 0),
     }
     metrics = {}
     for name, (value, replicates, members) in parts.items():

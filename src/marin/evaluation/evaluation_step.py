@@ -656,11 +656,20 @@ def suite_aggregate(suite: Suite, done: dict, iters: int, seed: int) -> SuiteRes
 
 
 def _keep_task_files(work: str, dest: str) -> None:
-    """Copy the harness's task files and data from the local work folder to the step's output."""
+    """Copy the harness's task files and data from the local work folder to the step's output.
+
+    Not `__pycache__`: the bytecode Python writes when the harness imports our task module names the
+    work folder, and is no part of the task."""
     if storage.is_local(dest):
-        shutil.copytree(work, storage.local_path(dest), dirs_exist_ok=True)
+        shutil.copytree(
+            work, storage.local_path(dest), dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
         return
-    files = [(rel, os.path.join(work, rel)) for rel, _ in storage.walk_files(work)]
+    files = [
+        (rel, os.path.join(work, rel))
+        for rel, _ in storage.walk_files(work)
+        if "__pycache__" not in rel.split("/")
+    ]
     storage.overlapped(lambda f: storage.upload(f[1], storage.join(dest, f[0])), files)
 
 

@@ -245,14 +245,15 @@ def _columns(scores: Sequence[DocumentScore]) -> np.ndarray:
 
 def _group(columns: np.ndarray, sums: np.ndarray) -> dict:
     """loss, perplexity and bits-per-byte of one group of documents, from its columns and resampled sums."""
-    nll, tokens, num_bytes = (float(v) for v in columns.sum(axis=0))
+    # Each column summed on its own and scaled as stats.ratio_estimate does, so any other view of
+    # the same items (a contamination report's "all") gives the same number to the last bit.
+    nll, tokens, num_bytes = (float(columns[:, k].sum()) for k in range(3))
     n = len(columns)
+    bits = 1 / math.log(2)
     with np.errstate(divide="ignore", invalid="ignore"):
         loss = stats.Estimate(nll / tokens if tokens else float("nan"), sums[:, 0] / sums[:, 1], n)
         bpb = stats.Estimate(
-            nll / math.log(2) / num_bytes if num_bytes else float("nan"),
-            sums[:, 0] / math.log(2) / sums[:, 2],
-            n,
+            bits * (nll / num_bytes) if num_bytes else float("nan"), bits * sums[:, 0] / sums[:, 2], n
         )
     return {"loss": loss, "perplexity": loss.map(np.exp), "bpb": bpb}
 

@@ -14,6 +14,7 @@ from marin.experiment.evaluate import evaluate
 from tests.marin.experiment.tiny_runs import tiny_data, tiny_model
 
 STEPS, EVERY, BATCH, SEQ = 40, 10, 4, 64
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -101,33 +102,38 @@ ev = evaluate(
 """
 
 
-@pytest.mark.slow  # a tokenizer, a token cache, a training run and four evaluations, each in its own process
-def test_the_documented_curve_without_the_harness_runs_as_written(tmp_path):
-    """docs/evaluation.md's curve: the tutorial file shown there, run through `marin run` as the doc says;
-    a StepSpec model asked for a step it did not export fails in one line naming those it did, and
-    the corrected evaluation runs (nothing stays blocked)."""
+def _curve_env(prefix: Path) -> dict[str, str]:
     import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MARIN_TOKENIZER"}
+    env.update(MARIN_PREFIX=str(prefix), PATH=f"{REPO / '.venv' / 'bin'}:{env['PATH']}", PYTHONPATH=str(REPO))
+    return env
+
+
+def _sh(command: str, env: dict[str, str]):
     import subprocess
 
-    repo = Path(__file__).resolve().parents[3]
-    doc = (repo / "docs" / "evaluation.md").read_text()
-    source = (repo / "experiments" / "tutorials" / "checkpoint_curve.py").read_text()
-    assert source[source.index("from marin.experiment.data") :] in doc  # the doc shows the file as it is
-    env = {k: v for k, v in os.environ.items() if k != "MARIN_TOKENIZER"}
-    env.update(
-        MARIN_PREFIX=str(tmp_path / "out"),
-        PATH=f"{repo / '.venv' / 'bin'}:{env['PATH']}",
-        PYTHONPATH=str(repo),
-    )
+    return subprocess.run(command, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
-    def sh(command: str, **extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            command, shell=True, cwd=repo, env={**env, **extra}, capture_output=True, text=True, timeout=900
-        )
 
-    done = sh(CURVE_RUN)
+@pytest.fixture(scope="module")
+def documented_curve(tmp_path_factory) -> Path:
+    """The prefix after `marin run experiments/tutorials/checkpoint_curve.py`, as docs/evaluation.md says
+    to type it (a tokenizer, a token cache, a 40-step training and four evaluations, each in its own
+    process)."""
+    prefix = tmp_path_factory.mktemp("curve") / "out"
+    done = _sh(CURVE_RUN, _curve_env(prefix))
     assert done.returncode == 0, done.stderr[-3000:]
-    (out,) = (tmp_path / "out" / "eval").glob("curve-*")
+    return prefix
+
+
+def test_the_documented_curve_without_the_harness_runs_as_written(documented_curve):
+    """docs/evaluation.md's curve: the tutorial file shown there, run through `marin run` as the doc says,
+    scores every export without a harness task."""
+    doc = (REPO / "docs" / "evaluation.md").read_text()
+    source = (REPO / "experiments" / "tutorials" / "checkpoint_curve.py").read_text()
+    assert source[source.index("from marin.experiment.data") :] in doc  # the doc shows the file as it is
+    (out,) = (p for p in (documented_curve / "eval").glob("curve-*") if not p.name.startswith("curve-steps"))
     results = json.loads((out / "results.json").read_text())
     bpb = results["checkpoints"]["curves"]["bpb"]
     assert [p["step"] for p in bpb] == [10, 20, 30, 40] and "harness" not in results
@@ -136,8 +142,15 @@ def test_the_documented_curve_without_the_harness_runs_as_written(tmp_path):
         (out / "checkpoints" / f"step-{s:08d}" / "documents.jsonl").is_file() for s in (10, 20, 30, 40)
     )
 
+
+def test_a_missing_checkpoint_of_a_step_spec_model_is_one_line_and_the_corrected_step_runs(
+    documented_curve, tmp_path
+):
+    """A StepSpec model asked for a step it did not export fails in one line naming those it did, and
+    the corrected evaluation runs at once (nothing stays blocked); the training is reused."""
     (tmp_path / "steps.py").write_text(STEPS_EXPERIMENT)
-    failed = sh(f"marin run {tmp_path / 'steps.py'}", CURVE_STEPS="15")
+    env = _curve_env(documented_curve)
+    failed = _sh(f"marin run {tmp_path / 'steps.py'}", {**env, "CURVE_STEPS": "15"})
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
     assert [line for line in failed.stderr.splitlines() if line.startswith("error:")] == [
         (
@@ -146,5 +159,10 @@ def test_the_documented_curve_without_the_harness_runs_as_written(tmp_path):
             "steps and the last)"
         )
     ], failed.stderr
-    fixed = sh(f"marin run {tmp_path / 'steps.py'}", CURVE_STEPS="20,40")
+    fixed = _sh(f"marin run {tmp_path / 'steps.py'}", {**env, "CURVE_STEPS": "20,40"})
     assert fixed.returncode == 0, fixed.stderr[-3000:]
+    curves = [
+        json.loads(results.read_text())["checkpoints"]["steps"]
+        for results in (documented_curve / "eval").glob("curve-steps-*/results.json")
+    ]
+    assert curves == [[20, 40]]

@@ -32,11 +32,14 @@ def tiny_export(tmp_path_factory) -> str:
     return str(build_tiny_export(tmp_path_factory.mktemp("tiny_hf")))
 
 
-def test_the_kept_harness_folder_reruns_in_lm_eval_to_the_steps_numbers(tmp_path, tiny_export):
+def test_the_kept_harness_folder_reruns_in_lm_eval_to_the_steps_numbers(tmp_path, tiny_export, monkeypatch):
     import lm_eval
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
 
+    monkeypatch.delenv(
+        "PYTHONDONTWRITEBYTECODE", raising=False
+    )  # as on a user's machine: bytecode is written
     model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
     ev = evaluate("eval/kept", model=model, harness_tasks=OWN_TASKS, harness_items=12, batch_size=4)
     out = Path(StepRunner(prefix=str(tmp_path / "out"), progress=False).run([ev]).output_path(lower(ev)))
