@@ -18,7 +18,7 @@ from marin.evaluation.harness import OWN_DIR, TASK_DATA_MODULE, run_tasks, write
 from marin.evaluation.suites import PromptFormat, Task
 from marin.experiment.own_generation import load_generator
 from marin.training.export import export_hf
-from marin.training.models import LlamaConfig, Olmo2Config, Qwen3Config
+from marin.training.models import LlamaConfig, MoEConfig, Olmo2Config, Qwen3Config
 from tests.marin.training.models.test_generate import _sharpened
 
 SHAPE = dict(hidden_dim=64, intermediate_dim=96, num_layers=2, num_heads=4, max_seq_len=128)
@@ -26,6 +26,7 @@ ARCHITECTURES = {
     "llama": lambda vocab: LlamaConfig(**SHAPE, num_kv_heads=2, vocab_size=vocab),
     "qwen3": lambda vocab: Qwen3Config(**SHAPE, num_kv_heads=2, head_dim=32, vocab_size=vocab),
     "olmo2": lambda vocab: Olmo2Config(**SHAPE, num_kv_heads=2, vocab_size=vocab),
+    "moe": lambda vocab: MoEConfig(**SHAPE, num_kv_heads=2, num_experts=4, top_k=2, vocab_size=vocab),
 }
 CONTINUATION = """task: story_continuation
 custom_dataset: !function marin_task_data.load
