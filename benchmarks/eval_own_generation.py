@@ -105,6 +105,7 @@ def main() -> None:
                 "hf_tokens_per_s": round(tokens / best["hf"], 1),
                 "speedup": round(ratio, 2),
                 "same_greedy_text": same,
+                "torch_threads": torch.get_num_threads(),
                 "mean_chars": round(sum(map(len, texts["marin"])) / len(prompts), 1),
                 "goal": ">= 3x, the same greedy text",
                 "goal_met": ratio >= 3 and same,

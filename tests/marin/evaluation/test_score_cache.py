@@ -110,3 +110,31 @@ def test_an_earlier_output_of_the_step_is_read_never_written_and_its_entries_are
     standalone = ScoreCache(str(new / "score_cache"))  # the new output holds all five on its own
     assert standalone.score(_keys(5), [0, 1, 2, 3, 4], 2, _scorer(calls)) == [0.0, 0.5, 1.0, 1.5, 2.0]
     assert standalone.counts.resumed == 5
+
+
+def test_documents_added_to_a_dataset_are_the_only_ones_the_new_evaluation_scores(tmp_path, tiny_export, stories):
+    """Through the step: the grown dataset changes the key, and the new output takes the earlier one's
+    scores (`imported`) and scores the added documents alone."""
+    import json
+
+    from marin.evaluation.documents import TextDataset
+    from marin.evaluation.results import read_results
+    from marin.execution.lazy import lower
+    from marin.execution.step_runner import StepRunner
+    from marin.experiment.evaluate import evaluate
+
+    data = tmp_path / "stories.jsonl"
+
+    def run(documents: list[str], prefix: str):
+        data.write_text("".join(json.dumps({"text": t}) + "\n" for t in documents))
+        ev = evaluate("eval/grow", model=tiny_export, datasets=[TextDataset("stories", (str(data),))])
+        out = StepRunner(prefix=str(tmp_path / prefix), progress=False).run([ev]).output_path(lower(ev))
+        return read_results(out)
+
+    first = run(stories[:8], "out")
+    grown = run(stories, "out")
+    added = run(stories[8:], "added-alone")  # what the added documents cost on their own
+    assert first.score_cache.computed > 0 and first.score_cache.imported == 0
+    assert grown.score_cache.imported == first.score_cache.computed
+    assert grown.score_cache.computed == added.score_cache.computed > 0
+    assert grown.perplexity.datasets["stories"].documents == len(stories)

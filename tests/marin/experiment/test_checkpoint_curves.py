@@ -26,6 +26,10 @@ def trained():
 
 def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, tmp_path):
     data, model = trained
+    options = dict(datasets=[data], harness_tasks=("marin_story_endings",), harness_items=8)
+    first = evaluate("eval/curve", model=model, checkpoints=[10, 20], **options)
+    runner = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1)
+    earlier = json.loads((Path(runner.run([first]).output_path(lower(first))) / "results.json").read_text())
     ev = evaluate(
         "eval/curve",
         model=model,
@@ -54,6 +58,10 @@ def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, t
     assert bpb[-1]["value"] == final["value"] and bpb[-1]["ci95"] == final["ci95"]  # the same weights
     acc = checkpoints["curves"]["marin_story_endings/acc"]
     assert len(acc) == 4 and acc[-1]["value"] == results["harness"]["marin_story_endings"]["acc"]["value"]
+    # the curve gained steps 30 and 40: it took what the first evaluation scored (the final model,
+    # steps 10 and 20) and scored only step 30 (step 40 is the final model's weights, scored already)
+    counts, before = results["score_cache"], earlier["score_cache"]
+    assert counts["imported"] == before["computed"] and counts["computed"] == before["computed"] // 3
 
     # the sweep report draws the curve (with its intervals) against training tokens
     from marin.experiment.evaluate import sweep_report
