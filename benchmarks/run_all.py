@@ -83,6 +83,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "eval_own_generation": ([], ["--prompts", "8", "--new-tokens", "8", "--rounds", "1"]),
     "eval_contamination": ([], ["--items", "400", "--tokens", "2000000"]),
     "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
+    "compare_replicates": ([], ["--items", "200", "--rounds", "1", "--no-all-pairs"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),

@@ -514,10 +514,8 @@ def _score_checkpoints(
         points.append(
             CheckpointPoint(step=checkpoint.step, tokens=checkpoint.tokens, results=checkpoint.results)
         )
-        for name, metric in scored.results.flat_metrics().items():
-            curves.setdefault(name, []).append(
-                CurvePoint(**msgspec.structs.asdict(metric), step=checkpoint.step, tokens=checkpoint.tokens)
-            )
+        for name, point in scored.results.curve_points(checkpoint.step, checkpoint.tokens).items():
+            curves.setdefault(name, []).append(point)
     return Checkpoints(steps=[c.step for c in resolved.checkpoints], points=points, curves=curves)
 
 
