@@ -6,7 +6,9 @@ the scoring the evaluation step runs (`perplexity.score_documents`, `harness.run
 the step's cache (a fresh folder: every item keyed, written in parts as it comes, compacted at the
 end) and once with a cache that only keeps entries in memory (the same fixed chunks, nothing
 written), interleaved, `--rounds` times each; the figure is the ratio of the medians. It also gives
-what hashing the keys costs, which both sides pay, as a share of the baseline.
+the time spent in what only the written cache does (reading its folder, writing parts, compacting)
+as a share of the cached run, and what hashing the keys costs, which both sides pay, as a share of
+the baseline.
 
 Prints one JSON object.
 """
@@ -59,10 +61,32 @@ def main() -> None:
     tasks = harness_tasks(("marin_story_endings",))
 
     scored = [0]
+    # What only the written cache does (its folder read at start, parts written, compaction), timed
+    # inside the cache run: the overhead measured directly, which the load on a shared machine
+    # cannot blur as it blurs the difference of two whole evaluations.
+    io_s = [0.0]
+    depth = [0]  # compact() calls flush(): time the outermost call only
+
+    def timed(method):
+        def wrapper(self, *a, **k):
+            if self.folder is None or depth[0]:
+                return method(self, *a, **k)
+            depth[0] += 1
+            start = time.perf_counter()
+            try:
+                return method(self, *a, **k)
+            finally:
+                io_s[0] += time.perf_counter() - start
+                depth[0] -= 1
+
+        return wrapper
+
+    for name in ("__post_init__", "flush", "compact"):
+        setattr(ScoreCache, name, timed(getattr(ScoreCache, name)))
 
     def evaluate(folder: str | None) -> float:
-        cache = ScoreCache(folder)
         start = time.perf_counter()
+        cache = ScoreCache(folder)  # opening reads the folder: part of what the cache costs
         score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, 8, cache=cache, model_id="m")
         run_tasks(loaded.model, loaded.tokenizer, tasks, tasks_dir, batch_size=8, cache=cache, model_id="m")
         cache.compact()
@@ -74,11 +98,15 @@ def main() -> None:
         return seconds
 
     times: dict[str, list[float]] = {"cache": [], "memory": []}
+    io_shares: list[float] = []
     evaluate(None)  # warm: the harness's imports, the model's first passes
     for r in range(args.rounds):  # interleaved, each side first in every other round
         folder = os.path.join(work, f"cache-{r}")
         for side in ("cache", "memory") if r % 2 == 0 else ("memory", "cache"):
+            io_s[0] = 0.0
             times[side].append(evaluate(folder if side == "cache" else None))
+            if side == "cache":
+                io_shares.append(io_s[0] / times[side][-1])
         shutil.rmtree(folder)
     start = time.perf_counter()
     for i in range(10_000):
@@ -98,10 +126,11 @@ def main() -> None:
                 "with_cache_s": round(cache_s, 3),
                 "memory_only_s": round(memory_s, 3),
                 "ratio": round(ratio, 4),
+                "cache_io_share": round(statistics.median(io_shares), 5),
                 "items": scored[0],
                 "key_hash_us": round(per_key * 1e6, 2),
                 "key_hash_share_of_memory_only": round(scored[0] * per_key / memory_s, 5),
-                "goal": "<= 1.03",
+                "goal": "<= 1.03 (ratio; cache_io_share is the same overhead timed directly)",
                 "goal_met": ratio <= 1.03,
                 "load_average": load_average(),
             }
