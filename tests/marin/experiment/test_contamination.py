@@ -96,7 +96,8 @@ def test_planted_items_are_flagged_and_score_better_and_no_others_are(tmp_path):
     # marin compare and Marina show the score on all items and on the clean ones
     from starlette.testclient import TestClient
 
-    from marin.evaluation.compare import compare, render
+    from marin.evaluation.compare import compare
+    from marin.evaluation.compare_render import render
     from marin.ui.app import UiConfig, create_app
 
     table = render(compare([out]), "md")
