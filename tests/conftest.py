@@ -11,14 +11,25 @@ import os
 
 import pytest
 
-# The tiers and the default tier's time limit (tests/tiers.py); pytester tests the limit itself.
-pytest_plugins = ["tiers", "pytester"]
+# The tiers and the default tier's time limit (tests/tiers.py), the order and groups under pytest-xdist
+# (tests/scheduling.py), the check that nothing outlives the suite (tests/leftovers.py); pytester
+# tests them.
+pytest_plugins = ["tiers", "scheduling", "leftovers", "pytester"]
 
 # Hugging Face libraries must never download anything during the tests.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # once, before any pytest-xdist worker starts
+        # Every Ray node and client of the suite reads this one file; two workers must not race to make it.
+        from ray_nodes import ensure_auth_token
+
+        ensure_auth_token()
+
 
 # Steps run where users' steps run: on the product default, fray's LocalCluster (warm worker
 # processes), unless a test picks a cluster. Set MARIN_CLUSTER=thread to debug in one process.

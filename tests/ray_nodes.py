@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,30 +17,19 @@ from dataclasses import dataclass, field
 
 import psutil
 
+# ports.py and processes.py are beside this file; benchmarks load this file by path or as `tests.<name>`.
+if os.path.dirname(__file__) not in sys.path:
+    sys.path.append(os.path.dirname(__file__))
+from ports import free_port  # noqa: E402
+from processes import kill_all  # noqa: E402
+
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+CLUSTER_MARK = "TESTS_RAY_CLUSTER"  # a node's processes carry their cluster's temp dir in it
 
 # The node labels of the suite's shared cluster (tests/conftest.py): Ray's well-known region and
 # market-type labels, which fray maps ResourceConfig.regions and preemptible to.
 HEAD_LABELS = {"ray.io/availability-region": "us-east1"}
 WORKER_LABELS = {"ray.io/availability-region": "us-central1", "ray.io/market-type": "spot"}
-
-
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now, and never one this process was given before.
-
-    A cluster's ports are picked one after another before Ray binds any of them, so the kernel may
-    offer a just-closed port twice; Ray then refuses to start ("port ... used by other components").
-    """
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
 
 
 def ensure_auth_token() -> None:
@@ -71,6 +59,9 @@ def _node_ports() -> list[str]:
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
+        # Ray's workers take ports 10002-19999 unless told otherwise, every cluster the same ones.
+        "--min-worker-port=0",
+        "--max-worker-port=0",
     ]
 
 
@@ -158,6 +149,7 @@ class LocalRayCluster:
         # activated, so the nodes' `python` on PATH is whatever the shell's is, not the venv's.
         path = os.environ.get("PATH", "") if self.path is None else self.path
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", PATH=path)
+        env[CLUSTER_MARK] = self.temp_dir  # inherited by every process of the node: how stop() finds them
         env.pop("RAY_ADDRESS", None)
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
         if done.returncode != 0:
@@ -176,7 +168,9 @@ class LocalRayCluster:
             ray.shutdown()
 
     def processes(self) -> list[psutil.Process]:
-        """Every process of this cluster: its daemons (named by temp dir or address) and their children."""
+        """Every process of this cluster: its daemons and their children, found by their environment
+        (CLUSTER_MARK, or a TMPDIR that is the temp dir: `ray start` run in a shell that set it), or
+        named by temp dir or address."""
         marks = [m for m in (self.temp_dir, self.address) if m]
         if self.address:
             # Ray's client-server proxy names the head by the node's own IP, not by 127.0.0.1.
@@ -184,7 +178,7 @@ class LocalRayCluster:
         found: dict[int, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if any(m in " ".join(proc.info["cmdline"] or []) for m in marks):
+                if any(m in " ".join(proc.info["cmdline"] or []) for m in marks) or self._marked(proc):
                     found[proc.pid] = proc
                     for child in proc.children(recursive=True):
                         found[child.pid] = child
@@ -193,16 +187,19 @@ class LocalRayCluster:
         found.pop(os.getpid(), None)
         return list(found.values())
 
+    def _marked(self, proc: psutil.Process) -> bool:
+        if not self.temp_dir:
+            return False
+        try:
+            env = proc.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+        return self.temp_dir in (env.get(CLUSTER_MARK), env.get("TMPDIR"))
+
     def stop(self) -> None:
         """Disconnect this process from the cluster, then kill the cluster's processes by pid and wait
         for them to exit."""
         self._disconnect_this_process()
-        procs = self.processes()
-        for proc in procs:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=30)
+        kill_all(self.processes())
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)

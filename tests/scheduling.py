@@ -1,0 +1,69 @@
+"""Where and when tests run under pytest-xdist (`-n 2 --dist loadgroup`, what scripts/test.sh runs).
+
+- **Shared fixtures stay shared.** A session fixture that costs a cluster or a training (SHARED) is
+  built once per worker that uses it; so every test using one is put in that fixture's `xdist_group`,
+  and one worker runs them all, one after another, on one copy. A test in an explicit group (its
+  module's `pytestmark = pytest.mark.xdist_group(...)`) keeps that group.
+- **Longest first.** Groups are scheduled before single tests, the largest first, so that no long
+  group starts when the other worker is nearly done.
+- **Stopped after its last user.** The tests of each SHARED fixture run one after another, and the
+  fixture is torn down after the last of them (not at the session's end), so a Ray cluster does not
+  idle on the CI machine's two cores through the rest of the suite.
+
+Loaded by tests/conftest.py as a plugin (`pytest_plugins`). Without xdist the order and the early
+teardown hold just the same.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# fixture -> its group: each is a session fixture costly enough that one copy must serve the suite.
+SHARED = {
+    "ray_nodes": "ray",
+}
+
+
+def _group(item: pytest.Item) -> str | None:
+    marks = [
+        m.args[0] if m.args else m.kwargs.get("name", "default") for m in item.iter_markers("xdist_group")
+    ]
+    return str(marks[0]) if marks else None
+
+
+def _shared_fixture(item: pytest.Item) -> str | None:
+    names = getattr(item, "fixturenames", ())
+    return next((fixture for fixture in SHARED if fixture in names), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names each item's group in its node id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[str | None, list[pytest.Item]] = {}
+    for item in items:
+        group = _group(item)
+        if group is None and (fixture := _shared_fixture(item)):
+            group = SHARED[fixture]
+            item.add_marker(pytest.mark.xdist_group(group))
+        groups.setdefault(group, []).append(item)
+    ungrouped = groups.pop(None, [])
+    ordered = []
+    for _, members in sorted(groups.items(), key=lambda pair: -len(pair[1])):
+        # a shared fixture's users first, so it can be stopped before the group's other tests run
+        ordered += sorted(members, key=lambda item: _shared_fixture(item) is None)
+    items[:] = ordered + ungrouped
+
+
+def _finish(item: pytest.Item, fixture: str) -> None:
+    """Tear down the session fixture `fixture` (and the fixtures built on it) now. pytest has no
+    public call for this: it is what pytest does itself at the session's end."""
+    for definition in item._fixtureinfo.name2fixturedefs.get(fixture, ()):
+        definition.finish(item._request)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    for fixture in SHARED:
+        if fixture in item.fixturenames and (nextitem is None or fixture not in nextitem.fixturenames):
+            _finish(item, fixture)
+    return result

@@ -1,0 +1,43 @@
+"""Scheduling (tests/scheduling.py): the users of a shared session fixture run together, first, in
+its xdist group, and the fixture is torn down right after its last user."""
+
+from __future__ import annotations
+
+CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def ray_nodes():
+    print("\\nEVENT up")
+    yield
+    print("\\nEVENT down")
+"""
+
+TESTS = """
+import pytest
+
+def test_a_plain_one():
+    print("\\nEVENT plain")
+
+def test_first_user(ray_nodes):
+    print("\\nEVENT user")
+
+@pytest.mark.xdist_group("other")
+def test_in_its_own_group():
+    print("\\nEVENT grouped")
+
+def test_second_user(ray_nodes):
+    print("\\nEVENT user")
+"""
+
+
+def test_shared_fixture_users_run_first_together_and_the_fixture_stops_after_the_last(pytester):
+    pytester.makeini(
+        "[pytest]\naddopts = -p scheduling --strict-markers\nmarkers = xdist_group(name): a group\n"
+    )
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_sample=TESTS)
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=4)
+    events = [line.split()[1] for line in result.outlines if line.startswith("EVENT")]
+    assert events == ["up", "user", "user", "down", "grouped", "plain"]
