@@ -129,7 +129,12 @@ class LocalRayCluster:
         if self.head_resources:
             head.append(f"--resources={json.dumps(self.head_resources)}")
         self._run(head + _labels_flag(self.head_labels))
-        for _ in range(self.workers):
+        workers, self.workers = self.workers, 0
+        return self.add_workers(workers)
+
+    def add_workers(self, count: int) -> LocalRayCluster:
+        """Start `count` more worker nodes (as `workers` did) and wait for each to join; returns self."""
+        for _ in range(count):
             self._run(
                 [
                     RAY,
@@ -142,6 +147,7 @@ class LocalRayCluster:
                     *_labels_flag(self.worker_labels),
                 ]
             )
+            self.workers += 1
         return self
 
     def _run(self, cmd: list[str]) -> None:

@@ -22,7 +22,8 @@ from ray_nodes import LocalRayCluster
 
 from tests.shell_env import fresh_project_copy
 
-pytestmark = pytest.mark.timeout(1500)
+# The fixed ports' tests run on one pytest-xdist worker, one after another (docs/testing.md).
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.xdist_group("fixed-ports")]
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## From a laptop to a Ray cluster"
@@ -80,6 +81,8 @@ def _run_the_commands(start: str, run_on_ray: str, submit: str, tmp_path: Path) 
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        # The demo's training, shortened (docs/testing.md); the quickstart's slow-tier test trains it in full.
+        "MARIN_DEMO_TRAIN_STEPS": "4",
     }
     assert not any(k.startswith("RAY_") for k in env)
     head = LocalRayCluster(temp_dir=ray_tmp)  # only to find and kill what the commands started

@@ -15,10 +15,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
-pytestmark = pytest.mark.timeout(400)
+# Chaos kills processes on a clock: the soaks run on one pytest-xdist worker, one after another.
+pytestmark = [pytest.mark.timeout(400), pytest.mark.xdist_group("timing")]
 
 
-@pytest.mark.parametrize("store", ["local", "s3"])
+# Both stores run the same DAG against the same invariants: the default tier runs it on S3 (leases as
+# conditional creates on a bucket, the harder case), the slow tier on local disk too.
+@pytest.mark.parametrize("store", [pytest.param("local", marks=pytest.mark.slow), "s3"])
 def test_the_short_soak_keeps_every_invariant_under_chaos(store):
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--short", "--store", store],

@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from train_child import FailAfterStep, Stop, arch_config, tiny_config
+from train_child import GANG_STEPS, FailAfterStep, Stop, arch_config, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
@@ -24,8 +24,7 @@ from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 pytestmark = pytest.mark.timeout(600)
-
-STEPS = 20
+STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
 def _metrics(out) -> list[dict]:
@@ -37,18 +36,6 @@ def _assert_same_losses(single: str, other: str) -> None:
     assert len(a) == len(b) == STEPS
     for ra, rb in zip(a, b, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
-
-
-@pytest.fixture(scope="module")
-def single_run(story_cache, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("single") / "run")
-    run_job(
-        TrainJob(
-            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
-        ),
-        num_processes=1,
-    )
-    return out
 
 
 @pytest.fixture(scope="module")

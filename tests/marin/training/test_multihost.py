@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from train_child import FailAfterStep, SleepEachStep, Stop, tiny_config
+from train_child import GANG_STEPS, FailAfterStep, SleepEachStep, Stop, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
@@ -25,8 +25,7 @@ from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 pytestmark = pytest.mark.timeout(600)
-
-STEPS = 20
+STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
 def _metrics(out) -> list[dict]:
@@ -42,15 +41,6 @@ def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_st
     assert {(r["grad_accum_steps"]) for r in b} == {grad_accum_steps}
 
 
-@pytest.fixture(scope="module")
-def single_run(story_cache, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("single") / "run")
-    config = tiny_config(STEPS, checkpoint_every=None)
-    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
-    assert summary["world_size"] == 1
-    return out
-
-
 def _gang_task(story_cache: str, out: str, **overrides):
     config = tiny_config(STEPS, checkpoint_every=None, **overrides)
     return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
@@ -60,7 +50,8 @@ def _gang_task(story_cache: str, out: str, **overrides):
 def two_workers():
     """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
     connected to it: a 2-replica gang of 1 CPU each can only run as one replica on each worker.
-    Shared by this module's Ray tests; the process is disconnected from it afterwards."""
+    Shared by this module's Ray tests (the preemption test, the last, adds a node and kills two);
+    the process is disconnected from it afterwards."""
     import ray
     from ray_nodes import LocalRayCluster
 
@@ -69,23 +60,11 @@ def two_workers():
     if ray.is_initialized():
         ray.shutdown()
     nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
-    _SHARED.append(nodes)
     try:
         connect(nodes.address)
         yield nodes
     finally:
-        _stop_shared_cluster()
-
-
-# The running `two_workers` cluster, if any: the preemption tests stop it before starting their own,
-# so that no more raylets than one test needs share the CI machine's two cores (health checks that
-# time out under that load would look like extra lost replicas).
-_SHARED: list = []
-
-
-def _stop_shared_cluster() -> None:
-    while _SHARED:
-        _SHARED.pop().stop()  # disconnects this process first
+        nodes.stop()  # disconnects this process first
 
 
 def _noting_the_node(folder: str, task):
@@ -278,38 +257,35 @@ def _newest_checkpoint(out: Path) -> int:
 
 
 def _preempt_a_node_mid_training(
-    story_cache: str, tmp_path, workers: int, elastic: bool
+    nodes, story_cache: str, tmp_path, elastic: bool
 ) -> tuple[dict, str, str, int]:
-    """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
-    1's node, and every process under it, after the step-6 checkpoint. Returns the step's summary,
-    its output folder, its log and the newest checkpoint's step when the node was killed."""
+    """Train a 2-replica gang on `nodes` (a head with no CPUs and 1-CPU workers); kill the raylet of
+    rank 1's node, and every process under it, after the step-6 checkpoint. Returns the step's
+    summary, its output folder, its log and the newest checkpoint's step when the node was killed."""
     import subprocess
     import sys
 
     import psutil
-    from ray_nodes import LocalRayCluster
 
-    _stop_shared_cluster()
-    nodes = LocalRayCluster(workers=workers, cpus_per_node=1, head_cpus=0).start()
     out, log = tmp_path / "run", tmp_path / "log"
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PREEMPTED_DRIVER,
+            nodes.address,
+            story_cache,
+            str(out),
+            str(log),
+            os.path.dirname(__file__),
+            "elastic" if elastic else "fixed",
+        ],
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                PREEMPTED_DRIVER,
-                nodes.address,
-                story_cache,
-                str(out),
-                str(log),
-                os.path.dirname(__file__),
-                "elastic" if elastic else "fixed",
-            ],
-            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline and driver.poll() is None:
             if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
@@ -329,16 +305,24 @@ def _preempt_a_node_mid_training(
         stdout, stderr = driver.communicate(timeout=500)
         assert driver.returncode == 0, stderr[-5000:]
     finally:
-        nodes.stop()
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
     # Ray also prints its own notices (a node died) to the driver's stdout: the summary is the JSON line.
     [summary] = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"')]
     return summary, str(out), open(log).read(), newest
 
 
-def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(
-    story_cache, single_run, tmp_path
+def test_a_killed_worker_node_retries_a_gang_and_an_elastic_gang_that_lost_a_node_for_good_goes_on_at_one(
+    two_workers, story_cache, single_run, tmp_path
 ):
-    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
+    """One cluster, two preemptions. With three workers, a fixed gang that loses a node is retried on
+    the two left and completes once; then an elastic gang on those two loses one, and with no node
+    to replace it completes at world size 1."""
+    two_workers.add_workers(1)
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, fixed, elastic=False)
     # The newest checkpoint there was when the node died, or the one rank 0 was already saving then:
     # it needs no peer to finish a save (checkpoints come every 3 steps).
     assert summary["resumed_from_step"] in (newest, newest + 3), (summary, newest)
@@ -346,11 +330,9 @@ def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_compl
     assert log.count("lost a replica") == 1  # retried once, completed once
     _assert_same_run(single_run, out)
 
-
-def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(
-    story_cache, single_run, tmp_path
-):
-    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
+    elastic = tmp_path / "elastic"
+    elastic.mkdir()
+    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, elastic, elastic=True)
     assert summary["resumed_from_step"] in (newest, newest + 3) and summary["world_size"] == 1
     assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
     sizes = [r["world_size"] for r in _metrics(out)]
