@@ -128,6 +128,7 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
     _assert_same_losses(single_run, out)
 
 
+@pytest.mark.slow  # resharding on resume: world size 2 -> 1 (above) runs in the default tier
 def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_three(story_cache, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     single, out = str(tmp_path / "single"), str(tmp_path / "run")

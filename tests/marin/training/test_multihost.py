@@ -24,7 +24,8 @@ from marin.training.errors import TrainingConfigError
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
-pytestmark = pytest.mark.timeout(600)
+# One worker runs this module's tests in order: they share its Ray cluster, which the last two shrink.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("multihost")]
 STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
@@ -50,7 +51,7 @@ def _gang_task(story_cache: str, out: str, **overrides):
 def two_workers():
     """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
     connected to it: a 2-replica gang of 1 CPU each can only run as one replica on each worker.
-    Shared by this module's Ray tests (the preemption test, the last, adds a node and kills two);
+    Shared by this module's Ray tests (the preemption tests, the last, add a node and kill two);
     the process is disconnected from it afterwards."""
     import ray
     from ray_nodes import LocalRayCluster
@@ -106,6 +107,7 @@ def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(two_workers, story
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
 
 
+@pytest.mark.slow  # FSDP gangs run on a LocalCluster in test_fsdp.py, and DDP gangs on Ray above
 def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(
     two_workers, story_cache, single_run, tmp_path
 ):
@@ -313,16 +315,16 @@ def _preempt_a_node_mid_training(
     return summary, str(out), open(log).read(), newest
 
 
-def test_a_killed_worker_node_retries_a_gang_and_an_elastic_gang_that_lost_a_node_for_good_goes_on_at_one(
+@pytest.mark.slow  # a second preemption on the cluster: the lost replica (above) covers the retry
+def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(
     two_workers, story_cache, single_run, tmp_path
 ):
-    """One cluster, two preemptions. With three workers, a fixed gang that loses a node is retried on
-    the two left and completes once; then an elastic gang on those two loses one, and with no node
-    to replace it completes at world size 1."""
+    """With a third worker added, a fixed gang that loses a node is retried on the two left and
+    completes once (runs before the elastic test, which then finds two workers)."""
     two_workers.add_workers(1)
-    fixed = tmp_path / "fixed"
-    fixed.mkdir()
-    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, fixed, elastic=False)
+    summary, out, log, newest = _preempt_a_node_mid_training(
+        two_workers, story_cache, tmp_path, elastic=False
+    )
     # The newest checkpoint there was when the node died, or the one rank 0 was already saving then:
     # it needs no peer to finish a save (checkpoints come every 3 steps).
     assert summary["resumed_from_step"] in (newest, newest + 3), (summary, newest)
@@ -330,9 +332,13 @@ def test_a_killed_worker_node_retries_a_gang_and_an_elastic_gang_that_lost_a_nod
     assert log.count("lost a replica") == 1  # retried once, completed once
     _assert_same_run(single_run, out)
 
-    elastic = tmp_path / "elastic"
-    elastic.mkdir()
-    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, elastic, elastic=True)
+
+def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(
+    two_workers, story_cache, single_run, tmp_path
+):
+    """On the module's cluster, down to two workers: an elastic gang that loses one has no node to
+    replace it and completes at world size 1. The module's last test: it leaves one worker."""
+    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, tmp_path, elastic=True)
     assert summary["resumed_from_step"] in (newest, newest + 3) and summary["world_size"] == 1
     assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
     sizes = [r["world_size"] for r in _metrics(out)]
