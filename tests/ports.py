@@ -26,6 +26,9 @@ from collections.abc import Iterator
 # 10002-19999 (`ray start --min-worker-port` / `--max-worker-port` defaults): neither hands these out.
 LOW, HIGH = 20000, 32700
 LOCKS = os.path.join(tempfile.gettempdir(), f"marin-test-ports-{os.getuid()}")
+# The lock every test takes before it binds a fixed port; a machine whose other users of those ports
+# share a lock file of their own (`flock FILE command`) names it here.
+FIXED_LOCK = os.environ.get("MARIN_TEST_FIXED_PORTS_LOCK") or os.path.join(LOCKS, "fixed.lock")
 
 _claimed: dict[int, int] = {}  # port -> the fd of its lock file, held until this process exits
 
@@ -76,8 +79,8 @@ def _listening(port: int) -> bool:
 def fixed_ports(*ports: int, timeout: float = 900) -> Iterator[None]:
     """Hold the machine's lock on fixed ports, then wait until nothing listens on `ports` or can't
     bind them; released when the block ends. A port still busy after `timeout` seconds is an error."""
-    os.makedirs(LOCKS, exist_ok=True)
-    with open(os.path.join(LOCKS, "fixed.lock"), "w") as lock:
+    os.makedirs(os.path.dirname(FIXED_LOCK), exist_ok=True)
+    with open(FIXED_LOCK, "a") as lock:
         deadline = time.monotonic() + timeout
         while True:
             try:
