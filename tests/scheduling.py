@@ -2,8 +2,9 @@
 
 - **Shared fixtures stay shared.** A session fixture that costs a cluster or a training (SHARED) is
   built once per worker that uses it; so every test using one is put in that fixture's `xdist_group`,
-  and one worker runs them all, one after another, on one copy. A test in an explicit group (its
-  module's `pytestmark = pytest.mark.xdist_group(...)`) keeps that group.
+  and one worker runs them all, one after another, on one copy. Likewise the tests of a module with
+  a module-scoped fixture form one group (the module's path), so that fixture is built once. A test
+  in an explicit group (its module's `pytestmark = pytest.mark.xdist_group(...)`) keeps that group.
 - **Longest first.** Groups are scheduled before single tests, the largest first, so that no long
   group starts when the other worker is nearly done.
 - **Stopped after its last user.** The tests of each SHARED fixture run one after another, and the
@@ -20,7 +21,8 @@ import pytest
 
 # fixture -> its group: each is a session fixture costly enough that one copy must serve the suite.
 SHARED = {
-    "ray_nodes": "ray",
+    "ray_nodes": "ray",  # tests/conftest.py: a two-node Ray cluster
+    "pipeline": "ui-pipeline",  # tests/marin/ui/conftest.py: tokenize, train twice, evaluate
 }
 
 
@@ -31,9 +33,19 @@ def _group(item: pytest.Item) -> str | None:
     return str(marks[0]) if marks else None
 
 
+def _scopes(item: pytest.Item) -> dict[str, str]:
+    """{fixture name: the scope of the definition this item gets}."""
+    info = getattr(item, "_fixtureinfo", None)
+    return {name: chain[-1].scope for name, chain in (info.name2fixturedefs.items() if info else ()) if chain}
+
+
 def _shared_fixture(item: pytest.Item) -> str | None:
-    names = getattr(item, "fixturenames", ())
-    return next((fixture for fixture in SHARED if fixture in names), None)
+    scopes = _scopes(item)  # a session fixture of that name: a test's own `pipeline` is another thing
+    return next((fixture for fixture in SHARED if scopes.get(fixture) == "session"), None)
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    return any(scope in ("module", "class") for scope in _scopes(item).values())
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist names each item's group in its node id
@@ -43,6 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _group(item)
         if group is None and (fixture := _shared_fixture(item)):
             group = SHARED[fixture]
+            item.add_marker(pytest.mark.xdist_group(group))
+        elif group is None and _uses_a_module_fixture(item):
+            group = item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
         groups.setdefault(group, []).append(item)
     ungrouped = groups.pop(None, [])
@@ -63,7 +78,7 @@ def _finish(item: pytest.Item, fixture: str) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
-    for fixture in SHARED:
-        if fixture in item.fixturenames and (nextitem is None or fixture not in nextitem.fixturenames):
-            _finish(item, fixture)
+    fixture = _shared_fixture(item)
+    if fixture and (nextitem is None or _shared_fixture(nextitem) != fixture):
+        _finish(item, fixture)
     return result

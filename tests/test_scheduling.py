@@ -41,3 +41,50 @@ def test_shared_fixture_users_run_first_together_and_the_fixture_stops_after_the
     result.assert_outcomes(passed=4)
     events = [line.split()[1] for line in result.outlines if line.startswith("EVENT")]
     assert events == ["up", "user", "user", "down", "grouped", "plain"]
+
+
+GROUPS_REPORT = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        print("GROUP", item.name, mark.args[0] if mark else None)
+
+@pytest.fixture(scope="session")
+def ray_nodes():
+    yield
+"""
+
+MODULE_TESTS = """
+import pytest
+
+@pytest.fixture(scope="module")
+def trained():
+    return 1
+
+def test_uses_the_module_fixture(trained):
+    pass
+
+def test_uses_the_cluster(ray_nodes, trained):
+    pass
+
+def test_uses_nothing():
+    pass
+"""
+
+
+def test_tests_of_a_module_fixture_share_a_group_and_a_shared_fixture_takes_precedence(pytester):
+    pytester.makeini(
+        "[pytest]\naddopts = -p scheduling --strict-markers\nmarkers = xdist_group(name): a group\n"
+    )
+    pytester.makeconftest(GROUPS_REPORT)
+    pytester.makepyfile(test_module=MODULE_TESTS)
+    result = pytester.runpytest("--collect-only", "-s")
+    groups = dict(line.split()[1:] for line in result.outlines if line.startswith("GROUP"))
+    assert groups == {
+        "test_uses_the_cluster": "ray",
+        "test_uses_the_module_fixture": "test_module.py",
+        "test_uses_nothing": "None",
+    }
