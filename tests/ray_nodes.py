@@ -69,6 +69,16 @@ def _labels_flag(labels: dict[str, str]) -> list[str]:
     return [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
 
 
+# `ray start` gives a node 30 s (not configurable) to register; on a loaded machine its agents can take
+# longer to start. The cluster is then stopped and started again, up to STARTS times.
+TIMED_OUT = "The current node timed out during startup"
+STARTS = 3
+
+
+class NodeStartTimedOut(RuntimeError):
+    """`ray start` gave up waiting for its node to register (see TIMED_OUT)."""
+
+
 @dataclass
 class LocalRayCluster:
     """A head node plus `workers` worker nodes, each with `cpus_per_node` CPUs.
@@ -106,6 +116,16 @@ class LocalRayCluster:
 
             Config.initialize("")
         ensure_auth_token()
+        workers = self.workers
+        for attempt in range(1, STARTS + 1):
+            try:
+                return self._start_nodes(workers)
+            except NodeStartTimedOut:
+                if attempt == STARTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_nodes(self, workers: int) -> LocalRayCluster:
         # A short path: Ray's unix socket paths must stay under ~107 characters.
         self.temp_dir = tempfile.mkdtemp(prefix="fray-ray-", dir="/tmp")
         port, dash_port = free_port(), free_port()
@@ -129,7 +149,7 @@ class LocalRayCluster:
         if self.head_resources:
             head.append(f"--resources={json.dumps(self.head_resources)}")
         self._run(head + _labels_flag(self.head_labels))
-        workers, self.workers = self.workers, 0
+        self.workers = 0
         return self.add_workers(workers)
 
     def add_workers(self, count: int) -> LocalRayCluster:
@@ -160,7 +180,8 @@ class LocalRayCluster:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
         if done.returncode != 0:
             self.stop()
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+            error = NodeStartTimedOut if TIMED_OUT in done.stderr else RuntimeError
+            raise error(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
 
     def _disconnect_this_process(self) -> None:
         # Ray's driver excepthook reports an uncaught exception to the GCS before printing it: a driver
