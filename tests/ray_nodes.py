@@ -177,7 +177,11 @@ class LocalRayCluster:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", PATH=path)
         env[CLUSTER_MARK] = self.temp_dir  # inherited by every process of the node: how stop() finds them
         env.pop("RAY_ADDRESS", None)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        except subprocess.TimeoutExpired as e:  # what it started lives on without it: stop them all
+            self.stop()
+            raise NodeStartTimedOut(f"{' '.join(cmd)} did not return in {e.timeout:g} s") from None
         if done.returncode != 0:
             self.stop()
             error = NodeStartTimedOut if TIMED_OUT in done.stderr else RuntimeError

@@ -47,6 +47,90 @@ def _gang_task(story_cache: str, out: str, **overrides):
     return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
 
 
+# On LocalClusters first: the Ray tests below share a cluster, started for the first of them.
+
+
+def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, single_run, tmp_path):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        job = TrainJob(
+            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
+        )
+        future = cluster.submit(
+            functools.partial(run_job, job, 2),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
+        assert future.result(timeout=540)["world_size"] == 4
+        _assert_same_run(single_run, out, world_size=4)
+    finally:
+        cluster.shutdown()
+
+
+def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache, single_run, tmp_path):
+    out = str(tmp_path / "accum")
+    config = tiny_config(STEPS, checkpoint_every=None, grad_accum_steps=4)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert (summary["world_size"], summary["grad_accum_steps"]) == (1, 4)
+    _assert_same_run(single_run, out, world_size=1, grad_accum_steps=4)
+    with pytest.raises(TrainingConfigError, match="grad_accum_steps=3 does not split this process's 4 rows"):
+        run_job(
+            TrainJob(
+                tiny_config(2, grad_accum_steps=3),
+                (DatasetInput("stories", story_cache, 1.0),),
+                str(tmp_path / "bad"),
+            ),
+            num_processes=1,
+        )
+
+
+def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(
+    story_cache, single_run, tmp_path
+):
+    cluster = LocalCluster(cpu=2)
+    try:
+        out = str(tmp_path / "gang")
+        # batch_size 4 = 2 replicas x 2 microbatches of 1 row
+        future = cluster.submit(
+            _gang_task(story_cache, out, grad_accum_steps=2),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+            log_path=str(tmp_path / "log"),
+        )
+        assert future.result(timeout=540)["world_size"] == 2
+        _assert_same_run(single_run, out, grad_accum_steps=2)
+    finally:
+        cluster.shutdown()
+
+
+def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    config = tiny_config(STEPS, checkpoint_every=3)
+    cluster = LocalCluster(cpu=2)
+    try:
+        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
+        future = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
+        with pytest.raises(Stop):
+            future.result(timeout=540)
+    finally:
+        cluster.shutdown()
+    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
+    rows = _metrics(out)
+    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
+    for ra, rb in zip(_metrics(single_run), rows, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+
+
+# On Ray: the module's cluster lives from the first of these tests to the last.
+
+
 @pytest.fixture(scope="module")
 def two_workers():
     """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
@@ -118,60 +202,6 @@ def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(
     assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
 
 
-def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, single_run, tmp_path):
-    cluster = LocalCluster(cpu=2)
-    try:
-        out = str(tmp_path / "gang")
-        job = TrainJob(
-            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
-        )
-        future = cluster.submit(
-            functools.partial(run_job, job, 2),
-            name="train-gang",
-            resources=ResourceConfig.with_cpu(1, replicas=2),
-        )
-        assert future.result(timeout=540)["world_size"] == 4
-        _assert_same_run(single_run, out, world_size=4)
-    finally:
-        cluster.shutdown()
-
-
-def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache, single_run, tmp_path):
-    out = str(tmp_path / "accum")
-    config = tiny_config(STEPS, checkpoint_every=None, grad_accum_steps=4)
-    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
-    assert (summary["world_size"], summary["grad_accum_steps"]) == (1, 4)
-    _assert_same_run(single_run, out, world_size=1, grad_accum_steps=4)
-    with pytest.raises(TrainingConfigError, match="grad_accum_steps=3 does not split this process's 4 rows"):
-        run_job(
-            TrainJob(
-                tiny_config(2, grad_accum_steps=3),
-                (DatasetInput("stories", story_cache, 1.0),),
-                str(tmp_path / "bad"),
-            ),
-            num_processes=1,
-        )
-
-
-def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(
-    story_cache, single_run, tmp_path
-):
-    cluster = LocalCluster(cpu=2)
-    try:
-        out = str(tmp_path / "gang")
-        # batch_size 4 = 2 replicas x 2 microbatches of 1 row
-        future = cluster.submit(
-            _gang_task(story_cache, out, grad_accum_steps=2),
-            name="train-gang",
-            resources=ResourceConfig.with_cpu(1, replicas=2),
-            log_path=str(tmp_path / "log"),
-        )
-        assert future.result(timeout=540)["world_size"] == 2
-        _assert_same_run(single_run, out, grad_accum_steps=2)
-    finally:
-        cluster.shutdown()
-
-
 def _rank1_pid(log: str) -> int | None:
     try:
         text = open(log).read()
@@ -208,30 +238,6 @@ def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoin
     assert summary["resumed_from_step"] >= 6
     assert open(log).read().count("lost a replica") == 1
     _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
-
-
-def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
-    datasets = (DatasetInput("stories", story_cache, 1.0),)
-    out = str(tmp_path / "run")
-    config = tiny_config(STEPS, checkpoint_every=3)
-    cluster = LocalCluster(cpu=2)
-    try:
-        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
-        future = cluster.submit(
-            functools.partial(run_job, job, 1),
-            name="train-gang",
-            resources=ResourceConfig.with_cpu(1, replicas=2),
-        )
-        with pytest.raises(Stop):
-            future.result(timeout=540)
-    finally:
-        cluster.shutdown()
-    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
-    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
-    rows = _metrics(out)
-    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
-    for ra, rb in zip(_metrics(single_run), rows, strict=True):
-        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
 
 
 PREEMPTED_DRIVER = """
