@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "execution_layered_dag": ([], ["--layers", "10", "--width", "20", "--repeats", "1"]),
     "execution_inputs": ([], []),
     "execution_interrupt": ([], ["--repeats", "1"]),
+    "execution_stop_grace": ([], ["--rounds", "2", "--stops", "1"]),
     "storage_round_trips": ([], ["--cached-steps", "500", "--cold-steps", "50", "--listing-steps", "50"]),
     "fray_dispatch": (["--ray"], ["--units", "50", "--repeats", "1"]),
     "procpool_start": ([], ["--starts", "2", "--requests", "200"]),

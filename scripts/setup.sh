@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-ALL_EXTRAS="ray,hf,eval,plot,ui,dev,infra,curation,scaling,gcs,s3"
+ALL_EXTRAS="ray,hf,eval,plot,ui,dev,infra,curation,quality,scaling,gcs,s3"
 case "${1:-all}" in
   demo) extras="eval" stamp=.venv/.marin-installed-demo ;;
   all) extras="$ALL_EXTRAS" stamp=.venv/.marin-installed ;;

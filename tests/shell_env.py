@@ -19,6 +19,16 @@ def fresh_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def shell_without_venv(**extra: str) -> dict[str, str]:
+    """A new shell's environment: `fresh_env` without this venv on PATH (nor VIRTUAL_ENV), as a user has
+    it before activating the venv."""
+    env = fresh_env(**extra)
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p and p != venv_bin)
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
 def fresh_project_copy(dest: Path) -> None:
     """The project's files as a clone would have them (tracked and not ignored) under `dest`, and its .venv."""
     files = subprocess.run(

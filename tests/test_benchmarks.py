@@ -1,4 +1,4 @@
-"""The README's benchmark command runs verbatim, and what it writes holds each benchmark's figure with
+"""docs/benchmarks.md's benchmark command runs verbatim, and what it writes holds each benchmark's figure with
 the load average and a verdict on its goal (timings themselves are never asserted)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_benchmark_commands() -> list[str]:
-    section = (ROOT / "README.md").read_text().split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("\n## ", 1)[0]
     (block,) = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     return [line for line in block.splitlines() if line.strip()]
 
 
-# Verbatim, as README.md shows it (tests/test_docs_commands.py looks for it here).
+# Verbatim, as docs/benchmarks.md shows it (tests/test_docs_commands.py looks for it here).
 README_COMMAND = ".venv/bin/python benchmarks/run_all.py --quick --only execution_import execution_chain --out benchmarks/results/quick.json"  # noqa: E501
 
 

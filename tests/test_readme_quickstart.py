@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.shell_env import ROOT, fresh_env, fresh_project_copy
+from tests.shell_env import ROOT, fresh_project_copy, shell_without_venv
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -33,8 +33,9 @@ def _bash_block(section: str, index: int = 0) -> list[str]:
 )
 def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path, train_steps):
     assert _bash_block("## Quickstart")[0] == "bash scripts/demo.sh"
-    plan, run, status, info, gc = _bash_block("## The `marin` command")
-    assert [plan, run, status, info, gc] == [
+    activate, plan, run, status, info, gc = _bash_block("## The `marin` commands")
+    assert [activate, plan, run, status, info, gc] == [
+        "source .venv/bin/activate",
         "marin plan experiments/tutorials/demo.py",
         "marin run experiments/tutorials/demo.py",
         "marin status marin-outputs",
@@ -49,11 +50,14 @@ def test_the_readme_quickstart_and_marin_commands_run_verbatim(tmp_path, train_s
         )
     project = tmp_path / "marin"
     fresh_project_copy(project)
-    env = fresh_env(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # A new shell: nothing of the venv on PATH; each `marin` line runs after the README's activation.
+    env = shell_without_venv(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if train_steps:
         env["MARIN_DEMO_TRAIN_STEPS"] = train_steps
 
     def sh(line: str, timeout: float = 300) -> str:
+        if line.startswith("marin "):
+            line = f"{activate} && {line}"
         done = subprocess.run(
             ["bash", "-c", line], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
         )

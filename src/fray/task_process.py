@@ -20,8 +20,6 @@ import contextlib
 import os
 import pickle
 import sys
-import threading
-import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -164,19 +162,3 @@ def handle(request: bytes) -> bytes:
         _last_sent["sys_path"] = sys_path
     with capture_fds(log_file, header), task_state(environ, sys_path):
         return run_task(payload)
-
-
-def exit_when_parent_dies(poll_s: float = 0.05, parent: int | None = None, exit_code: int = 70) -> None:
-    """End this process within `poll_s` of the death of the one that started it (a killed step runner
-    must not leave its step running: another runner will take the step over and must not race an
-    orphan). A poll, not PR_SET_PDEATHSIG: that signal fires when the *thread* that started the worker
-    ends, and warm workers outlive the pool threads that start them. getppid() 20 times a second
-    costs nothing measurable. `parent` defaults to the current parent pid."""
-    parent = parent or os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
-        os._exit(exit_code)
-
-    threading.Thread(target=watch, name="fray-parent-watch", daemon=True).start()

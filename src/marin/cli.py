@@ -36,7 +36,7 @@ class _Marin(click.Group):
         except StepFailedError as e:
             _report_failed_steps(e)
         except RunInterruptedError as e:
-            _fail(str(e), 130, error=e)
+            _fail(str(e), 130, error=e, at_once=True)
         except Exception as e:
             if not is_reported(e):
                 raise
@@ -77,15 +77,26 @@ def _load(file: str, step_names, prefix: str | None):
     return load_steps(file, step_names)
 
 
-def _runner(prefix: str | None, max_concurrent: int | None = None, lease_timeout: float | None = None):
+def _runner(
+    prefix: str | None,
+    max_concurrent: int | None = None,
+    lease_timeout: float | None = None,
+    stop_grace: float | None = None,
+):
     from marin.execution.step_runner import StepRunner
 
     kwargs = {} if lease_timeout is None else {"lease_timeout": lease_timeout}
+    if stop_grace is not None:
+        kwargs["stop_grace_s"] = stop_grace
     return StepRunner(prefix=prefix, max_concurrent=max_concurrent, **kwargs)
 
 
-def _fail(message: str, code: int = 1, hint: str = "", error: BaseException | None = None) -> None:
-    """Print `error: MESSAGE` (its first line; the rest, or `hint`, indented below) and exit."""
+def _fail(
+    message: str, code: int = 1, hint: str = "", error: BaseException | None = None, at_once: bool = False
+) -> None:
+    """Print `error: MESSAGE` (its first line; the rest, or `hint`, indented below) and exit; `at_once`
+    skips the interpreter's shutdown (seconds with torch loaded), for a stopped run whose records are
+    all written: a Ctrl-C gives the prompt back as soon as the steps have stopped."""
     if error is not None and _wants_traceback():
         from marin.execution.mistakes import format_traceback
 
@@ -94,6 +105,10 @@ def _fail(message: str, code: int = 1, hint: str = "", error: BaseException | No
     click.echo(f"error: {lines[0]}", err=True)
     for line in ([hint] if hint else []) + lines[1:]:
         click.echo(f"  {line.strip()}", err=True)
+    if at_once:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
@@ -126,6 +141,13 @@ def _report_failed_steps(e: StepFailedError) -> None:
 @click.option(
     "--lease-timeout", type=float, default=None, help="Seconds before another runner's silent lease is stale."
 )
+@click.option(
+    "--stop-grace",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds a step stopped by Ctrl-C or SIGTERM has to end by itself (a training checkpoints) "
+    "before it is killed (default: 60).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan and run nothing (same as `marin plan`).")
 @click.option(
     "--cluster",
@@ -133,13 +155,22 @@ def _report_failed_steps(e: StepFailedError) -> None:
     help="Where steps run: local (default), thread, ray or ray:ADDRESS; sets $MARIN_CLUSTER.",
 )
 def run(
-    file, step_names, prefix, max_concurrent, force_run, force_run_failed, lease_timeout, dry_run, cluster
+    file,
+    step_names,
+    prefix,
+    max_concurrent,
+    force_run,
+    force_run_failed,
+    lease_timeout,
+    stop_grace,
+    dry_run,
+    cluster,
 ) -> None:
     """Run the steps FILE.py declares (and their dependencies)."""
     if cluster:
         os.environ["MARIN_CLUSTER"] = cluster
     steps = _load(file, step_names, prefix)
-    result = _runner(prefix, max_concurrent, lease_timeout).run(
+    result = _runner(prefix, max_concurrent, lease_timeout, stop_grace).run(
         steps, dry_run=dry_run, force_run=force_run, force_run_failed=force_run_failed
     )
     if not dry_run:

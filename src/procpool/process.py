@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from procpool.lifeline import spawn
 from procpool.serve import serve
 
 
@@ -26,7 +27,8 @@ class WorkerProcess:
     `handler` and `setup` (called once at start) name functions as `module:function`. `start` is
     "exec" (a fresh interpreter, `python -m procpool.serve`, with environment `env`: never a fork,
     so safe from a driver that runs threads) or a multiprocessing start method ("fork",
-    "forkserver", "spawn"). An "exec" worker's stdout is the parent's stderr.
+    "forkserver", "spawn"). An "exec" worker's stdout is the parent's stderr. Every worker dies the
+    moment the process that started it does (`procpool.lifeline`).
     """
 
     def __init__(
@@ -46,13 +48,13 @@ class WorkerProcess:
         self._pidfd: int | None = None
         if start == "exec":
             ours, theirs = socket.socketpair()
+            argv = [sys.executable, "-m", "procpool.serve", str(theirs.fileno()), handler, setup or ""]
+            argv.append(str(os.getpid()))  # the parent it must die with
             with theirs:
-                self._popen = subprocess.Popen(
-                    [sys.executable, "-m", "procpool.serve", str(theirs.fileno()), handler, setup or ""],
-                    pass_fds=(theirs.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=2,
-                    env=env,
+                self._popen = spawn(
+                    lambda: subprocess.Popen(
+                        argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=2, env=env
+                    )
                 )
             self._conn = Connection(ours.detach())
             self.pid = self._popen.pid
@@ -62,10 +64,12 @@ class WorkerProcess:
         else:
             ctx = mp.get_context(start)
             self._conn, child = ctx.Pipe(duplex=True)
+            # A forkserver's children are its own: they die with it, and it with this process.
+            parent = None if start == "forkserver" else os.getpid()
             self._process = ctx.Process(
-                target=serve, args=(child, handler, setup), daemon=True, name="procpool-worker"
+                target=serve, args=(child, handler, setup, parent), daemon=True, name="procpool-worker"
             )
-            self._process.start()
+            spawn(self._process.start)
             child.close()
             self.pid = self._process.pid
             sentinel = self._process.sentinel

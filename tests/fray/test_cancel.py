@@ -176,14 +176,14 @@ def _publish_pid_and_hang_until(pid_file: str, stopped: threading.Event) -> None
 
 @pytest.mark.parametrize("ignore", [False, True], ids=["handles-sigterm", "ignores-sigterm"])
 def test_local_cluster_cancel_sends_sigterm_then_sigkill_after_the_grace_period(tmp_path, ignore):
-    cluster = LocalCluster(cpu=1, gpus=0, cancel_grace_s=1.0)
+    cluster = LocalCluster(cpu=1, gpus=0)
     try:
         future = cluster.submit(
             functools.partial(_checkpoint_on_sigterm, str(tmp_path), ignore), name="train"
         )
         pid = _wait_for_pid(tmp_path / "pid")
         started = time.monotonic()
-        cluster.cancel(future, reason="the runner got SIGINT")
+        cluster.cancel(future, reason="the runner got SIGINT", grace_s=1.0)
         if ignore:  # killed once the grace period is over
             with pytest.raises(TaskCancelledError, match="SIGTERM, then killed"):
                 future.result(timeout=60)

@@ -71,6 +71,8 @@ def test_request_packages_the_working_directory_without_venv_outputs_or_git(tmp_
         "MARIN_CLUSTER": "ray",
         "MARIN_PREFIX": "gs://bucket/marin",
         "PYTHONPATH": "src",
+        # `ray job stop` waits longer than the runner gives its steps to checkpoint (Ray's default: 3 s)
+        "RAY_JOB_STOP_WAIT_TIME_S": "75",
     }
     outside = tmp_path.parent / "elsewhere.py"
     outside.write_text("")

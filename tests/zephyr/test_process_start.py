@@ -38,9 +38,9 @@ def test_a_driver_without_other_python_threads_forks_even_with_numpy_loaded():
     assert out.split() == ["True", "fork"]  # numpy's OpenBLAS threads run, and are no bar
 
 
-def test_a_driver_with_only_fray_parent_watch_forks():
+def test_a_driver_with_only_procpools_threads_forks():
     code = (
-        "from fray.task_process import exit_when_parent_dies; exit_when_parent_dies(); "
+        "from procpool.lifeline import spawn; spawn(lambda: None); "
         "from zephyr.backends.processes import default_start_method; print(default_start_method())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -44,13 +44,16 @@ class Cluster(abc.ABC):
         start a multi-replica task again; a cluster that never restarts a running task never calls it.
         """
 
-    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
+    def cancel(self, future: concurrent.futures.Future, reason: str = "", *, grace_s: float = 0.0) -> None:
         """Stop the task behind `future` (one this cluster returned); `reason` goes into its error.
 
-        A queued task never starts. A running task is stopped where the cluster can stop it (its
-        process on a LocalCluster: SIGTERM, then SIGKILL after a grace period, so a training step can
-        write its checkpoint; its Ray worker on a RayCluster), and its future fails with
-        `TaskCancelledError`. This default can only keep a task that has not started from starting.
+        A queued task never starts. A running task is stopped where the cluster can stop it, and its
+        future fails with `TaskCancelledError`, unless the task, told to stop, returned or raised on
+        its own. With `grace_s` > 0 it is first told to stop and given that long to end by itself (a
+        training finishes its step and writes a checkpoint: a LocalCluster sends its process SIGTERM,
+        a RayCluster raises KeyboardInterrupt in it) and is killed only after; with 0 it is killed at
+        once (its Ray worker, its LocalCluster process: SIGKILL). Either way the call returns at
+        once. This default can only keep a task that has not started from starting.
         """
         future.cancel()
 

@@ -294,10 +294,10 @@ def _read_outcome(folder: str, rank: int) -> tuple[str, Any] | None:
 
 def _replica_main(folder: str) -> None:
     """One local replica: run the task, write its outcome, exit 1 when it raised."""
-    from fray.task_process import exit_when_parent_dies
+    from procpool.lifeline import die_with_parent
 
     # The launcher's pid, not the current parent's: a launcher that died before this line is caught too.
-    exit_when_parent_dies(parent=int(os.environ.pop(_LAUNCHER_PID)), exit_code=1)
+    die_with_parent(int(os.environ.pop(_LAUNCHER_PID)), exit_code=1)
     with open(os.path.join(folder, _TASK_FILE), "rb") as f:
         sys_path, payload = pickle.load(f)
     sys.path.extend(p for p in sys_path if p not in sys.path)

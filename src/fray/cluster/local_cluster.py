@@ -105,10 +105,10 @@ class LocalCluster(Cluster):
     time each (so a task pays no interpreter start-up); a task that asks for GPUs or sets env_vars
     gets a worker of its own, started with that environment and ended after it. With `echo`, the
     lines a running task writes to its log are also shown on stderr, prefixed with its name.
-    `cancel(future)` sends a running task's worker process SIGTERM, so the task may stop cleanly
-    (a training writes its checkpoint: `marin.training.stop_signals`), and SIGKILL if it is still
-    running `cancel_grace_s` seconds later (0: SIGKILL at once). How cores are shared: the module
-    docstring.
+    `cancel(future, grace_s=g)` sends a running task's worker process SIGTERM, so the task may stop
+    cleanly (a training writes its checkpoint: `marin.training.stop_signals`), and SIGKILL if it is
+    still running `g` seconds later (0, the default: SIGKILL at once). How cores are shared: the
+    module docstring.
 
     A machine has no region: a task's `regions` are ignored, with one PlacementIgnoredWarning per
     cluster (experiments declared for a cluster run on a laptop unchanged). `preemptible` needs
@@ -122,7 +122,6 @@ class LocalCluster(Cluster):
         ram: int | None = None,
         gpus: int | None = None,
         echo: bool = False,
-        cancel_grace_s: float = 0.0,  # 5.0 hung the S3 short soak: see docs/clusters.md
     ):
         machine = Capacity.of_this_machine()
         self.capacity = Capacity(
@@ -131,7 +130,6 @@ class LocalCluster(Cluster):
             gpus=machine.gpus if gpus is None else int(gpus),
         )
         self.echo = echo
-        self.cancel_grace_s = cancel_grace_s
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = [d.strip() for d in visible.split(",") if d.strip()] if visible else []
         self._free_gpus = (ids or [str(i) for i in range(self.capacity.gpus)])[: self.capacity.gpus]
@@ -188,13 +186,18 @@ class LocalCluster(Cluster):
         self._dispatch(started, submitted=pending)
         return future
 
-    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
-        """Keep a queued task from starting, or stop the worker process of a running one: SIGTERM, then
-        SIGKILL after `cancel_grace_s` (its future then fails with TaskCancelledError naming `reason`,
-        unless the task handled SIGTERM and returned or raised). A task that has finished is left alone."""
+    def cancel(self, future: concurrent.futures.Future, reason: str = "", *, grace_s: float = 0.0) -> None:
+        """Keep a queued task from starting, or stop the worker process of a running one: SIGKILL, or
+        with `grace_s` > 0 SIGTERM and SIGKILL `grace_s` seconds later (its future then fails with
+        TaskCancelledError naming `reason`, unless the task handled SIGTERM and returned or raised). A
+        task that has finished is left alone; a second cancel can only shorten the grace."""
         with self._lock:
             pending = self._tasks.get(future)
-            if pending is None or pending.finished or pending.cancelled is not None:
+            if pending is None or pending.finished:
+                return
+            if pending.cancelled is not None:  # already told to stop: a shorter grace still applies
+                if grace_s <= 0 and pending.worker is not None:
+                    pending.worker.kill()
                 return
             pending.cancelled = reason or "cancelled"
             queued = pending in self._queue
@@ -204,19 +207,19 @@ class LocalCluster(Cluster):
             elif pending.worker is not None:  # else it is between start and take(): _run sees `cancelled`
                 # Under the lock: _run hands the worker back to the pool (where the next task may
                 # take it) only after marking the task finished under this lock.
-                self._stop_worker(pending)
+                self._stop_worker(pending, grace_s)
         if queued:
             future.cancel()  # outside the lock: it runs done callbacks, which may call back into us
 
-    def _stop_worker(self, pending: _Pending) -> None:
-        """SIGTERM a cancelled task's worker and SIGKILL it after the grace period (under self._lock).
-        The worker is not reused afterwards, so the SIGKILL can only reach this task."""
+    def _stop_worker(self, pending: _Pending, grace_s: float) -> None:
+        """SIGTERM a cancelled task's worker and SIGKILL it after `grace_s` (under self._lock). The
+        worker is not reused afterwards, so the SIGKILL can only reach this task."""
         worker = pending.worker
-        if self.cancel_grace_s <= 0:
+        if grace_s <= 0:
             worker.kill()
             return
         worker.terminate()
-        pending.kill_timer = threading.Timer(self.cancel_grace_s, self._kill_after_grace, (pending, worker))
+        pending.kill_timer = threading.Timer(grace_s, self._kill_after_grace, (pending, worker))
         pending.kill_timer.daemon = True
         pending.kill_timer.start()
 
@@ -341,7 +344,11 @@ class LocalCluster(Cluster):
                         stopped = pending.cancelled is not None  # it may have got SIGTERM: never reused
                         if pending.kill_timer is not None:
                             pending.kill_timer.cancel()
-                    self._workers.give_back(worker, reusable=not (dedicated or stopped))
+                    # A stopped task's worker has nothing left to finish: it is killed, not waited for
+                    # (its interpreter's exit could wait on threads its task left behind).
+                    self._workers.give_back(
+                        worker, reusable=not (dedicated or stopped), timeout=0.0 if stopped else 10.0
+                    )
         except BaseException as exc:  # noqa: BLE001 - never leave the future unresolved
             outcome = exc
         finally:

@@ -45,11 +45,9 @@ def default_resources() -> ResourceConfig:
 
 
 def start_worker(env: dict[str, str]) -> WorkerProcess:
-    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that exits when
-    this process dies."""
-    return WorkerProcess(
-        "fray.task_process:handle", start="exec", setup="fray.task_process:exit_when_parent_dies", env=env
-    )
+    """A warm worker: a fresh interpreter (never a fork: the caller runs threads) that dies the
+    moment this process does (`procpool.lifeline`)."""
+    return WorkerProcess("fray.task_process:handle", start="exec", env=env)
 
 
 def read_outcome(reply: bytes, name: str) -> tuple[Any] | BaseException:

@@ -21,6 +21,7 @@ from fray.cluster.errors import RemoteTaskError, ResourcesUnavailableError, Task
 from fray.cluster.logs import redirect_output
 from fray.cluster.placement import label_selector, selector_matches, why_no_node_is_allowed
 from fray.cluster.ray_gang import RayGang, bundle_of, why_gang_never_fits
+from fray.cluster.ray_stop import stop_tasks
 from fray.cluster.resource_config import GpuConfig, ResourceConfig, TpuConfig, format_size
 
 _NODES_TTL_S = 10.0
@@ -153,21 +154,22 @@ class RayCluster(Cluster):
         ).remote(cloudpickle.dumps(task), name, log_path, self.echo)
         return self._as_future(ref, name)
 
-    def cancel(self, future: concurrent.futures.Future, reason: str = "") -> None:
-        """Cancel the Ray task behind `future` with `ray.cancel(force=True)`: a running one's worker is
-        killed, and the future fails with TaskCancelledError naming `reason`. A settled future is left
-        alone."""
+    def cancel(self, future: concurrent.futures.Future, reason: str = "", *, grace_s: float = 0.0) -> None:
+        """Cancel the Ray task behind `future`: its worker is killed (`ray.cancel(force=True)`), at once
+        or, with `grace_s` > 0, once the task, interrupted (`ray.cancel`: KeyboardInterrupt in it), has
+        had `grace_s` seconds to end by itself; the future fails with TaskCancelledError naming
+        `reason`. A settled future is left alone."""
         with self._lock:
             gang = self._gangs.get(future)
         if gang is not None:
-            gang.cancel(reason)
+            gang.cancel(reason, grace_s=grace_s)
             return
         with self._lock:
             ref = self._refs.get(future)
             if ref is None:
                 return
-            self._cancelled[future] = reason or "cancelled"
-        self._ray.cancel(ref, force=True)  # a no-op should the task settle meanwhile
+            self._cancelled.setdefault(future, reason or "cancelled")
+        stop_tasks(self._ray, [ref], grace_s, future.done)
 
     def shutdown(self) -> None:
         """Disconnect from Ray (stopping it if this cluster started it)."""
@@ -186,7 +188,7 @@ class RayCluster(Cluster):
                 result.set_result(done.result())
             except BaseException as error:  # noqa: BLE001 - every outcome must resolve `result`
                 if reason is not None:
-                    cancelled = f"task {name!r} was cancelled ({reason}): its Ray task was killed"
+                    cancelled = f"task {name!r} was cancelled ({reason}): its Ray task was stopped"
                     result.set_exception(TaskCancelledError(cancelled))
                 else:
                     result.set_exception(self._own_exception(error, name))

@@ -36,6 +36,7 @@ from fray.cluster.gang import (
     root_cause,
 )
 from fray.cluster.logs import redirect_output
+from fray.cluster.ray_stop import stop_tasks
 from fray.cluster.resource_config import ResourceConfig
 
 logger = logging.getLogger("fray")
@@ -109,13 +110,13 @@ class RayGang:
         threading.Thread(target=self._run, name=f"fray-gang-{self.name}", daemon=True).start()
         return self.future
 
-    def cancel(self, reason: str) -> None:
-        """Kill every replica (and stop a gang still waiting for its placement group)."""
+    def cancel(self, reason: str, *, grace_s: float = 0.0) -> None:
+        """Stop every replica, at once or after `grace_s` (see `ray_stop.stop_tasks`), and a gang still
+        waiting for its placement group."""
         with self._lock:
-            self._cancelled = reason or "cancelled"
+            self._cancelled = self._cancelled or reason or "cancelled"
             refs = list(self._refs)
-        for ref in refs:
-            self.ray.cancel(ref, force=True)
+        stop_tasks(self.ray, refs, grace_s, self.future.done)
 
     def _run(self) -> None:
         replicas = self.resources.replicas
@@ -154,7 +155,7 @@ class RayGang:
         except BaseException as exc:  # noqa: BLE001 - every outcome must resolve the future
             if self._cancelled is not None and not isinstance(exc, TaskCancelledError):
                 exc = TaskCancelledError(
-                    f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were killed"
+                    f"task {self.name!r} was cancelled ({self._cancelled}): its Ray tasks were stopped"
                 )
             self.future.set_exception(exc)
 

@@ -1,7 +1,7 @@
 """Curation inputs and outputs: which shards a step reads, how records are read, written and counted.
 
 An input is a path or glob (.jsonl/.json/.parquet, .gz/.zst; .warc/.warc.gz for extraction), the
-embedded corpus `marin://web-synth` (optionally `?pages=N&seed=S`), the embedded story corpus
+embedded corpus `marin://web-synth` (optionally `?pages=N&seed=S&grades=G`), the embedded story corpus
 `marin://tinystories-synth` (optionally `?start=A&stop=B`; records {"id", "text"}, e.g. to
 decontaminate against what the evaluation reads), or `step:NAME`, a dependency
 whose output files are read. Every document has a position `(shard, record)` in the canonical order
@@ -59,6 +59,7 @@ class InputShard:
     stop: int = 0
     seed: int = 0
     lines_before: int = 0
+    grades: int = 1  # web-synth: the corpus's quality grades (marin.data.corpus.web)
 
     def describe(self) -> str:
         if self.kind in ("web-synth", "stories"):
@@ -68,17 +69,22 @@ class InputShard:
         return self.path
 
 
-def parse_web_synth(spec: str) -> tuple[int, int]:
-    """(pages, seed) of a `marin://web-synth?pages=N&seed=S` name."""
+def parse_web_synth(spec: str) -> tuple[int, int, int]:
+    """(pages, seed, grades) of a `marin://web-synth?pages=N&seed=S&grades=G` name."""
     from marin.data.corpus.web import DEFAULT_PAGES
 
     query = parse_qs(urlparse(spec).query)
     try:
-        return int(query.get("pages", [DEFAULT_PAGES])[0]), int(query.get("seed", [0])[0])
+        pages, seed = int(query.get("pages", [DEFAULT_PAGES])[0]), int(query.get("seed", [0])[0])
+        grades = int(query.get("grades", [1])[0])
     except ValueError:
+        grades = 0
+    if grades < 1:
         raise CurationError(
-            f"{spec!r}: pages and seed must be integers, e.g. {WEB_SYNTH}?pages=2000&seed=0"
-        ) from None
+            f"{spec!r}: pages, seed and grades must be integers (grades >= 1), "
+            f"e.g. {WEB_SYNTH}?pages=2000&seed=0&grades=4"
+        )
+    return pages, seed, grades
 
 
 def parse_stories(spec: str) -> tuple[int, int]:
@@ -126,9 +132,9 @@ def resolve_inputs(specs: Sequence[str], piece_bytes: int = PIECE_BYTES) -> list
     shards: list[InputShard] = []
     for spec in specs:
         if spec.startswith(WEB_SYNTH):
-            pages, seed = parse_web_synth(spec)
+            pages, seed, grades = parse_web_synth(spec)
             shards += [
-                InputShard("web-synth", spec, a, min(a + WEB_SYNTH_SHARD, pages), seed)
+                InputShard("web-synth", spec, a, min(a + WEB_SYNTH_SHARD, pages), seed, grades=grades)
                 for a in range(0, pages, WEB_SYNTH_SHARD)
             ]
             continue
@@ -167,7 +173,7 @@ def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iter
     if shard.kind == "web-synth":
         from marin.data.corpus.web import pages
 
-        for i, page in enumerate(pages(shard.start, shard.stop, shard.seed)):
+        for i, page in enumerate(pages(shard.start, shard.stop, shard.seed, shard.grades)):
             yield shard.path, shard.start + i + 1, page
         return
     if shard.kind == "stories":

@@ -191,6 +191,13 @@ def run_tasks(
 def _evaluate(lm, tasks: list, manager, limit: int | None, iters: int, seed: int) -> dict | None:
     """`lm_eval.simple_evaluate` of `tasks` (names or the harness's task objects), every item logged."""
     import lm_eval
+    import lm_eval.evaluator
+
+    from marin.execution.run_provenance import experiment_commit
+
+    # The harness records the commit by running `git describe` with its errors on the terminal
+    # (`fatal: not a git repository` outside a checkout): the experiment's commit, read quietly.
+    lm_eval.evaluator.get_git_commit_hash = experiment_commit
 
     return lm_eval.simple_evaluate(
         model=lm,

@@ -71,6 +71,7 @@ def import_file(path: str) -> Any:
     full = os.path.abspath(path)
     if not os.path.isfile(full):
         raise MarinError(f"{path}: no such file; give the experiment's .py file")
+    _refuse_shadowing(path, full)
     module_name = experiment_module_name(full)
     for directory in (os.getcwd(), os.path.dirname(full)):
         if directory not in sys.path:
@@ -97,6 +98,35 @@ def import_file(path: str) -> Any:
         _runner_calls.reset(token)
     _deferred[module_name] = calls
     return module
+
+
+def _refuse_shadowing(path: str, full: str) -> None:
+    """An experiment file named like a module of the standard library or an installed package
+    (`concurrent.py`, `torch.py`) would be imported in its place, here and in every worker (its folder
+    is on their path), which then fails far from the cause: one line saying so instead."""
+    stem = os.path.splitext(os.path.basename(full))[0]
+    if not stem.isidentifier():
+        return
+    folder = os.path.dirname(full)
+    if stem in sys.stdlib_module_names:
+        what = "the standard library's module"
+    else:
+        saved = list(sys.path)
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") not in (folder, os.getcwd())]
+        try:
+            found = importlib.util.find_spec(stem)
+        except (ImportError, ValueError):
+            found = None
+        finally:
+            sys.path[:] = saved
+        origin = getattr(found, "origin", None)
+        if found is None or (origin and os.path.abspath(origin) == full):
+            return
+        what = "the installed module"
+    raise MarinError(
+        f"{path}: the file's name shadows {what} {stem!r}, which every import of {stem!r} (by marin, "
+        f"by libraries, in the workers) would then load instead; rename it, e.g. to {stem}_experiment.py"
+    )
 
 
 def _is_step(value: Any) -> bool:

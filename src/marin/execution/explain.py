@@ -98,6 +98,13 @@ def output_status(path: str, names: list[str], now: float, lease_timeout: float 
     name = (status.name if status is not None else "") or (holder.step if holder else storage.basename(path))
     artifact = read_artifact(path) if state == OutputState.SUCCESS else None
     shown, spent = headline(artifact), compute(artifact)
+    warned = (
+        artifact.result.get("warnings")
+        if artifact is not None and isinstance(artifact.result, dict)
+        else None
+    )
+    if isinstance(warned, list) and warned:  # a step's own warnings (e.g. a quality score's health checks)
+        detail = "; ".join(filter(None, [detail, "warning: " + "; ".join(map(str, warned))]))
     if superseded:
         state = state if status is not None else OutputState.MOVED_ASIDE
         detail = f"moved-aside copy ({aside.kind}) of {aside.origin} (delete with `marin gc PREFIX --yes`)"
@@ -281,6 +288,8 @@ def explain_output(path: str) -> str:
         if git.get("commit"):
             lines.append(f"git      {git['commit']}" + ("  (dirty working tree)" if git.get("dirty") else ""))
         experiment = git.get("experiment") or {}
+        if experiment.get("note") and not experiment.get("commit"):
+            lines.append(f"exp git  {experiment['note']}  ({experiment.get('directory')})")
         if experiment.get("commit"):
             lines.append(
                 f"exp git  {experiment['commit']}"

@@ -1,5 +1,6 @@
-"""A runner's stop switch: set once on SIGINT/SIGTERM, it cancels the running steps' tasks; and the
-signal handlers that set it (a second signal exits the process at once)."""
+"""A runner's stop switch: set once on SIGINT/SIGTERM, it cancels the running steps' tasks gently
+(each has `grace_s` to end by itself: a training finishes its step and writes its checkpoint); and
+the signal handlers that set it (a second signal exits the process at once)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ from typing import Any
 
 from fray.cluster import Cluster
 
+# How long a step told to stop may take to end by itself before its process is killed: a training
+# finishes the step under way and writes its checkpoint (seconds on a laptop; a large model's write to
+# a bucket can take a minute).
+DEFAULT_STOP_GRACE_S = 60.0
+
 
 class Interrupt:
     """Set once when the runner is told to stop (SIGINT/SIGTERM); cancels every registered task
-    through the cluster, and any task registered after."""
+    through the cluster, and any task registered after, each given `grace_s` to end by itself."""
 
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: Cluster, grace_s: float = DEFAULT_STOP_GRACE_S):
         self._cluster = cluster
+        self.grace_s = grace_s
         self._lock = threading.Lock()
         self._futures: dict[Any, str] = {}
         self.reason: str | None = None
@@ -42,7 +49,7 @@ class Interrupt:
                 self.reason = reason
             running = list(self._futures.items())
         for future, _ in running:
-            self._cluster.cancel(future, reason=reason)
+            self._cluster.cancel(future, reason=reason, grace_s=self.grace_s)
         return [name for _, name in running]
 
     def register(self, future: Any, step: str) -> None:
@@ -51,7 +58,7 @@ class Interrupt:
             self._futures[future] = step
             reason = self.reason
         if reason is not None:
-            self._cluster.cancel(future, reason=reason)
+            self._cluster.cancel(future, reason=reason, grace_s=self.grace_s)
 
     def unregister(self, future: Any) -> None:
         """Stop tracking a finished task."""

@@ -137,7 +137,18 @@ def git_state(fn: Callable[..., Any]) -> dict[str, Any]:
     state = _git_of(experiment)
     if state.get("dirty") and "diff" not in state:  # a submitted job's state carries its own diff
         state.update(_git_diff_of(experiment))
+    if state.get("commit") is None:
+        state["note"] = NOT_A_CHECKOUT
     return {**_git_of(directory), "experiment": {"directory": experiment, **state}}
+
+
+NOT_A_CHECKOUT = "not a git checkout"  # what the record says of an experiment outside any repository
+
+
+def experiment_commit() -> str | None:
+    """The git commit of the experiment this process runs, or None; asked of git quietly (its errors
+    never reach the terminal)."""
+    return _git_of(experiment_directory())["commit"]
 
 
 _experiment_module_file: str | None = None

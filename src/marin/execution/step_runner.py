@@ -13,8 +13,10 @@ independent branches run to the end, and `run` then raises `StepFailedError` lis
 with its traceback and log location.
 
 SIGINT or SIGTERM (in the main thread) stops the run: the runner cancels its running steps through
-the cluster, records them INTERRUPTED (retried by the next run), and raises `RunInterruptedError`;
-a second signal exits the process at once.
+the cluster, each given `stop_grace_s` to end by itself (a training finishes its step and writes its
+checkpoint), waits for them a little longer than that, records them INTERRUPTED (retried by the next
+run, a training resuming from that checkpoint), and raises `RunInterruptedError`; a second signal
+exits the process at once.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from fray.cluster import Cluster
 from fray.cluster.select import cluster_from_env
 from marin.execution.discover import defer_run
 from marin.execution.errors import RunInterruptedError, StepFailedError
+from marin.execution.interrupt import DEFAULT_STOP_GRACE_S
 from marin.execution.lazy import LazyStep, lower
 from marin.execution.lease import DEFAULT_LEASE_TIMEOUT_S, LeaseInfo
 from marin.execution.plan import Plan, PlannedStep, build_plan, resolve_prefix
@@ -72,7 +75,10 @@ class StepRunner:
     `max_attempts`: how many attempts of one step (one key) may be lost (its process killed, its
     node gone) before the step is no longer retried automatically (see docs/execution.md, "When a
     step is retried"). `progress`: print the plan and one line per step to stderr (and, on the
-    default LocalCluster, each running step's output lines, prefixed with its name).
+    default LocalCluster, each running step's output lines, prefixed with its name). `stop_grace_s`:
+    how long a step the runner stops on SIGINT/SIGTERM may take to end by itself (a training
+    finishes its step and writes a checkpoint) before its process is killed; the runner waits for
+    its steps a little longer than that, and a second signal stops it at once.
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class StepRunner:
         heartbeat_interval: float | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         progress: bool = True,
+        stop_grace_s: float = DEFAULT_STOP_GRACE_S,
     ):
         self.prefix = resolve_prefix(prefix)
         self.max_concurrent = max(1, max_concurrent or os.cpu_count() or 1)
@@ -93,6 +100,7 @@ class StepRunner:
         self.heartbeat_interval = heartbeat_interval or max(0.05, lease_timeout / 4)
         self.max_attempts = max(1, max_attempts)
         self.progress = progress
+        self.stop_grace_s = max(0.0, stop_grace_s)
 
     def plan(
         self,
@@ -242,7 +250,7 @@ class _Run:
         cluster = runner.cluster or cluster_from_env(
             plan.prefix, max_workers=runner.max_concurrent, echo=runner.progress
         )
-        self.interrupt = Interrupt(cluster)
+        self.interrupt = Interrupt(cluster, runner.stop_grace_s)
         # On an object store each step spends most of its time on round trips (lease, status, records):
         # more steps are driven at once, and a semaphore keeps `max_concurrent` functions running.
         local = storage.is_local(plan.prefix)
@@ -354,9 +362,18 @@ class _Run:
             raise
 
     def _stop(self, signal_name: str) -> None:
-        """Cancel the running steps, wait briefly for them to be recorded INTERRUPTED, then raise."""
-        self.interrupt.trigger(f"the runner got {signal_name}")
-        deadline = time.monotonic() + _STOP_WAIT_S
+        """Cancel the running steps, wait for them to be recorded INTERRUPTED (a little longer than
+        their grace: they end by themselves or are killed), then raise."""
+        stopping = self.interrupt.trigger(f"the runner got {signal_name}")
+        wait_s = self.interrupt.grace_s + _STOP_MARGIN_S
+        if stopping and self.interrupt.grace_s > 0:
+            names = ", ".join(sorted(stopping)[:5]) + (", ..." if len(stopping) > 5 else "")
+            self.progress.note(
+                f"stopping {len(stopping)} running step(s) ({names}): each may take up to "
+                f"{self.interrupt.grace_s:g}s to finish cleanly (a training writes its checkpoint); "
+                f"{signal_name} again stops at once"
+            )
+        deadline = time.monotonic() + wait_s
         with self.lock:
             while self.schedule.in_flight and (left := deadline - time.monotonic()) > 0:
                 self.settled.wait(left)
@@ -372,7 +389,9 @@ class _Run:
             + ", recorded INTERRUPTED; the next run retries them"
         )
         if in_flight:
-            message += f"; {in_flight} step(s) could not be stopped in {_STOP_WAIT_S:g}s (press Ctrl-C again to exit)"
+            message += (
+                f"; {in_flight} step(s) could not be stopped in {wait_s:g}s (press Ctrl-C again to exit)"
+            )
         raise RunInterruptedError(message)
 
     def _on_wait(self, name: str, holder: LeaseInfo) -> None:
@@ -437,4 +456,6 @@ class _Run:
 
 REMOTE_DRIVERS = 32  # steps driven at once under an object-store prefix (see `_Run.__init__`)
 _PLAN_ROWS = 50  # rows of the plan table a run prints; rich renders about 1,000 rows a second
-_STOP_WAIT_S = 3.0  # how long an interrupted run waits for its cancelled steps to be recorded
+# How much longer than the steps' grace an interrupted run waits for them: once killed, a step's
+# process is reaped and the step recorded in well under this.
+_STOP_MARGIN_S = 3.0

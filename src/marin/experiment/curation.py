@@ -1,5 +1,6 @@
 """Curation steps as lazy handles: extract_text, filter_language, filter_quality, dedup_exact,
-dedup_fuzzy, decontaminate and mix.
+dedup_fuzzy, decontaminate and mix; and the model-based quality steps train_quality_classifier,
+score_documents and filter_by_score.
 
 Like `tokenized()`, each is a frozen dataclass that reads nothing when declared; `to_step_spec()`
 builds the StepSpec. Each parameter is declared once, on the class that takes it: the step
@@ -23,12 +24,16 @@ from dataclasses import KW_ONLY, dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from marin.curation.attributes import ScoreConfig, run_score_step
+from marin.curation.classifier import ClassifierConfig, FastTextParams, run_train_classifier
+from marin.curation.cut import CutConfig, ScoreSet, run_filter_by_score
 from marin.curation.dedup import DedupConfig, run_dedup_step
 from marin.curation.documents import STEP_PREFIX, CurationError, check_input, declared_files
 from marin.curation.extract import ExtractText
 from marin.curation.filters import DecontaminateSpec, FilterLanguage, FilterQuality
 from marin.curation.mix import MixConfig, run_mix_step
 from marin.curation.rules import make_rules
+from marin.curation.scorers import SCORERS, FastTextClassifier, HFClassifier
 from marin.curation.steps import DocumentStepConfig, run_document_step
 from marin.evaluation.documents import TextDataset
 from marin.execution.errors import StepDefinitionError
@@ -48,8 +53,11 @@ __all__ = [
     "dedup_fuzzy",
     "extract_text",
     "filter_language",
+    "filter_by_score",
     "filter_quality",
     "mix",
+    "score_documents",
+    "train_quality_classifier",
 ]
 
 DEFAULT_QUALITY_RULES = ("gopher_quality", "gopher_repetition", "c4", "fineweb")
@@ -83,7 +91,9 @@ class CurationStep(StepOptions):
         self.config  # noqa: B018 - build the config now: a bad parameter fails at declaration
 
     @property
-    def config(self) -> DocumentStepConfig | DedupConfig | MixConfig:
+    def config(
+        self,
+    ) -> DocumentStepConfig | DedupConfig | MixConfig | ClassifierConfig | ScoreConfig | CutConfig:
         raise NotImplementedError
 
     def input_steps(self) -> tuple:
@@ -410,6 +420,204 @@ class MixStep(CurationStep):
         return self._parsed[1]
 
 
+@dataclass(frozen=True)
+class TrainQualityClassifierStep(CurationStep):
+    """Train a fastText classifier of `positive` against `negative` documents (each an input as
+    curation steps take: paths, globs, `marin://` corpora, steps or handles, or a list of those,
+    records with a `text_key` field); writes `model.bin` (fastText's format) and `report.json`
+    (held-out AUC and accuracy with intervals, score histograms per class). Deterministic for
+    `params.seed` (fastText trains on one thread)."""
+
+    helper: ClassVar[str] = "train_quality_classifier"
+    run = staticmethod(run_train_classifier)
+    _: KW_ONLY
+    positive: Any
+    negative: Any
+    params: FastTextParams = FastTextParams()
+    max_documents: int | None = None
+    heldout_fraction: float = 0.1
+    text_key: str = "text"
+
+    def __post_init__(self) -> None:
+        for arg in ("positive", "negative"):
+            if isinstance(getattr(self, arg), list):
+                object.__setattr__(self, arg, tuple(getattr(self, arg)))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple]:
+        positive, pos_steps = self._inputs(self.positive, "positive")
+        negative, neg_steps = self._inputs(self.negative, "negative")
+        return positive, negative, pos_steps + neg_steps
+
+    @functools.cached_property
+    def config(self) -> ClassifierConfig:
+        what = f"train_quality_classifier {self.name!r}"
+        if not 0 < self.heldout_fraction < 1:
+            raise StepDefinitionError(
+                f"{what}: heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}"
+            )
+        if self.max_documents is not None and self.max_documents < 2:
+            raise StepDefinitionError(f"{what}: max_documents must be at least 2, got {self.max_documents!r}")
+        positive, negative, _ = self._parsed
+        if set(positive) == set(negative):
+            raise StepDefinitionError(
+                f"{what}: positive and negative are the same documents ({', '.join(positive)}); "
+                "give the classifier two different sets to tell apart"
+            )
+        return ClassifierConfig(
+            positive,
+            negative,
+            self.params,
+            self.max_documents,
+            float(self.heldout_fraction),
+            self.text_key,
+            self.bad_records,
+        )
+
+    def input_steps(self) -> tuple:
+        return self._parsed[2]
+
+
+@dataclass(frozen=True)
+class ScoreDocumentsStep(CurationStep):
+    """Score every document of `input` with `classifier` and keep the scores as attribute shards
+    aligned with the input's ids (the text is not copied), with a health report.
+
+    `classifier`: a `train_quality_classifier` handle or StepSpec; a path to a fastText `.bin`
+    (probability of `__label__hq`; pass `FastTextClassifier(path, positive_label=...)` for
+    another label); a Hugging Face sequence-classification folder (`HFClassifier(path, label=...)`);
+    or `LanguageScore("en")` / `RulesPass()` / `RandomScore(seed)` (py3langid's probability, the
+    rules' verdict, a seeded random control)."""
+
+    helper: ClassVar[str] = "score_documents"
+    run = staticmethod(run_score_step)
+    input: Any
+    _: KW_ONLY
+    classifier: Any
+    attribute: str = "quality"
+    text_key: str = "text"
+    id_key: str = "id"
+    source_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.input, list):
+            object.__setattr__(self, "input", tuple(self.input))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed(self) -> tuple[tuple[str, ...], Any, tuple]:
+        names, steps = self._inputs(self.input, "input")
+        classifier = self.classifier
+        if isinstance(classifier, (StepSpec, LazyStep)):
+            return names, FastTextClassifier(STEP_PREFIX + lower(classifier).name), steps + (classifier,)
+        if isinstance(classifier, (str, os.PathLike)):
+            path = os.fspath(classifier)
+            if "://" not in path:
+                path = os.path.abspath(os.path.expanduser(path))
+            spec = FastTextClassifier(path) if path.endswith(".bin") else HFClassifier(path)
+            return names, spec, steps
+        if isinstance(classifier, SCORERS):
+            return names, classifier, steps
+        raise StepDefinitionError(
+            f"score_documents {self.name!r}: classifier must be a train_quality_classifier handle, a path to a "
+            f"fastText .bin or a Hugging Face model folder, or a scorer (FastTextClassifier, HFClassifier, "
+            f"LanguageScore, RulesPass, RandomScore), got {type(classifier).__name__} {classifier!r:.80}"
+        )
+
+    @functools.cached_property
+    def config(self) -> ScoreConfig:
+        if not self.attribute or not isinstance(self.attribute, str):
+            raise StepDefinitionError(f"score_documents {self.name!r}: attribute must be a non-empty string")
+        names, spec, _ = self._parsed
+        return ScoreConfig(
+            names,
+            spec,
+            self.attribute,
+            self.text_key,
+            self.id_key,
+            self.source_key,
+            self.bad_records,
+            zephyr=self.zephyr,
+            allow_empty=self.allow_empty,
+        )
+
+    def input_steps(self) -> tuple:
+        return self._parsed[2]
+
+
+@dataclass(frozen=True)
+class FilterByScoreStep(InputStep):
+    """Keep the documents of `input` in the top `keep_top` share of `scores` (a `score_documents`
+    handle or an attribute folder) or scoring at least `threshold`, among those whose `also`
+    attribute sets ({scores: minimum}) are at least their minimums. Reads attributes, never a model:
+    changing the cut re-runs only this step."""
+
+    helper: ClassVar[str] = "filter_by_score"
+    run = staticmethod(run_filter_by_score)
+    _: KW_ONLY
+    scores: Any
+    keep_top: float | None = None
+    threshold: float | None = None
+    attribute: str | None = None
+    also: Mapping[Any, float] | None = None
+    text_key: str = "text"
+    id_key: str = "id"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.also, Mapping) and not isinstance(self.also, Mixture):
+            object.__setattr__(self, "also", Mixture(self.also))
+        super().__post_init__()
+
+    @functools.cached_property
+    def _parsed_scores(self) -> tuple[ScoreSet, tuple[ScoreSet, ...], tuple]:
+        what = f"filter_by_score {self.name!r}"
+        names, steps = self._inputs(self.scores, "scores")
+        if len(names) != 1:
+            raise StepDefinitionError(f"{what}: scores is one score_documents step or attribute folder")
+        also: list[ScoreSet] = []
+        for k, (scores, minimum) in enumerate((self.also or {}).items()):
+            if isinstance(minimum, bool) or not isinstance(minimum, (int, float)):
+                raise StepDefinitionError(
+                    f"{what}: also[{k}] must map scores to a minimum number, got {minimum!r}"
+                )
+            found, more = self._inputs(scores, f"also[{k}]")
+            also += [ScoreSet(n, None, float(minimum)) for n in found]
+            steps += more
+        return ScoreSet(names[0], self.attribute), tuple(also), steps
+
+    @functools.cached_property
+    def config(self) -> CutConfig:
+        what = f"filter_by_score {self.name!r}"
+        if (self.keep_top is None) == (self.threshold is None):
+            raise StepDefinitionError(f"{what}: give exactly one of keep_top= and threshold=")
+        if self.keep_top is not None and not (
+            isinstance(self.keep_top, (int, float))
+            and not isinstance(self.keep_top, bool)
+            and 0 < self.keep_top <= 1
+        ):
+            raise StepDefinitionError(
+                f"{what}: keep_top is the share of documents kept and must be in (0, 1], got {self.keep_top!r}"
+            )
+        ranked, also, _ = self._parsed_scores
+        return CutConfig(
+            self._parsed_input[0],
+            ranked,
+            None if self.keep_top is None else float(self.keep_top),
+            None if self.threshold is None else float(self.threshold),
+            also,
+            self.text_key,
+            self.id_key,
+            self.bad_records,
+            bool(self.rejected),
+            zephyr=self.zephyr,
+            allow_empty=self.allow_empty,
+        )
+
+    def input_steps(self) -> tuple:
+        return super().input_steps() + self._parsed_scores[2]
+
+
 extract_text = ExtractTextStep
 filter_language = FilterLanguageStep
 filter_quality = FilterQualityStep
@@ -417,6 +625,9 @@ decontaminate = DecontaminateStep
 dedup_exact = DedupExactStep
 dedup_fuzzy = DedupFuzzyStep
 mix = MixStep
+train_quality_classifier = TrainQualityClassifierStep
+score_documents = ScoreDocumentsStep
+filter_by_score = FilterByScoreStep
 
 
 def _inputs(name: str, value: Any, arg: str) -> tuple[tuple[str, ...], tuple]:

@@ -34,6 +34,7 @@ from marin.execution.errors import StepDefinitionError
 from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.declared_names import check_harness_tasks
 
 if TYPE_CHECKING:
     from marin.experiment.data import TokenizedData
@@ -91,7 +92,7 @@ class Evaluation(EvalOptions, StepOptions):
                 object.__setattr__(self, "suite", find_suite(self.suite))
             except SuiteError as e:
                 raise SuiteError(f"evaluation {name!r}: suite={self.suite!r}: {e}") from None
-        self._check_task_names()
+        check_harness_tasks(f"evaluation {name!r}", "harness_tasks", self.harness_tasks)
         self._check_checkpoints()
         object.__setattr__(self, "datasets", tuple(self.datasets))
         if not (self.datasets or self.harness_tasks or self.prompts or self.suite or self.exact_match):
@@ -139,27 +140,6 @@ class Evaluation(EvalOptions, StepOptions):
                 f"{where}: step(s) {missing} will not exist; with export_every={every} and "
                 f"num_train_steps={config.num_train_steps} the exports are steps {exported}"
             )
-
-    def _check_task_names(self) -> None:
-        """An unknown name in `harness_tasks` is refused now, with the nearest known name."""
-        from marin.evaluation.harness import ALL_OWN_TASKS
-        from marin.evaluation.suites import SUITES, unknown
-
-        known = set(ALL_OWN_TASKS) | {t.harness_task for s in SUITES.values() for t in s.tasks}
-        for task in self.harness_tasks:
-            if task in known:
-                continue
-            try:
-                from marin.evaluation.harness import known_harness_tasks
-
-                harness_names = known_harness_tasks()
-            except ImportError:
-                harness_names = []  # without the [eval] extra the run itself says what to install
-            if harness_names and task not in harness_names:
-                raise SuiteError(
-                    f"evaluation {self.name!r}: harness_tasks: "
-                    + unknown("task", task, sorted(known) + harness_names)
-                )
 
     def to_step_spec(self) -> StepSpec:
         """The StepSpec: deps are a model step and every tokenized dataset; inputs a model folder's files

@@ -30,6 +30,7 @@ from marin.execution.context import current
 from marin.execution.keyed import NOT_KEY, hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.declared_names import check_chat_template, check_lora_targets
 from marin.posttrain.lora import LoraConfig
 from marin.posttrain.source import (
     WeightsSource,
@@ -182,6 +183,9 @@ class _PostTrain(TrainRecipe, StepOptions):
                 f"{helper} {name!r}: batch_size={self.batch_size} does not split over {world} processes x "
                 f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
             )
+        check_chat_template(f"{helper} {name!r}", self.model)
+        if self.lora is not None:
+            check_lora_targets(f"{helper} {name!r}", self.model, self.lora.targets)
 
     @property
     def processes_per_replica(self) -> int:

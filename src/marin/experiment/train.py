@@ -29,6 +29,7 @@ from marin.execution.context import current
 from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
+from marin.experiment.declared_names import check_harness_tasks
 from marin.experiment.mixture import Mixture, PhasedMixture
 from marin.training.checkpoint import CHECKSUMS, resume_note
 from marin.training.config import TrainConfig, config_of
@@ -148,6 +149,7 @@ class TrainLm(TrainConfig, StepOptions):
                 f"train_lm {name!r}: batch_size={self.batch_size} does not split over {world} processes x "
                 f"grad_accum_steps={self.grad_accum_steps}; use a multiple of their product"
             )
+        check_harness_tasks(f"train_lm {name!r}", "eval_tasks", self.eval_tasks)
 
     @functools.cached_property
     def config(self) -> TrainConfig:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution.interrupt import DEFAULT_STOP_GRACE_S
 from marin.execution.run_provenance import SUBMITTED_GIT_ENV as GIT_ENV
 from marin.submit.client import SubmitError
 from marin.submit.placement import CLUSTER_PYTHON, job_command
@@ -26,6 +27,10 @@ DEFAULT_EXCLUDES = (
     "*.pyc",
     ".pytest_cache",
 )
+
+
+# How long `ray job stop` lets a job's runner stop its steps: their grace, its own margin, and time to exit.
+JOB_STOP_WAIT_S = int(DEFAULT_STOP_GRACE_S) + 15
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,13 @@ class JobRequest:
     def runtime_env(self) -> dict[str, Any]:
         """The Ray runtime_env: the packaged working directory, its src/ on the path, and env vars."""
         working = os.path.realpath(self.working_dir)
-        env = {"MARIN_CLUSTER": "ray", **dict(self.env_vars)}
+        # `ray job stop` SIGTERMs the runner and SIGKILLs it after this many seconds (Ray's default, 3,
+        # would kill it while its steps finish their step and checkpoint within the runner's grace).
+        env = {
+            "MARIN_CLUSTER": "ray",
+            "RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_S),
+            **dict(self.env_vars),
+        }
         if self.prefix:
             env["MARIN_PREFIX"] = self.prefix
         if self.git is not None:

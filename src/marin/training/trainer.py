@@ -240,10 +240,9 @@ class Trainer:
     def stopping(self) -> bool:
         """Whether the run ends after the current step (a stop request or a signal).
 
-        A signal counts at once in a run of one process; with several, from the next step's
-        all-reduce on, so every process stops after the same step."""
-        if self.interrupted is None and self.world_size == 1 and self.signals.received:
-            self.interrupted = self.signals.received
+        A signal counts from the end of the step it arrived in (one process) or from the next step's
+        all-reduce (several, so every process stops after the same step): taken once per step, before
+        the callbacks, so the step that stops is the step that is checkpointed."""
         return self.stop_reason is not None or self.interrupted is not None
 
     def request_stop(self, reason: str) -> None:
@@ -497,6 +496,8 @@ class Trainer:
             while self.step < config.num_train_steps and not self.stopping:
                 batch = prefetcher.next()
                 out = self.train_step(batch, clock=time.perf_counter() - began)
+                if self.interrupted is None and self.world_size == 1 and self.signals.received:
+                    self.interrupted = self.signals.received
                 out.seconds = time.perf_counter() - tick
                 out.data_wait = prefetcher.last_wait_seconds
                 train_seconds += out.seconds

@@ -172,3 +172,67 @@ def page_token_cache(path: str, split: str, start: int, size: int, with_ids: boo
         )
         docs.append(TokenDocument(i, text[:LINE_CAP], len(ids), ids if with_ids else None))
     return cache, Page(docs, start, stop < tokens.num_documents)
+
+
+SCORE_ROWS_CAP = 500_000  # attribute rows the data page reads to page by score
+BUCKETS = ("lowest", "median", "highest")
+
+
+@dataclass(frozen=True)
+class ScoredDocument:
+    """One document of a score step's input, with its score (text None when the UI could not find it)."""
+
+    rank: int
+    id: str
+    score: float
+    text: str | None
+
+
+def _attribute_rows(folder: str) -> list[tuple[str, float]]:
+    rows: list[tuple[str, float]] = []
+    for name in sorted(storage.list_names(folder)):
+        if not (name.startswith("part-") and name.endswith(TEXT_SUFFIXES)):
+            continue
+        with _text_stream(storage.join(folder, name)) as stream:
+            for line in stream:
+                row = orjson.loads(line)
+                value = next(iter((row.get("attributes") or {}).values()), None)
+                if isinstance(value, int | float):
+                    rows.append((str(row.get("id")), float(value)))
+                if len(rows) >= SCORE_ROWS_CAP:
+                    return rows
+    return rows
+
+
+def page_by_score(folder: str, documents: list[str], bucket: str, start: int, size: int) -> Page:
+    """A page of the scored documents in a score bucket: the `lowest` scores upward, the `highest`
+    downward, or outward from the `median`; each with its text, found in the `documents` files."""
+    rows = sorted(_attribute_rows(folder), key=lambda r: r[1])
+    if bucket == "highest":
+        order = rows[::-1]
+    elif bucket == "median":
+        mid = len(rows) // 2
+        order = [rows[k] for k in sorted(range(len(rows)), key=lambda k: (abs(k - mid), k))]
+    else:
+        order = rows
+    shown = order[start : start + size]
+    texts = _texts_of({i for i, _ in shown}, documents)
+    docs = [ScoredDocument(start + k, i, s, texts.get(i)) for k, (i, s) in enumerate(shown)]
+    return Page(docs, start, start + size < len(order))
+
+
+def _texts_of(ids: set[str], documents: list[str]) -> dict[str, str]:
+    """The text of each id, streaming the document files until all are found."""
+    found: dict[str, str] = {}
+    for path in documents:
+        with _text_stream(path) as stream:
+            for line in stream:
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and str(record.get("id")) in ids:
+                    found[str(record["id"])] = str(record.get("text", ""))[:LINE_CAP]
+                    if len(found) == len(ids):
+                        return found
+    return found

@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 
+from procpool.lifeline import FORK_SAFE
 from procpool.pool import Pool
 from procpool.process import WorkerLostError, WorkerProcess, ready
 from zephyr.backends.base import Backend
@@ -51,8 +52,8 @@ def handle(payload: bytes) -> bytes:
         return pickle.dumps(ShardResult(result.stage, result.shard, failure=unpicklable), protocol=5)
 
 
-# Threads that hold no lock a forked child could need: fray's worker watching for its parent's death.
-FORK_SAFE_THREADS = frozenset({"fray-parent-watch"})
+# Threads that hold no lock a forked child could need: procpool's own (the spawner, the parent watch).
+FORK_SAFE_THREADS = FORK_SAFE
 
 
 def default_start_method() -> str:

@@ -180,7 +180,7 @@ class StoppableThreadCluster(ThreadCluster):
         self.stop = threading.Event()
         self.reasons = []
 
-    def cancel(self, future, reason=""):
+    def cancel(self, future, reason="", *, grace_s=0.0):
         self.reasons.append(reason)
         self.stop.set()
         super().cancel(future, reason)

@@ -9,6 +9,13 @@ banner, footer) around a main text. `truth(i, seed)` says what the generator mad
 - "foreign": an article in German, French or Spanish (`lang`);
 - "spam": a low-quality page (`spam` says which kind: repetition, symbols, short_lines, keywords).
 All word lists are written for this project (`web_words.py`).
+
+A graded corpus (`grades=G` > 1, `marin://web-synth?grades=G`) adds a quality signal that no rule
+sees: each clean article gets a hidden `grade` in 0..G-1, and a share (G-1-grade)/(G-1) of its
+sentences has its words shuffled (the first word re-capitalised, the full stop kept), so the words,
+their lengths, the punctuation and the line structure are those of a coherent article; only the
+word order differs. The top grade is the article exactly as in the ungraded corpus; duplicates copy
+their original's graded text and grade. `grades=1` (the default) is the corpus as it always was.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ class Truth:
     dup_of: str | None = None
     jaccard: float | None = None
     spam: str | None = None
+    grade: int | None = None  # graded corpora only: the article's grade, 0 (worst) .. grades-1 (coherent)
 
 
 def page_id(i: int) -> str:
@@ -100,12 +108,37 @@ def _sentence(rng: random.Random) -> str:
     return s[0].upper() + s[1:] + "."
 
 
-def article(j: int, seed: int) -> list[list[str]]:
-    """The main text of clean page `j`: paragraphs of whitespace-separated tokens."""
+def _article_sentences(j: int, seed: int) -> list[list[str]]:
+    """The sentences of clean page `j`, by paragraph."""
     rng = _rng(j, seed, 3)
-    return [
-        " ".join(_sentence(rng) for _ in range(rng.randint(3, 6))).split() for _ in range(rng.randint(3, 6))
-    ]
+    return [[_sentence(rng) for _ in range(rng.randint(3, 6))] for _ in range(rng.randint(3, 6))]
+
+
+def grade_of(j: int, seed: int, grades: int) -> int | None:
+    """The hidden grade of clean page `j` in a corpus of `grades` grades (None when ungraded)."""
+    return _rng(j, seed, 8).randrange(grades) if grades > 1 else None
+
+
+def _shuffled(sentence: str, rng: random.Random) -> str:
+    words = sentence[:-1].split()
+    words[0] = words[0][0].lower() + words[0][1:]
+    rng.shuffle(words)
+    s = " ".join(words)
+    return s[0].upper() + s[1:] + "."
+
+
+def article(j: int, seed: int, grades: int = 1) -> list[list[str]]:
+    """The main text of clean page `j`: paragraphs of whitespace-separated tokens, degraded to the
+    page's grade in a graded corpus (see the module docstring)."""
+    paragraphs = _article_sentences(j, seed)
+    grade = grade_of(j, seed, grades)
+    if grade is not None and grade < grades - 1:
+        rng = _rng(j, seed, 9)
+        places = [(p, k) for p, para in enumerate(paragraphs) for k in range(len(para))]
+        share = (grades - 1 - grade) / (grades - 1)
+        for p, k in rng.sample(places, round(share * len(places))):
+            paragraphs[p][k] = _shuffled(paragraphs[p][k], rng)
+    return [" ".join(para).split() for para in paragraphs]
 
 
 def _tokens_text(paragraphs: list[list[str]]) -> str:
@@ -166,22 +199,27 @@ def _foreign(i: int, seed: int) -> tuple[str, str]:
     return lang, "\n\n".join(paragraphs)
 
 
-def main_text(i: int, seed: int = 0) -> tuple[str, Truth]:
+def main_text(i: int, seed: int = 0, grades: int = 1) -> tuple[str, Truth]:
     """The main text of page `i` and the ground truth about it."""
     role = _role(i, seed)
     pid = page_id(i)
     if role == "clean":
-        return _tokens_text(article(i, seed)), Truth(pid, "clean")
+        return _tokens_text(article(i, seed, grades)), Truth(pid, "clean", grade=grade_of(i, seed, grades))
     if role == "exact_dup":
         j = _source_page(i, seed)
-        return _tokens_text(article(j, seed)), Truth(pid, "exact_dup", dup_of=page_id(j), jaccard=1.0)
+        grade = grade_of(j, seed, grades)
+        text = _tokens_text(article(j, seed, grades))
+        return text, Truth(pid, "exact_dup", dup_of=page_id(j), jaccard=1.0, grade=grade)
     if role == "near_dup":
         j = _source_page(i, seed)
         rng = _rng(i, seed, 6)
-        original = article(j, seed)
+        original = article(j, seed, grades)
         text = _tokens_text(_near_dup(original, rng.choice(NEAR_DUP_JACCARDS), rng))
         a, b = _shingles(_tokens_text(original)), _shingles(text)
-        return text, Truth(pid, "near_dup", dup_of=page_id(j), jaccard=round(len(a & b) / len(a | b), 4))
+        jaccard = round(len(a & b) / len(a | b), 4)
+        return text, Truth(
+            pid, "near_dup", dup_of=page_id(j), jaccard=jaccard, grade=grade_of(j, seed, grades)
+        )
     if role == "foreign":
         lang, text = _foreign(i, seed)
         return text, Truth(pid, "foreign", lang=lang)
@@ -210,9 +248,9 @@ def _boilerplate(i: int, seed: int) -> tuple[str, str, str]:
     return site, header, footer
 
 
-def page(i: int, seed: int = 0) -> dict:
+def page(i: int, seed: int = 0, grades: int = 1) -> dict:
     """Page `i` as a record: {"id", "url", "html"}."""
-    text, truth = main_text(i, seed)
+    text, truth = main_text(i, seed, grades)
     site, header, footer = _boilerplate(i, seed)
     title = " ".join(text.split()[:6]).rstrip(".,")
     lang = truth.lang
@@ -228,11 +266,11 @@ def page(i: int, seed: int = 0) -> dict:
     return {"id": truth.id, "url": f"https://{site.lower()}.example/{i}", "html": html}
 
 
-def pages(start: int, stop: int, seed: int = 0) -> Iterator[dict]:
+def pages(start: int, stop: int, seed: int = 0, grades: int = 1) -> Iterator[dict]:
     """Pages `start` up to `stop`."""
-    return (page(i, seed) for i in range(start, stop))
+    return (page(i, seed, grades) for i in range(start, stop))
 
 
-def truth(i: int, seed: int = 0) -> Truth:
+def truth(i: int, seed: int = 0, grades: int = 1) -> Truth:
     """The ground truth of page `i`."""
-    return main_text(i, seed)[1]
+    return main_text(i, seed, grades)[1]

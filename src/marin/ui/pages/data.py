@@ -72,14 +72,35 @@ def data(site: Site, request: Request) -> HTMLResponse:
                 "browsable": data_pages.is_browsable(name),
             }
         )
-    artifact = artifact_of(path) if site.index.get(path) is not None else None
+    entry = site.index.get(path)
+    artifact = artifact_of(path) if entry is not None else None
+    stats = read_json_capped(f"{path}/{STATS_FILE}") if STATS_FILE in names else None
+    health = stats.get("health") if isinstance(stats, dict) else None
+    if health is not None:
+        context["health"] = health
+        bucket = q.get("bucket")
+        if bucket in data_pages.BUCKETS:
+            documents = _input_documents(entry)
+            context["bucket"] = bucket
+            context["page"] = data_pages.page_by_score(path, documents, bucket, start, size)
     return site.render(
         "data.html",
         request,
         mode="dir",
         listing=listing,
         artifact=artifact,
-        stats=read_json_capped(f"{path}/{STATS_FILE}") if STATS_FILE in names else None,
+        stats=stats,
         more=max(0, len(names) - LISTING_CAP),
         **context,
     )
+
+
+def _input_documents(entry) -> list[str]:
+    """The document files a score step read: the record files of its dependencies' outputs."""
+    files: list[str] = []
+    for dep in entry.info.deps if entry is not None and entry.info is not None else ():
+        for rel, _size in storage.walk_files(dep.path):
+            name = rel.rsplit("/", 1)[-1]
+            if name.startswith("part-") and data_pages.is_browsable(name) and not rel.startswith("_"):
+                files.append(storage.join(dep.path, rel))
+    return sorted(files)

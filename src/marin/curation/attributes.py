@@ -1,0 +1,237 @@
+"""`score_documents`: scores kept beside the documents as attribute shards (Dolma's layout).
+
+The step never copies the text. For input shard i (in the canonical order, as every curation step
+reads it) it writes `part-i-of-N.jsonl.zst`, one row per document of that shard, in order:
+
+    {"id": "web-0000042", "attributes": {"quality": 0.9731}}
+
+`id` is the document's `id_key` field (its input `file:record` when it has none). A document
+whose text is missing is skipped under `bad_records="skip"`, in scoring and in every cut alike.
+So attribute shard i is aligned with document shard i row by row, and a cut (`marin.curation.cut`)
+joins any number of attribute sets to the documents by id, one shard beside the other, checking
+each row's id. Scores are exactly what the scorer returned (a float; JSON keeps every digit).
+
+Beside the shards, `stats.json` holds the counts and the health report (`marin.curation.health`):
+per-source score summaries and histograms, the rank correlation with length and with source, and
+its warnings, which the step's result repeats (`marin status` shows them). When the scorer is a
+`train_quality_classifier` step, the classifier's held-out AUC is the step's headline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from marin.curation.documents import (
+    PIECE_BYTES,
+    STEP_PREFIX,
+    CurationStats,
+    InputShard,
+    read_records,
+    report_bad,
+    resolve_inputs,
+    write_output,
+)
+from marin.curation.health import ScoreColumns, score_health
+from marin.curation.scorers import ScorerSpec, load_scorer
+from marin.curation.steps import finish, run_shards
+from marin.execution.keyed import NOT_KEY, key_fields
+
+REPORT_FILE = "report.json"  # a classifier step's held-out report (marin.curation.classifier)
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Score every document of `inputs` with `scorer`, kept as attribute `attribute`."""
+
+    inputs: tuple[str, ...]
+    scorer: ScorerSpec
+    attribute: str = "quality"
+    text_key: str = "text"
+    id_key: str = "id"
+    # the field naming a document's source for the health checks (a URL counts as its host); by
+    # default the input the document came from
+    source_key: str | None = None
+    bad_records: str = "fail"
+    batch_size: int = field(default=256, metadata=NOT_KEY)
+    zephyr: object = field(default=None, metadata=NOT_KEY)
+    piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)
+    allow_empty: bool = field(default=False, metadata=NOT_KEY)
+    kind: str = field(default="score_documents", init=False)
+
+    def describe(self) -> dict:
+        return key_fields(self)
+
+    def input_names(self) -> tuple[str, ...]:
+        path = getattr(self.scorer, "path", None)
+        if isinstance(path, str) and not path.startswith(STEP_PREFIX):
+            return self.inputs + ((path,) if path.endswith(".bin") else (path.rstrip("/") + "/*",))
+        return self.inputs
+
+
+def document_id(record: dict, id_key: str, where: str, line: int) -> str:
+    """The id a document's attribute rows carry: its `id_key` field, else its input `file:record`."""
+    value = record.get(id_key)
+    return str(value) if value is not None else f"{where}:{line}"
+
+
+def documents_of(
+    shard: InputShard, text_key: str, id_key: str, bad_records: str, stats: CurationStats
+) -> Iterator[tuple[str, int, dict, str, str]]:
+    """(where, line, record, id, text) of each scorable document of a shard: what scoring and every
+    cut read alike (a record without a string text is a bad record, skipped or failed by policy)."""
+    for where, line, record in read_records(shard, bad_records, stats.bad):
+        text = record.get(text_key)
+        if not isinstance(text, str):
+            report_bad(bad_records, stats.bad, where, line, f"the record has no string field {text_key!r}")
+            continue
+        yield where, line, record, document_id(record, id_key, where, line), text
+
+
+@dataclass
+class ShardScores:
+    """One shard's counts and the columns its health checks need."""
+
+    stats: CurationStats
+    scores: np.ndarray
+    lengths: np.ndarray
+    sources: list[str]
+
+
+def score_shard(
+    config: ScoreConfig,
+    scorer: ScorerSpec,
+    output_path: str,
+    index: int,
+    count: int,
+    shard: InputShard,
+    source: str,
+) -> ShardScores:
+    """Score one input shard and write its attribute shard."""
+    stats = CurationStats()
+    model = load_scorer(scorer)
+    scores: list[float] = []
+    lengths: list[int] = []
+    sources: list[str] = []
+    hosts: dict[str, str] = {}
+
+    def rows() -> Iterator[dict]:
+        batch: list[tuple[str, str]] = []
+        for _where, _line, record, doc_id, text in documents_of(
+            shard, config.text_key, config.id_key, config.bad_records, stats
+        ):
+            stats.read(text)
+            lengths.append(len(text))
+            sources.append(_source(record, config.source_key, source, hosts))
+            batch.append((doc_id, text))
+            if len(batch) >= config.batch_size:
+                yield from _scored(model, batch, config.attribute, scores, stats)
+                batch = []
+        yield from _scored(model, batch, config.attribute, scores, stats)
+
+    write_output(output_path, index, count, rows())
+    return ShardScores(stats, np.asarray(scores, np.float64), np.asarray(lengths, np.int64), sources)
+
+
+def _scored(model, batch: list[tuple[str, str]], attribute: str, out: list[float], stats: CurationStats):
+    if not batch:
+        return
+    values = model.scores([text for _, text in batch])
+    out.extend(values)
+    for (doc_id, _), value in zip(batch, values, strict=True):
+        stats.documents_out += 1
+        yield {"id": doc_id, "attributes": {attribute: value}}
+
+
+def _source(record: dict, source_key: str | None, default: str, hosts: dict[str, str]) -> str:
+    if source_key is None:
+        return default
+    value = str(record.get(source_key))
+    if value not in hosts:
+        from urllib.parse import urlparse
+
+        hosts[value] = (urlparse(value).hostname or value) if "://" in value else value
+    return hosts[value]
+
+
+def run_score_step(config: ScoreConfig, output_path: str) -> dict:
+    """Score every input shard on zephyr, write the attribute shards, stats.json and the health report."""
+    shards: list[InputShard] = []
+    sources: list[str] = []
+    for spec in config.inputs:
+        found = resolve_inputs((spec,), config.piece_bytes)
+        shards += found
+        sources += [spec[len(STEP_PREFIX) :] if spec.startswith(STEP_PREFIX) else spec] * len(found)
+    scorer = config.scorer.resolved()
+    results = run_shards(
+        partial(score_shard, config, scorer, output_path), shards, config.zephyr, per_shard=sources
+    )
+    columns = ScoreColumns(
+        np.concatenate([r.scores for r in results]) if results else np.zeros(0),
+        np.concatenate([r.lengths for r in results]) if results else np.zeros(0, np.int64),
+        [s for r in results for s in r.sources],
+    )
+    health = score_health(columns, config.attribute)
+    classifier = _classifier_report(config.scorer)
+    extra = {"attribute": config.attribute, "health": health}
+    if classifier is not None:
+        extra["classifier"] = classifier
+    summary = finish(
+        config.kind,
+        config.describe(),
+        [r.stats for r in results],
+        output_path,
+        extra,
+        inputs=config.inputs,
+        allow_empty=config.allow_empty,
+    )
+    summary["warnings"] = health["warnings"]
+    auc = (classifier or {}).get("heldout_auc")
+    if auc and auc.get("value") is not None:
+        summary["headline"] = {"metric": "classifier heldout_auc"} | {
+            k: auc[k] for k in ("value", "ci95", "n")
+        }
+    return summary
+
+
+def _classifier_report(spec: ScorerSpec) -> dict | None:
+    """The held-out report of the classifier step the scorer reads, if it is one."""
+    path = getattr(spec, "path", "")
+    if not path.startswith(STEP_PREFIX):
+        return None
+    import orjson
+
+    import storage
+    from marin.execution.context import current
+
+    data = storage.read_bytes(storage.join(current().path_of(path[len(STEP_PREFIX) :]), REPORT_FILE))
+    if data is None:
+        return None
+    report = orjson.loads(data)
+    return {k: report[k] for k in ("heldout_auc", "heldout_accuracy") if k in report}
+
+
+def attribute_files(spec: str) -> list[str]:
+    """The attribute shards of a score step (`step:NAME`) or under a folder, in shard order."""
+    if spec.startswith(STEP_PREFIX):
+        from marin.data.step_inputs import step_output_files
+
+        files = step_output_files(spec[len(STEP_PREFIX) :])
+    else:
+        from storage import list_files
+
+        files = list_files([spec.rstrip("/") + "/part-*.jsonl.zst"])
+    return sorted(f for f in files if f.rsplit("/", 1)[-1].startswith("part-"))
+
+
+def first_attribute(files: Sequence[str]) -> str | None:
+    """The name of the first attribute in the first row of some attribute shards (None when empty)."""
+    from zephyr.io import Position, ShardStats, infer_format, read_file
+
+    for path in files:
+        for row in read_file(path, infer_format(path), "fail", Position(), ShardStats()):
+            return next(iter(row.get("attributes") or {}), None)
+    return None
