@@ -7,6 +7,7 @@ the processes it started (never `ray stop`, which stops every Ray on the machine
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -69,10 +70,13 @@ def _labels_flag(labels: dict[str, str]) -> list[str]:
     return [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
 
 
-# `ray start` gives a node 30 s (not configurable) to register; on a loaded machine its agents can take
-# longer to start. The cluster is then stopped and started again, up to STARTS times.
+# `ray start` gives a node 30 s (a constant of Ray's) to register; on a loaded machine its agents can take
+# longer to start. The cluster is then stopped and started once more; a second failure is an error that
+# says so, with the load average and the ends of the nodes' logs.
 TIMED_OUT = "The current node timed out during startup"
-STARTS = 3
+STARTS = 2
+START_TIMEOUT_S = 180  # one `ray start`: its node's daemons and agents, on a loaded machine
+NODE_LOGS = ("raylet*.out", "gcs_server.out", "dashboard_agent*.log", "runtime_env_agent*.log")
 
 
 class NodeStartTimedOut(RuntimeError):
@@ -120,9 +124,14 @@ class LocalRayCluster:
         for attempt in range(1, STARTS + 1):
             try:
                 return self._start_nodes(workers)
-            except NodeStartTimedOut:
+            except NodeStartTimedOut as e:
                 if attempt == STARTS:
-                    raise
+                    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+                    raise NodeStartTimedOut(
+                        f"the test Ray cluster did not start in {STARTS} tries, at load average {load}: "
+                        "a node has 30 s to register with its head, which a machine this loaded can "
+                        f"exceed. The last try: {e}"
+                    ) from None
         raise AssertionError("unreachable")
 
     def _start_nodes(self, workers: int) -> LocalRayCluster:
@@ -178,14 +187,26 @@ class LocalRayCluster:
         env[CLUSTER_MARK] = self.temp_dir  # inherited by every process of the node: how stop() finds them
         env.pop("RAY_ADDRESS", None)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=START_TIMEOUT_S)
         except subprocess.TimeoutExpired as e:  # what it started lives on without it: stop them all
+            logs = self._log_ends()
             self.stop()
-            raise NodeStartTimedOut(f"{' '.join(cmd)} did not return in {e.timeout:g} s") from None
+            raise NodeStartTimedOut(f"{' '.join(cmd)} did not return in {e.timeout:g} s\n{logs}") from None
         if done.returncode != 0:
+            logs = self._log_ends()
             self.stop()
             error = NodeStartTimedOut if TIMED_OUT in done.stderr else RuntimeError
-            raise error(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+            raise error(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}\n{logs}")
+
+    def _log_ends(self, lines: int = 8) -> str:
+        """The last lines of each node's daemon logs (NODE_LOGS), read before stop() removes them."""
+        ends = []
+        for name in NODE_LOGS:
+            for path in sorted(glob.glob(os.path.join(self.temp_dir, "session_latest", "logs", name))):
+                with open(path, errors="replace") as f:
+                    tail = f.readlines()[-lines:]
+                ends.append(f"--- {os.path.relpath(path, self.temp_dir)}:\n{''.join(tail)}")
+        return "\n".join(ends)
 
     def _disconnect_this_process(self) -> None:
         # Ray's driver excepthook reports an uncaught exception to the GCS before printing it: a driver
