@@ -80,6 +80,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "posttrain_lora_memory": ([], []),
     "eval_perplexity": ([], []),
     "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
+    "compare_replicates": ([], ["--items", "200", "--rounds", "1", "--no-all-pairs"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),

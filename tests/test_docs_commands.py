@@ -53,6 +53,8 @@ CANNOT_RUN_HERE: dict[str, str] = {
     ".venv/bin/python benchmarks/scaling_fit.py": "a benchmark at its full size (tens of seconds of one core; "
     "tests never time anything): tests/marin/scaling_laws/test_scaling_benchmark.py runs it at a reduced size",
     ".venv/bin/python -m pytest tests/infra tests/fray/test_kuberay_manifest.py -q": "it is a test run itself",
+    ".venv/bin/python benchmarks/compare_replicates.py": "a benchmark at its full size (a few minutes; tests never "
+    "time anything): tests/marin/evaluation/test_compare_benchmark.py runs it at a reduced size",
     'ray start --address=HEAD_IP:6379 --labels="ray.io/availability-region=us-central1,ray.io/market-type=spot"': "joins a second machine to a head at HEAD_IP; tests/fray runs labelled local nodes instead",
     ".venv/bin/marin jobs logs raysubmit_XXXX --follow --address http://127.0.0.1:8265": "raysubmit_XXXX stands for the id `marin submit` printed; tests/test_readme_ray_commands.py runs this "
     "command with the real id",

@@ -1,18 +1,24 @@
-"""Is model A better than model B? Two nano models that differ only in learning rate, each evaluated on
-the same held-out stories and the same 50 story-ending items, then compared:
+"""Is configuration A better than configuration B? Two nano configurations that differ only in learning
+rate, each trained with three seeds, each model evaluated on the same held-out stories and the same 50
+story-ending items, then compared:
 
     marin run experiments/tutorials/compare_models.py
-    marin compare evaluations/nano-lr6e-4 evaluations/nano-lr6e-3
+    marin compare evaluations/nano-lr6e-4-seed0 evaluations/nano-lr6e-4-seed1 evaluations/nano-lr6e-4-seed2 \
+        evaluations/nano-lr6e-3-seed0 evaluations/nano-lr6e-3-seed1 evaluations/nano-lr6e-3-seed2
 
-`marin compare` shows the parameter that differs, every metric with its 95% interval, and for each
-metric scored on the same items the paired difference with its interval and p-value (see
-docs/evaluation.md, "Is model A better than model B?").
+`marin compare` recognises the three evaluations of each learning rate as replicates (their keys differ
+only in `seed`), and shows each configuration's mean over its seeds with an interval that counts the
+seed noise and the item noise, the seeds' spread, and the difference between the two configurations
+with its p-value (see docs/evaluation.md, "What a difference means"). Two of the evaluations alone
+(`marin compare evaluations/nano-lr6e-4-seed0 evaluations/nano-lr6e-3-seed0`) compare two models, not
+two configurations, and say so.
 """
 
 from experiments.llama import llama_nano
 from experiments.marin_tokenizer import marin_tokenizer
 from marin.experiment.data import tokenized
 from marin.experiment.evaluate import evaluate
+from marin.experiment.replicate import replicate
 from marin.experiment.train import train_lm
 from marin.training.optim import AdamConfig
 
@@ -24,26 +30,30 @@ stories = tokenized(
 )
 
 LEARNING_RATES = {"6e-4": 6e-4, "6e-3": 6e-3}
+SEEDS = (0, 1, 2)
 
 models = {
-    label: train_lm(
-        name=f"checkpoints/nano-lr{label}",
-        model=llama_nano,
-        optimizer=AdamConfig(learning_rate=lr, weight_decay=0.1),
-        datasets={stories: 1.0},
-        batch_size=4,
-        seq_len=256,
-        num_train_steps=40,
-        cpu_threads=1,
+    label: replicate(
+        train_lm(
+            name=f"checkpoints/nano-lr{label}",
+            model=llama_nano,
+            optimizer=AdamConfig(learning_rate=lr, weight_decay=0.1),
+            datasets={stories: 1.0},
+            batch_size=4,
+            seq_len=256,
+            num_train_steps=40,
+            cpu_threads=1,
+        ),
+        seeds=SEEDS,
     )
     for label, lr in LEARNING_RATES.items()
 }
-evaluations = [
-    evaluate(
+evaluations = {
+    label: evaluate(
         f"evaluations/nano-lr{label}",
-        model=model,
+        model=replicates,
         datasets=[stories],
         harness_tasks=("marin_story_endings",),
     )
-    for label, model in models.items()
-]
+    for label, replicates in models.items()
+}

@@ -10,8 +10,11 @@ story, whose answers the story generator knows), `dpo()` on its preference pairs
 against a plausible wrong one), and three evaluations (`evaluations/qa-base`, `evaluations/qa-sft`,
 `evaluations/qa-dpo`) of the same held-out questions (stories no stage trained on) by exact match of
 the greedy reply. It prints each model's exact match with its 95% interval and the paired difference
-between consecutive stages (McNemar's test on the same items). The full run is sized for
-about ten minutes on a 2-core CPU; a second run finds every step cached.
+between consecutive stages (McNemar's test on the same items). Each stage is trained once, with one
+seed: a difference here is between these three trained models, and seed variance is unmeasured (the
+script says so); `marin.experiment.replicate` trains a stage with several seeds, and `marin compare`
+then compares the stages as configurations (docs/evaluation.md, "What a difference means"). The full
+run is sized for about ten minutes on a 2-core CPU; a second run finds every step cached.
 """
 
 import os
@@ -117,7 +120,7 @@ def _item_scores(output: str) -> ItemScores:
     records = [
         orjson.loads(line) for line in storage.read_bytes(storage.join(output, ITEMS_FILE)).splitlines()
     ]
-    return ItemScores(ids=[r["item"] for r in records], values=[float(r["correct"]) for r in records])
+    return ItemScores(ids=[r["id"] for r in records], values=[float(r["correct"]) for r in records])
 
 
 def main() -> None:
@@ -137,6 +140,7 @@ def main() -> None:
     for stage, m in results.items():
         lo, hi = m["ci95"]
         print(f"  {stage:<5} {m['value']:.3f}  [{lo:.3f}, {hi:.3f}]")
+    print("  one seed per stage: differences between these trained models; seed variance is unmeasured")
     for a, b in (("sft", "base"), ("dpo", "sft")):
         d = paired_difference(scores[a], scores[b])
         lo, hi = d.difference.ci95

@@ -8,16 +8,16 @@ A fastText classifier learns top-grade reference pages (another seed of the corp
 web pages, scores the curated pages (attributes; the text is not copied), and `filter_by_score`
 keeps the top 30%. The control is a random 30% of the same size (`keep_top` over `RandomScore`).
 Nano models train on each cut with several seeds (model seed and random cut together), and every
-model is evaluated on held-out top-grade pages. The comparison is at the level of configurations:
-the mean over seeds of each, the seed standard deviation, and the difference with an interval
-across seeds (Welch's t). Sizes: QUALITY_PAGES (default 3000), QUALITY_SEEDS (3),
-QUALITY_TRAIN_STEPS (60).
+model is evaluated on held-out top-grade pages. The comparison is `marin compare`'s, at the level of
+configurations (the arms of a cut differ only in seeds, so they are its replicates): each cut's
+mean over seeds with an interval counting seed and item noise, the seed standard deviation, and the
+difference with its interval and p-value (docs/evaluation.md, "What a difference means"). Sizes:
+QUALITY_PAGES (default 3000), QUALITY_SEEDS (3), QUALITY_TRAIN_STEPS (60).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from functools import partial
 
@@ -27,6 +27,9 @@ from experiments.marin_tokenizer import marin_tokenizer
 from fray.cluster import ResourceConfig
 from marin.curation.scorers import RandomScore
 from marin.data.corpus.web import main_text, truth
+from marin.evaluation.compare import compare
+from marin.evaluation.compare_render import render
+from marin.evaluation.comparison import Comparison
 from marin.execution.artifact import read_artifact
 from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
@@ -123,41 +126,7 @@ evaluations = {
 }
 
 
-def compare_configurations(values: dict[str, list[float]], metric: str) -> dict:
-    """Configuration-level comparison of the first configuration against the second over seeds:
-    each one's mean and seed standard deviation, and the difference of the means with its 95%
-    interval (Welch's t over the seeds: training noise, which per-item intervals do not count)."""
-    from scipy import stats
-
-    (a, xs), (b, ys) = values.items()
-    out = {"metric": metric, "seeds": len(xs), "configurations": {}}
-    for name, v in values.items():
-        mean = sum(v) / len(v)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else float("nan")
-        out["configurations"][name] = {"mean": mean, "seed_sd": sd, "values": v}
-    ma, mb = out["configurations"][a]["mean"], out["configurations"][b]["mean"]
-    diff = ma - mb
-    if len(xs) > 1 and len(ys) > 1:
-        va, vb = (
-            out["configurations"][a]["seed_sd"] ** 2 / len(xs),
-            out["configurations"][b]["seed_sd"] ** 2 / len(ys),
-        )
-        se = math.sqrt(va + vb)
-        dof = (va + vb) ** 2 / ((va**2 / (len(xs) - 1)) + (vb**2 / (len(ys) - 1))) if se else 1.0
-        half = stats.t.ppf(0.975, dof) * se
-        p = 2 * stats.t.sf(abs(diff) / se, dof) if se else float("nan")
-        out["difference"] = {"value": diff, "ci95": [diff - half, diff + half], "p": p, "dof": dof}
-    else:
-        out["difference"] = {
-            "value": diff,
-            "ci95": None,
-            "p": None,
-            "note": "one seed: seed noise unmeasured",
-        }
-    return out
-
-
-def main() -> dict:
+def main() -> Comparison:
     steps = [lower(e) for arms in evaluations.values() for e in arms] + [lower(top)]
     run = StepRunner().run(steps)
     scored = read_artifact(run.output_path(lower(quality))).result
@@ -168,27 +137,12 @@ def main() -> dict:
         f"health warnings: {scored['warnings'] or 'none'}"
     )
     print(f"curated pages {cut['documents_in']}; top 30% and random 30% keep {cut['documents_out']} each")
-    values = {
-        label: [read_artifact(run.output_path(lower(e))).result["headline"]["value"] for e in arms]
-        for label, arms in evaluations.items()
-    }
+    # the configuration-level comparison of `marin compare`: the arms' keys differ only in seeds (the
+    # model's, and the random cut's), so the seeds of each cut are recognised as replicates
     metric = read_artifact(run.output_path(lower(evaluations["top30"][0]))).result["headline"]["metric"]
-    comparison = compare_configurations(values, metric)
-    for name, c in comparison["configurations"].items():
-        print(
-            f"{name:<9} {metric} mean {c['mean']:.4f}  seed sd {c['seed_sd']:.4f}  over {len(c['values'])} seeds"
-        )
-    d = comparison["difference"]
-    if d["ci95"] is not None:
-        verdict = (
-            "top30 better" if d["ci95"][1] < 0 else "random30 better" if d["ci95"][0] > 0 else "not separable"
-        )
-        print(
-            f"top30 - random30: {d['value']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] "
-            f"(Welch t over seeds, p={d['p']:.3g}): {verdict} (lower {metric} is better)"
-        )
-    else:
-        print(f"top30 - random30: {d['value']:+.4f}; {d['note']}")
+    paths = [run.output_path(lower(e)) for arms in evaluations.values() for e in arms]
+    comparison = compare(paths, metrics=(metric,))
+    print(render(comparison), end="")
     return comparison
 
 

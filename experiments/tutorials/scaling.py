@@ -8,7 +8,8 @@ on as many tokens as the budget buys them (model FLOPs = budget, to within half 
 from the family's widths around 5 tokens per parameter. `scaling_fit` then fits the final validation bits per byte both
 ways (Approach 2: a parabola per budget; Approach 3: L(N, D) = E + A/N^alpha + B/D^beta with 1,000
 bootstrap resamples) and predicts the loss at 10x the largest budget. The script prints the
-exponents with their 95% intervals and that prediction; `table.md` and the plots are in the fit's
+exponents with their 95% intervals and that prediction, with a warning for each way it reaches beyond
+what the runs can say (an extrapolation, a loose optimum); `table.md` and the plots are in the fit's
 output folder and on its page in `marin ui`. A second run finds every step cached, and adding a
 budget trains only that budget's runs. docs/scaling.md shows and reads this output.
 """
@@ -23,6 +24,7 @@ from marin.execution.lazy import lower
 from marin.execution.step_runner import StepRunner
 from marin.experiment.data import tokenized, train_tokenizer
 from marin.experiment.scaling import ModelFamily, TrainRecipe, isoflop_sweep, scaling_fit
+from marin.scaling_laws.report import summary_lines
 from marin.training.models import LlamaConfig
 from marin.training.optim import AdamConfig
 
@@ -86,34 +88,13 @@ fit = scaling_fit("scaling/tiny-llama-fit", sweep, metric="eval_bpb", bootstrap=
 
 
 def main() -> None:
-    """Run the sweep and the fit, then print the exponents and the prediction from the fit's record."""
+    """Run the sweep and the fit, then print the exponents, the prediction and its warnings from the fit's record."""
     step = lower(fit)
     run = StepRunner().run([step])
-    result = read_artifact(run.output_path(step)).result
-    a2, a3, prediction = result["approach2"], result["approach3"], result["prediction"]
-
-    def with_interval(value, bounds):
-        return f"{value:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else f"{value:.3f} (no interval)"
-
     print()
-    print(f"{result['runs']} runs at {result['budgets']} budgets; metric {result['metric']}, 95% intervals")
-    print(f"Approach 2   N* ∝ C^a  a = {with_interval(a2['a'], a2['intervals'].get('a'))}")
-    print(f"             D* ∝ C^b  b = {with_interval(a2['b'], a2['intervals'].get('b'))}")
-    print(f"Approach 3   N* ∝ C^a  a = {with_interval(a3['a'], a3['intervals'].get('a'))}")
-    print(f"             D* ∝ C^b  b = {with_interval(a3['b'], a3['intervals'].get('b'))}")
-    print(f"             alpha = {with_interval(a3['alpha'], a3['intervals'].get('alpha'))}")
-    print(f"             beta  = {with_interval(a3['beta'], a3['intervals'].get('beta'))}")
-    print(f"             E     = {with_interval(a3['E'], a3['intervals'].get('E'))}")
-    bounds = prediction["intervals"]
-    print(f"at C = {prediction['flops']:.3g} FLOPs (10x the largest budget):")
-    print(f"  N* = {prediction['params']:.3g} {_range(bounds.get('params'))}")
-    print(f"  D* = {prediction['tokens']:.3g} {_range(bounds.get('tokens'))}")
-    print(f"  predicted {result['metric']} = {with_interval(prediction['loss'], bounds.get('loss'))}")
+    for line in summary_lines(read_artifact(run.output_path(step)).result):
+        print(line)
     print(f"report: {run.output_path(step)}/table.md")
-
-
-def _range(bounds) -> str:
-    return f"[{bounds[0]:.3g}, {bounds[1]:.3g}]" if bounds else ""
 
 
 if __name__ == "__main__":

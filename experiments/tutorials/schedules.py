@@ -7,6 +7,11 @@ Warmup-then-cosine (the default), warmup-stable-decay with each of its three dec
 last 20% of the run, and WSD in two cycles, the second rising back to the peak over 20 steps. Every
 schedule is a pure function of the step (`OptimizerConfig.lr_at`): the drawing is what the trainer
 sets and what each run's metrics.jsonl records as `lr`.
+
+Each schedule is trained with one seed, so the loss curves show what each schedule did to one run: a
+gap between two of them is not measured against seed noise, and names no better schedule. To compare
+schedules, train each with several seeds (`replicate(train_lm(...), seeds=(0, 1, 2))`) and read
+`sweep_report` or `marin compare` (docs/evaluation.md, "What a difference means").
 """
 
 from experiments.llama import llama_nano

@@ -308,17 +308,48 @@ def gc(prefix, keep_latest, yes, dry_run) -> None:
 @click.argument("outputs", nargs=-1, required=True)
 @click.option("--prefix", default=None, help=_PREFIX_HELP)
 @click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
-def compare(outputs, prefix, fmt) -> None:
-    """Evaluations side by side: differing parameters, metrics with intervals, paired differences.
+@click.option(
+    "--metric", "metrics", multiple=True, help="Only this metric (repeatable); default: every metric."
+)
+@click.option(
+    "--adjust",
+    "adjustment",
+    type=click.Choice(["holm", "bh", "none"]),
+    default="holm",
+    show_default=True,
+    help="How p-values are adjusted for the number of tests: Holm (family-wise), Benjamini-Hochberg (FDR).",
+)
+@click.option(
+    "--unpaired", is_flag=True, help="Compare evaluations of different items as independent samples."
+)
+@click.option(
+    "--power",
+    "power",
+    type=float,
+    default=None,
+    metavar="DELTA",
+    help="Also say how many seeds (and items) a difference of DELTA needs for 80% power.",
+)
+def compare(outputs, prefix, fmt, metrics, adjustment, unpaired, power) -> None:
+    """Evaluations side by side: differing parameters, metrics with intervals, and what their
+    differences conclude (configurations over their seeds when there are replicates).
 
     Each OUTPUT is an evaluation's output folder, or a step name (its latest finished output).
     """
     from marin.evaluation.compare import compare as compare_evaluations
-    from marin.evaluation.compare import render, resolve
+    from marin.evaluation.compare import resolve
+    from marin.evaluation.compare_render import render
+    from marin.evaluation.multiple_testing import Adjustment
     from marin.execution.plan import resolve_prefix
 
     root = resolve_prefix(prefix)
-    comparison = compare_evaluations([resolve(o, root) for o in outputs])
+    comparison = compare_evaluations(
+        [resolve(o, root) for o in outputs],
+        adjustment=Adjustment(adjustment),
+        unpaired=unpaired,
+        metrics=metrics,
+        power=power,
+    )
     click.echo(render(comparison, fmt), nl=False)
 
 

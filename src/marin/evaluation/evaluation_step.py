@@ -276,10 +276,8 @@ def _score_checkpoints(config: EvaluationConfig, output_path: str, path_of) -> C
                 step=number, tokens=tokens, results=f"checkpoints/{storage.basename(exports[number])}"
             )
         )
-        for name, metric in results.flat_metrics().items():
-            curves.setdefault(name, []).append(
-                CurvePoint(**msgspec.structs.asdict(metric), step=number, tokens=tokens)
-            )
+        for name, point in results.curve_points(number, tokens).items():
+            curves.setdefault(name, []).append(point)
     return Checkpoints(steps=wanted, points=points, curves=curves)
 
 

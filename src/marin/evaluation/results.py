@@ -286,6 +286,13 @@ class EvaluationResults(msgspec.Struct, frozen=True, kw_only=True, omit_defaults
             out.update({f"{task}/{kind}/exact_match": m for kind, m in self.exact_match.by_kind.items()})
         return out
 
+    def curve_points(self, step: int, tokens: int | None) -> dict[str, CurvePoint]:
+        """This checkpoint's results as one point of each flat metric's curve."""
+        return {
+            name: CurvePoint(**msgspec.structs.asdict(metric), step=step, tokens=tokens)
+            for name, metric in self.flat_metrics().items()
+        }
+
     def chance(self, flat_name: str) -> float | None:
         """What a random guesser scores on a flat metric, where the task records it (its suite metric)."""
         task, _, metric = flat_name.rpartition("/")
@@ -377,15 +384,18 @@ def read_results(output_path: str) -> EvaluationResults:
     return decode_results(raw, where)
 
 
-def read_items(output_path: str) -> EvaluationItems:
-    """The `items.json` of an evaluation's output folder; empty when it has none."""
-    where = storage.join(output_path, ITEMS_FILE)
-    raw = storage.read_bytes(where)
-    if raw is None:
-        return EvaluationItems()
+def decode_items(data: bytes | str, where: str = ITEMS_FILE) -> EvaluationItems:
+    """Parse `items.json`; EvalDataError naming `where` when it is not one."""
     try:
-        return _ITEMS.decode(raw)
+        return _ITEMS.decode(data)
     except msgspec.DecodeError as e:
         raise EvalDataError(
             f"{where}: not an evaluation's per-item scores ({e}); rerun the evaluation"
         ) from None
+
+
+def read_items(output_path: str) -> EvaluationItems:
+    """The `items.json` of an evaluation's output folder; empty when it has none."""
+    where = storage.join(output_path, ITEMS_FILE)
+    raw = storage.read_bytes(where)
+    return EvaluationItems() if raw is None else decode_items(raw, where)

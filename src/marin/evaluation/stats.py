@@ -25,13 +25,15 @@ The parts: `Metric` (and `is_metric` for JSON); `accuracy`, `mean`, `wilson_inte
 `Estimate` (a value with its replicates: `.metric()`, `.map(f)`) from `ratio_estimate` /
 `mean_estimate`; `resample_indices` and `resampled_sums` for any statistic of column sums;
 `stratified_sums`, `pooled_and_mean` (micro and macro) and `centred_accuracy_mean` (DCLM's CORE);
-`ItemScores`, `paired_difference` -> `Difference`.
+`ItemScores`, `paired_difference` (and `unpaired_difference`, for different items) -> `Difference`.
+Differences between configurations trained with several seeds are `marin.evaluation.configurations`'.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,7 @@ CHUNK = 1000  # resamples per seeded chunk, as lm-eval-harness's bootstrap_stder
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 STRATUM_SEED_STRIDE = 100_003  # stratum s draws from seeds seed + s * stride + chunk: never overlapping
 _BLOCK_VALUES = 1 << 22  # random draws held at once while resampling
+_KEPT_COUNTS = 1 << 21  # resample counts kept for the next statistic of the same items (16 MB, two kept)
 
 
 @dataclass(frozen=True)
@@ -174,13 +177,34 @@ def resampled_sums(columns: np.ndarray, iters: int = ITERS, seed: int = SEED) ->
     n = columns.shape[0]
     out = np.empty((iters, columns.shape[1]))
     row = 0
-    for idx in resample_indices(n, iters, seed):
-        rows = idx.shape[0]
-        flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+    for counts in _resample_counts(n, iters, seed):
+        rows = counts.shape[0]
         out[row : row + rows] = counts @ columns
         row += rows
     return out
+
+
+def _resample_counts(n: int, iters: int, seed: int) -> Iterator[np.ndarray]:
+    """Blocks of `(rows, n)` counts: how often each resample draws each row. Every metric of one set of
+    items (a task's accuracies, the documents' loss and bits per byte, each metric `marin compare`
+    resamples) draws the same resamples, so small ones are drawn once and kept."""
+    if n * iters <= _KEPT_COUNTS:
+        return iter(_kept_counts(n, iters, seed))
+    return (_counts(idx) for idx in resample_indices(n, iters, seed))
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_counts(n: int, iters: int, seed: int) -> tuple[np.ndarray, ...]:
+    blocks = tuple(_counts(idx) for idx in resample_indices(n, iters, seed))
+    for block in blocks:
+        block.flags.writeable = False  # shared by every later caller
+    return blocks
+
+
+def _counts(idx: np.ndarray) -> np.ndarray:
+    rows, n = idx.shape
+    flat = (idx + (np.arange(rows) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -369,11 +393,12 @@ class Difference:
 
 
 def mcnemar_exact_p(a_only: int, b_only: int) -> float:
-    """Two-sided exact McNemar p-value: discordant items split as Binomial(a_only + b_only, 1/2)."""
-    from scipy.stats import binomtest
+    """Two-sided exact McNemar p-value: discordant items split as Binomial(a_only + b_only, 1/2). The
+    binomial at 1/2 is symmetric, so this is twice the smaller tail (`scipy.stats.binomtest`'s p)."""
+    from scipy.special import bdtr  # scipy.stats takes seconds to import
 
     total = a_only + b_only
-    return 1.0 if total == 0 else float(binomtest(a_only, total, 0.5).pvalue)
+    return 1.0 if total == 0 else float(min(1.0, 2 * bdtr(min(a_only, b_only), total, 0.5)))
 
 
 def paired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: int = SEED) -> Difference:
@@ -404,6 +429,28 @@ def paired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: in
         a_only = int(np.sum((a_num == 1) & (b_num == 0)))
         b_only = int(np.sum((a_num == 0) & (b_num == 1)))
         return Difference(estimate, mcnemar_exact_p(a_only, b_only), "mcnemar", a_only, b_only)
+    return Difference(estimate, _bootstrap_p(replicates), "paired bootstrap")
+
+
+def unpaired_difference(a: ItemScores, b: ItemScores, iters: int = ITERS, seed: int = SEED) -> Difference:
+    """The difference a - b of two evaluations of different items (independent samples): each side is
+    resampled on its own draws; the interval and two-sided p-value are the bootstrap's."""
+    if a.scale != b.scale:
+        raise EvalDataError("unpaired_difference: the two sides measure different quantities (scales differ)")
+    sides = []
+    for i, scores in enumerate((a, b)):
+        num, den = scores.aligned(scores.ids)
+        sums = resampled_sums(np.stack([num, den], axis=1), iters, seed + i * STRATUM_SEED_STRIDE)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sides.append((_ratio(num.sum(), den.sum()), sums[:, 0] / sums[:, 1]))
+    value = a.scale * (sides[0][0] - sides[1][0])
+    replicates = a.scale * (sides[0][1] - sides[1][1])
+    estimate = Estimate(float(value), replicates, len(a.ids) + len(b.ids)).metric()
+    return Difference(estimate, _bootstrap_p(replicates), "unpaired bootstrap")
+
+
+def _bootstrap_p(replicates: np.ndarray) -> float:
+    """Twice the smaller share of replicates on either side of 0, counting the estimate itself (never 0)."""
     below = (np.sum(replicates <= 0) + 1) / (len(replicates) + 1)
     above = (np.sum(replicates >= 0) + 1) / (len(replicates) + 1)
-    return Difference(estimate, float(min(1.0, 2 * min(below, above))), "paired bootstrap")
+    return float(min(1.0, 2 * min(below, above)))

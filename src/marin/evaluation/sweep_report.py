@@ -1,10 +1,23 @@
-"""A sweep report: a table (Markdown and CSV) and a PNG plot of eval metrics against training tokens.
+"""A sweep report: which setting of a sweep is best, and whether the sweep can tell.
 
-It reads the `metrics.jsonl` of each trained model (records holding `tokens` and eval metrics such
-as `eval_loss`, `eval_bpb`), or the checkpoint curve of each evaluation (`evaluate(...,
-checkpoints="all")`: each metric with its interval at each export, drawn as a band), and compares
-the runs of, say, a learning-rate sweep. The step body,
-`run_sweep_report`, finds each train step's output through `marin.execution.context.current()`.
+It reads the `metrics.jsonl` of each trained model (records holding `tokens` and eval metrics such as
+`eval_loss`, `eval_bpb`, with `<metric>_stderr` where the trainer logs one), or the checkpoint curve
+of each evaluation (`evaluate(..., checkpoints="all")`: each metric with its interval at each
+export), and compares the settings of, say, a learning-rate sweep.
+
+Runs whose keys differ only in seed fields are replicates of one setting (`marin.evaluation.replicates`,
+read from their `.executor_info`; `sweep_report(name, {"lr=1e-3": replicate(model, seeds=...)})`
+declares them), and the report is per setting: its final value averaged over seeds with a t interval
+over them and their standard deviation. A single run's interval is its own evaluation's (its logged
+stderr, or its checkpoint interval), which says nothing of seed noise. The setting with the best final
+value of the first metric (by its direction) is named best only when it is separable from the
+runner-up (Welch's t test over seeds, p < 0.05; for single runs, their evaluation intervals, with seed
+noise unmeasured); otherwise the report says which top settings are indistinguishable.
+
+It writes `table.md` (the verdict, one row per setting, one per run), `table.csv` (every eval record
+of every run, long format) and `plot.png` (one panel per metric against training tokens, each
+setting's mean with its interval band). The step body, `run_sweep_report`, finds each train step's
+output through `marin.execution.context.current()`.
 """
 
 from __future__ import annotations
@@ -12,17 +25,24 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import numpy as np
 
 import storage
-from marin.evaluation.direction import best
+from marin.evaluation import configurations
+from marin.evaluation.direction import best, higher_is_better
 from marin.evaluation.errors import EvalDataError
+from marin.evaluation.replicates import configuration_label, configuration_of
 from marin.evaluation.results import RESULTS_FILE, EvaluationResults, decode_results
+from marin.execution.artifact import read_info
 from marin.execution.context import current
 
 TABLE_MD = "table.md"
 TABLE_CSV = "table.csv"
 PLOT_PNG = "plot.png"
+Z95 = 1.959963984540054
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,8 +60,8 @@ class SweepReportConfig:
 
 def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], x_key: str) -> list[dict]:
     """A run's eval metrics against `x_key`: the records of a train step's `metrics.jsonl` that carry
-    one, or the checkpoint curve of an evaluation step (`evaluate(..., checkpoints=...)`), whose
-    points hold each metric's value (and its interval under `<metric>_ci95`) at each export."""
+    one (with `<metric>_ci95` from a logged `<metric>_stderr`), or the checkpoint curve of an evaluation
+    step (`evaluate(..., checkpoints=...)`), whose points hold each metric's value and interval."""
     results = storage.read_bytes(storage.join(output_path, RESULTS_FILE))
     if results is not None:
         return _checkpoint_curve(step_name, decode_results(results, output_path), metrics, x_key)
@@ -51,7 +71,15 @@ def read_eval_curve(step_name: str, output_path: str, metrics: tuple[str, ...], 
     curve = []
     for record in records:
         if any(isinstance(record.get(m), (int, float)) for m in metrics) and x_key in record:
-            curve.append({x_key: record[x_key], **{m: record[m] for m in metrics if m in record}})
+            row: dict[str, Any] = {x_key: record[x_key]}
+            for m in metrics:
+                if m not in record:
+                    continue
+                row[m] = record[m]
+                stderr = record.get(f"{m}_stderr")
+                if isinstance(stderr, (int, float)) and math.isfinite(stderr):
+                    row[f"{m}_ci95"] = [record[m] - Z95 * stderr, record[m] + Z95 * stderr]
+            curve.append(row)
     if not curve:
         raise EvalDataError(
             f"train step {step_name!r}: metrics.jsonl has no record with {x_key!r} and any of {list(metrics)}; "
@@ -95,6 +123,137 @@ def summary_rows(config: SweepReportConfig, curves: dict[str, list[dict]]) -> li
     return rows
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the sweep: its label and its runs (one per seed), and per metric the final value's
+    mean over them, its 95% interval, the seeds' standard deviation, and where the interval comes from."""
+
+    label: str
+    runs: tuple[str, ...]
+    finals: dict[str, list[float]]  # metric -> each run's final value
+    intervals: dict[str, list[tuple[float, float] | None]]  # metric -> each run's own final interval
+
+    def mean(self, metric: str) -> float | None:
+        values = self.finals.get(metric) or []
+        return float(np.mean(values)) if values else None
+
+    def interval(self, metric: str) -> tuple[tuple[float, float] | None, str]:
+        """The final value's 95% interval and what it counts: the seeds (t over them), or one run's own
+        evaluation noise (seed noise unmeasured), or nothing logged."""
+        values = self.finals.get(metric) or []
+        if len(values) > 1:
+            estimate = configurations.mean_estimate(configurations.spread(np.asarray(values)), items=1)
+            return (float(estimate.ci95[0]), float(estimate.ci95[1])), "seeds"
+        own = (self.intervals.get(metric) or [None])[0]
+        return (tuple(own), "evaluation") if own else (None, "none")
+
+    def seed_sd(self, metric: str) -> float | None:
+        values = self.finals.get(metric) or []
+        return float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
+def settings_of(
+    config: SweepReportConfig, curves: dict[str, list[dict]], groups: list[list[str]]
+) -> list[Setting]:
+    """The settings (groups of replicate run labels) with each run's final value and interval per metric."""
+    out = []
+    for labels in groups:
+        finals: dict[str, list[float]] = {}
+        intervals: dict[str, list] = {}
+        for label in labels:
+            for metric in config.metrics:
+                last = next(
+                    (r for r in reversed(curves[label]) if metric in r and math.isfinite(r[metric])), None
+                )
+                if last is not None:
+                    finals.setdefault(metric, []).append(float(last[metric]))
+                    intervals.setdefault(metric, []).append(last.get(f"{metric}_ci95"))
+        name = labels[0] if len(labels) == 1 else configuration_label(labels)
+        out.append(Setting(name, tuple(labels), finals, intervals))
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which setting is best by a metric's final value, whether it is separable from the runner-up (the
+    test, its p-value), and the settings indistinguishable from it."""
+
+    metric: str
+    best: str
+    separable: bool
+    runner_up: str | None
+    p_value: float | None
+    test: str
+    tied: tuple[str, ...]  # the best and every setting not separable from it
+
+    def sentence(self) -> str:
+        if self.runner_up is None:
+            return f"One setting ({self.best}): nothing to rank."
+        if self.separable:
+            return (
+                f"Best by final {self.metric}: {self.best}, separable from the runner-up {self.runner_up} "
+                f"(p = {self.p_value:.2g}, {self.test})."
+            )
+        return (
+            f"The top {len(self.tied)} settings by final {self.metric} are indistinguishable: {', '.join(self.tied)} "
+            f"({self.test}); {self.best} has the best value, but not separably."
+        )
+
+
+def verdict(settings: list[Setting], metric: str) -> Verdict | None:
+    """The best setting by the final `metric` and whether the sweep can tell it from the others."""
+    ranked = [s for s in settings if s.mean(metric) is not None]
+    if not ranked:
+        return None
+    ranked.sort(key=lambda s: s.mean(metric), reverse=higher_is_better(metric))
+    top = ranked[0]
+    if len(ranked) == 1:
+        return Verdict(metric, top.label, False, None, None, "", (top.label,))
+    tests = [_test(top, other, metric) for other in ranked[1:]]
+    tied = (top.label,) + tuple(
+        o.label for o, (p, _) in zip(ranked[1:], tests, strict=True) if p is None or p >= ALPHA
+    )
+    p, test = tests[0]
+    return Verdict(metric, top.label, p is not None and p < ALPHA, ranked[1].label, p, test, tied)
+
+
+def _test(a: Setting, b: Setting, metric: str) -> tuple[float | None, str]:
+    """(p-value, test) of a's final value against b's: Welch's t over seeds when both have replicates,
+    else a z test on their evaluation intervals (seed noise unmeasured), else none."""
+    from scipy.special import ndtr
+
+    x, y = a.finals[metric], b.finals[metric]
+    if len(x) > 1 and len(y) > 1:
+        _, _, p = configurations.welch(np.asarray(x), np.asarray(y))
+        return p, f"Welch t over {len(x)} and {len(y)} seeds"
+    (ia, _), (ib, _) = a.interval(metric), b.interval(metric)
+    if ia is None or ib is None:
+        return None, "no interval logged: seed and evaluation noise unmeasured"
+    se = math.hypot((ia[1] - ia[0]) / (2 * Z95), (ib[1] - ib[0]) / (2 * Z95))
+    z = abs(np.mean(x) - np.mean(y)) / se if se else math.inf
+    return float(2 * ndtr(-z)), "evaluation noise only: one seed per setting, seed noise unmeasured"
+
+
+def settings_table(
+    settings: list[Setting], metrics: tuple[str, ...], x_key: str, tokens: dict[str, Any]
+) -> str:
+    """One row per setting: its runs, final tokens, and each metric's final mean [95% interval] and seed sd."""
+    header = ["setting", "runs", x_key]
+    for metric in metrics:
+        header += [f"final {metric} [95% interval]", "seed sd"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in settings:
+        cells = [s.label, str(len(s.runs)), _cell(tokens.get(s.runs[0]))]
+        for metric in metrics:
+            (ci, source), mean = s.interval(metric), s.mean(metric)
+            shown = _cell(mean) + (f" [{_cell(ci[0])}, {_cell(ci[1])}]" if ci else " (no interval logged)")
+            if source == "evaluation":
+                shown += " (one seed)"
+            cells += [shown, _cell(s.seed_sd(metric))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(rows: list[dict]) -> str:
     """`rows` as a Markdown table, numbers to 4 significant digits."""
     columns = list(rows[0])
@@ -110,18 +269,33 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-def curves_csv(config: SweepReportConfig, curves: dict[str, list[dict]]) -> str:
-    """Every eval record of every run, long format: run, x, metrics."""
-    lines = [",".join(["run", config.x_key, *config.metrics])]
+def curves_csv(config: SweepReportConfig, curves: dict[str, list[dict]], setting_of: dict[str, str]) -> str:
+    """Every eval record of every run, long format: run, its setting, x, each metric and its interval."""
+    columns = [c for m in config.metrics for c in (m, f"{m}_ci95_lo", f"{m}_ci95_hi")]
+    lines = [",".join(["run", "setting", config.x_key, *columns])]
     for label, _ in config.runs:
         for record in curves[label]:
-            values = (repr(record[m]) if m in record else "" for m in config.metrics)
-            lines.append(",".join([label, str(record[config.x_key]), *values]))
+            values = []
+            for m in config.metrics:
+                ci = record.get(f"{m}_ci95") or (None, None)
+                values += [repr(record[m]) if m in record else "", _csv(ci[0]), _csv(ci[1])]
+            lines.append(
+                ",".join([_quoted(label), _quoted(setting_of[label]), str(record[config.x_key]), *values])
+            )
     return "\n".join(lines) + "\n"
 
 
-def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
-    """One panel per metric, one line per run, metric against `x_key`; PNG bytes."""
+def _csv(x) -> str:
+    return "" if x is None else repr(float(x))
+
+
+def _quoted(text: str) -> str:
+    return f'"{text}"' if "," in text or '"' in text else text
+
+
+def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]], settings: list[Setting]) -> bytes:
+    """One panel per metric, one line per setting against `x_key` (the mean over its seeds, with its t
+    interval as a band; a single run with its own interval band); PNG bytes."""
     try:
         import matplotlib
     except ImportError as e:
@@ -134,15 +308,16 @@ def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
 
     fig, axes = plt.subplots(1, len(config.metrics), figsize=(5 * len(config.metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], config.metrics, strict=True):
-        for label, _ in config.runs:
-            points = [
-                (r[config.x_key], r[metric], r.get(f"{metric}_ci95")) for r in curves[label] if metric in r
-            ]
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-            bands = [p for p in points if p[2]]
-            if bands:  # an evaluation's checkpoint curve: each point's 95% interval as a band
+        for setting in settings:
+            xs, ys, bands = _setting_curve(setting, curves, metric, config.x_key)
+            if not xs:
+                continue
+            seeds = f" ({len(setting.runs)} seeds)" if len(setting.runs) > 1 else ""
+            ax.plot(xs, ys, marker="o", label=f"{setting.label}{seeds}")
+            drawn = [(x, b) for x, b in zip(xs, bands, strict=True) if b]
+            if drawn:
                 ax.fill_between(
-                    [p[0] for p in bands], [p[2][0] for p in bands], [p[2][1] for p in bands], alpha=0.2
+                    [x for x, _ in drawn], [b[0] for _, b in drawn], [b[1] for _, b in drawn], alpha=0.2
                 )
         ax.set_xlabel(f"training {config.x_key}")
         ax.set_ylabel(metric)
@@ -155,6 +330,29 @@ def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]]) -> bytes:
     return buffer.getvalue()
 
 
+def _setting_curve(setting: Setting, curves: dict[str, list[dict]], metric: str, x_key: str):
+    """A setting's curve: at each x its runs share, the mean and its band (t over seeds, or the run's own)."""
+    by_x: dict[Any, list[dict]] = {}
+    for label in setting.runs:
+        for r in curves[label]:
+            if metric in r:
+                by_x.setdefault(r[x_key], []).append(r)
+    xs, ys, bands = [], [], []
+    for x in sorted(by_x):
+        rows = by_x[x]
+        if len(rows) != len(setting.runs):
+            continue
+        values = np.array([r[metric] for r in rows], dtype=np.float64)
+        xs.append(x)
+        ys.append(float(values.mean()))
+        if len(values) > 1:
+            estimate = configurations.mean_estimate(configurations.spread(values), items=1)
+            bands.append((float(estimate.ci95[0]), float(estimate.ci95[1])))
+        else:
+            bands.append(rows[0].get(f"{metric}_ci95"))
+    return xs, ys, bands
+
+
 def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     """Write `table.md`, `table.csv` and `plot.png` under `output_path`; return the artifact."""
     ctx = current()
@@ -162,15 +360,69 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
         label: read_eval_curve(step, ctx.path_of(step), config.metrics, config.x_key)
         for label, step in config.runs
     }
+    groups = replicate_groups(config, ctx.path_of)
+    settings = settings_of(config, curves, groups)
     rows = summary_rows(config, curves)
-    storage.write_atomic(storage.join(output_path, TABLE_MD), markdown_table(rows).encode())
-    storage.write_atomic(storage.join(output_path, TABLE_CSV), curves_csv(config, curves).encode())
-    storage.write_atomic(storage.join(output_path, PLOT_PNG), plot_png(config, curves))
     first = config.metrics[0]
-    ranked = [r for r in rows if r[f"final_{first}"] is not None]
-    artifact = {"table_path": TABLE_MD, "csv_path": TABLE_CSV, "plot_path": PLOT_PNG, "runs": rows}
-    if ranked:
-        value = best((r[f"final_{first}"] for r in ranked), first)
-        top = next(r for r in ranked if r[f"final_{first}"] == value)
-        artifact["headline"] = {"metric": f"final_{first}", "value": top[f"final_{first}"], "run": top["run"]}
+    found = verdict(settings, first)
+    tokens = {r["run"]: r[config.x_key] for r in rows}
+    one_seed = all(len(s.runs) == 1 for s in settings)
+    text = [f"# Sweep report: {', '.join(config.metrics)} at the last evaluation", ""]
+    if found is not None:
+        text += [found.sentence(), ""]
+    if one_seed:
+        text += [
+            "One seed per setting: seed variance is unmeasured, so these rank runs, not settings; a reseed may "
+            "reorder them. Replicate each setting (marin.experiment.replicate) to compare settings.",
+            "",
+        ]
+    text += ["## Settings", "", settings_table(settings, config.metrics, config.x_key, tokens)]
+    text += ["## Runs", "", markdown_table(rows)]
+    setting_of = {label: s.label for s in settings for label in s.runs}
+    storage.write_atomic(storage.join(output_path, TABLE_MD), "\n".join(text).encode())
+    storage.write_atomic(
+        storage.join(output_path, TABLE_CSV), curves_csv(config, curves, setting_of).encode()
+    )
+    storage.write_atomic(storage.join(output_path, PLOT_PNG), plot_png(config, curves, settings))
+    artifact: dict[str, Any] = {
+        "table_path": TABLE_MD,
+        "csv_path": TABLE_CSV,
+        "plot_path": PLOT_PNG,
+        "runs": rows,
+        "settings": [
+            {
+                "setting": s.label,
+                "runs": list(s.runs),
+                **{f"final_{m}": s.mean(m) for m in config.metrics},
+                **{f"final_{m}_ci95": s.interval(m)[0] for m in config.metrics},
+                **{f"seed_sd_{m}": s.seed_sd(m) for m in config.metrics},
+            }
+            for s in settings
+        ],
+    }
+    if found is not None:
+        top = next(s for s in settings if s.label == found.best)
+        ci, _ = top.interval(first)
+        artifact["headline"] = {
+            "metric": f"final_{first}",
+            "value": top.mean(first),
+            "ci95": list(ci) if ci else None,
+            "n": len(top.runs),
+            "run": found.best,
+            "separable": found.separable,
+            "indistinguishable": list(found.tied) if not found.separable else [],
+            "verdict": found.sentence(),
+        }
+        if not found.separable:  # `marin status` prints it beside the value
+            artifact["headline"]["warning"] = found.sentence()
     return artifact
+
+
+def replicate_groups(config: SweepReportConfig, path_of) -> list[list[str]]:
+    """The run labels grouped into settings: runs whose keys differ only in seed fields are one setting."""
+    keys: dict[str, list[str]] = {}
+    for label, step in config.runs:
+        info = read_info(path_of(step))
+        key = configuration_of(info, own_seeds=True).key if info is not None else f"unknown:{step}"
+        keys.setdefault(key, []).append(label)
+    return list(keys.values())

@@ -2,9 +2,10 @@
 
 Convention: the file is imported as a module (named after the file, not `__main__`, so an
 `if __name__ == "__main__":` block does not run). Every public top-level name (not starting with
-`_`) bound to a StepSpec or a lazy handle, or to a list, tuple or dict whose values are such, is a
-declared step. All of them (and their dependencies) run, unless `--step NAME` picks some: NAME
-matches a step's name or the variable it is bound to.
+`_`) bound to a StepSpec or a lazy handle, or to a list, tuple or dict whose values are such (or are
+lists or tuples of such: a dict of `replicate(...)`s), is a declared step. All of them (and their
+dependencies) run, unless `--step NAME` picks some: NAME matches a step's name or the variable it is
+bound to.
 
 Importing never runs a step: while the file is imported, a `StepRunner.run(steps)` it calls at top
 level (as experiments/tutorials/custom_step.py does) only records `steps` as declared and returns a
@@ -133,6 +134,15 @@ def _is_step(value: Any) -> bool:
     return isinstance(value, StepSpec) or (isinstance(value, LazyStep) and not isinstance(value, type))
 
 
+def _steps_in(value: Any, depth: int = 2) -> Iterable[Any]:
+    """The steps in a list, tuple or dict's values, and in those values' own lists and tuples."""
+    for v in value.values() if isinstance(value, dict) else value:
+        if _is_step(v):
+            yield v
+        elif depth > 1 and isinstance(v, (list, tuple)):
+            yield from _steps_in(v, depth - 1)
+
+
 def declared_steps(module: Any) -> list[tuple[str, Any]]:
     """(variable name, step or handle) for every step the module binds at top level, in order."""
     found: list[tuple[str, Any]] = []
@@ -141,10 +151,8 @@ def declared_steps(module: Any) -> list[tuple[str, Any]]:
             continue
         if _is_step(value):
             found.append((var, value))
-        elif isinstance(value, (list, tuple)):
-            found += [(var, v) for v in value if _is_step(v)]
-        elif isinstance(value, dict):
-            found += [(var, v) for v in value.values() if _is_step(v)]
+        elif isinstance(value, (list, tuple, dict)):
+            found += [(var, v) for v in _steps_in(value)]
     found += [
         ("StepRunner.run", v) for v in _deferred.get(getattr(module, "__name__", ""), ()) if _is_step(v)
     ]

@@ -129,7 +129,8 @@ def headline(artifact: ArtifactRecord | None) -> str:
 
     A step opts in by returning `{"headline": {"metric": NAME, "value": NUMBER}, ...}` (evaluations,
     training, token caches, curation and zephyr steps do), with, when it has them, the `ci95`
-    interval and the `n` it rests on, shown beside the value; the engine attaches no meaning to it.
+    interval and the `n` it rests on, shown beside the value, and a `warning` a reader of the number
+    must see (a scaling fit's extrapolation), shown after it; the engine attaches no meaning to it.
     """
     result = artifact.result if artifact is not None else None
     shown = result.get("headline") if isinstance(result, dict) else None
@@ -145,7 +146,9 @@ def headline(artifact: ArtifactRecord | None) -> str:
         extra.append(f"95% CI {ci[0]:.4g}-{ci[1]:.4g}")
     if isinstance(n, int) and not isinstance(n, bool):
         extra.append(f"n={n:,}")
-    return text + (f" ({', '.join(extra)})" if extra else "")
+    warning = shown.get("warning")
+    caution = f"; warning: {warning}" if isinstance(warning, str) and warning else ""
+    return text + (f" ({', '.join(extra)})" if extra else "") + caution
 
 
 def compute(artifact: ArtifactRecord | None) -> str:

@@ -35,6 +35,7 @@ from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from marin.experiment.declared_names import check_harness_tasks
+from marin.experiment.replicate import Replicates, seeded_name
 
 if TYPE_CHECKING:
     from marin.experiment.data import TokenizedData
@@ -63,16 +64,28 @@ class Evaluation(EvalOptions, StepOptions):
     Wilson intervals. `adopt=True` takes an existing folder at the step's output path as its result
     (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every option but
     `batch_size`, which changes no score; a folder model enters by its files' digests, a hub model
-    by its commit.
+    by its commit. `model=replicate(train_lm(...), seeds=...)` declares one evaluation per seed
+    (`name-seed<N>`), returned as `Replicates` (`marin.experiment.replicate`).
     """
 
     helper: ClassVar[str] = "evaluate"
-    model: TrainLm | StepSpec | LazyStep | str | ModelSource
+    model: TrainLm | StepSpec | LazyStep | str | ModelSource | Replicates
     datasets: Sequence[TokenizedData | StepSpec | LazyStep | TextDataset] = ()
     _: KW_ONLY
     suite: str | Suite | None = None
     checkpoints: str | Sequence[int] | None = None
     eval_split: str = "validation"
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """An evaluation; or, for `model=` replicates (`marin.experiment.replicate`), the `Replicates` of
+        one evaluation per seed, each named `name-seed<N>`."""
+        model = kwargs.get("model", args[1] if len(args) > 1 else None)
+        if not isinstance(model, Replicates):
+            return super().__new__(cls)
+        name = kwargs.pop("name", None) if "name" in kwargs else args[0]
+        rest = args[2:] if len(args) > 2 else ()
+        kwargs.pop("model", None)
+        return model.map(lambda handle, seed: cls(seeded_name(name, seed), handle, *rest, **kwargs), name)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -230,20 +243,31 @@ def sweep_report(
     x_key: str = "tokens",
     **options: Any,
 ) -> SweepReport:
-    """Declare a report comparing trained models by label (e.g. `{"lr=3e-4": model, ...}`).
+    """Declare a report comparing trained models by label (e.g. `{"lr=3e-4": model, ...}`); a label's
+    value may be `replicate(model, seeds=...)`, the setting's runs over several seeds.
 
     The step writes `table.md`, `table.csv` and `plot.png`: each eval metric of each run's
-    `metrics.jsonl` against training tokens, and the final and best value per run. `options` are
-    the `StepOptions` (version, adopt, resources).
+    `metrics.jsonl` against training tokens, the final and best value per run, and per setting (runs
+    whose keys differ only in seeds) the final value over its seeds with its interval; it names a best
+    setting only when it is separable from the runner-up. `options` are the `StepOptions` (version,
+    adopt, resources).
     """
     if not isinstance(models, Mapping) or not models:
         raise StepDefinitionError(
             f"sweep report {name!r}: give at least one trained model, as {{label: model}}"
         )
+    runs: list[tuple[str, Any]] = []
     for label, model in models.items():
+        if isinstance(model, Replicates):
+            runs += [
+                (f"{label} seed={seed}", handle) for handle, seed in zip(model, model.seeds, strict=True)
+            ]
+        else:
+            runs.append((label, model))
+    for label, model in runs:
         if not isinstance(model, (StepSpec, LazyStep)):
             raise StepDefinitionError(
-                f"sweep report {name!r}: model {label!r} must be a train_lm() handle or a StepSpec, "
-                f"got {type(model).__name__}"
+                f"sweep report {name!r}: model {label!r} must be a train_lm() handle, a StepSpec or "
+                f"replicate(...) of one, got {type(model).__name__}"
             )
-    return SweepReport(name, models=tuple(models.items()), metrics=tuple(metrics), x_key=x_key, **options)
+    return SweepReport(name, models=tuple(runs), metrics=tuple(metrics), x_key=x_key, **options)

@@ -27,7 +27,7 @@ from marin.scaling_laws.flops import PerTokenFlops
 from marin.scaling_laws.isoflop import IsoflopFit, fit_isoflop
 from marin.scaling_laws.loss_law import CONFIDENCE, LossLawFit, fit_loss_law, optimal_split
 from marin.scaling_laws.plots import render_plots
-from marin.scaling_laws.report import markdown_report
+from marin.scaling_laws.report import markdown_report, warnings
 from marin.scaling_laws.runs import ScalingRun, checked_reading, read_run_metric
 
 FIT_FILE = "fit.json"
@@ -195,12 +195,15 @@ def scaling_report(config: ScalingFitConfig, path_of) -> ScalingReport:
 def artifact_of(report: ScalingReport) -> dict:
     """The step's artifact: where the files are, the exponents and the prediction (the headline)."""
     a3, target = report.approach3, report.config.target
+    cautions = warnings(report)
     headline = {
         "metric": f"predicted {report.config.metric} at C={target:.3g}",
         "value": a3.loss,
         "ci95": list(a3.loss_interval) if a3.loss_interval else None,
         "n": len(report.config.runs),
     }
+    if cautions:
+        headline["warning"] = cautions[0]
     return {
         "fit_path": FIT_FILE,
         "table_path": TABLE_FILE,
@@ -223,6 +226,8 @@ def artifact_of(report: ScalingReport) -> dict:
             },
         },
         "prediction": a3.to_json(),
+        "largest_budget": max(r.budget for r in report.config.runs),
+        "warnings": cautions,
         "headline": headline,
     }
 

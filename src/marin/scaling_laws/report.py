@@ -1,6 +1,10 @@
-"""`table.md` of a scaling fit: the prediction, both approaches' exponents, the law, the optima, the runs.
+"""What a scaling fit prints: `table.md` (the prediction, both approaches' exponents, the law, the optima,
+the runs), the warnings that travel with its prediction, and the summary a terminal shows.
 
-Every estimate is shown with its 95% interval, or with the count it rests on where it has none.
+Every estimate is shown with its 95% interval, or with the count it rests on where it has none. A
+prediction beyond the budgets trained is an extrapolation; `warnings` says so, with how far and how
+loosely the fit pins the optimum there, and the fit's artifact carries them to `marin status` (its
+headline's `warning`), `marin info`, the terminal summary (`summary_lines`) and `table.md`.
 """
 
 from __future__ import annotations
@@ -11,13 +15,85 @@ if TYPE_CHECKING:
     from marin.scaling_laws.fit_step import Prediction, ScalingReport
 
 
+SPAN_WARNING = 10.0
+"""An interval whose upper end is this many times its lower end pins nothing down: it is warned about."""
+
+
+def warnings(report: ScalingReport) -> list[str]:
+    """What a reader of the prediction must know: how far it extrapolates beyond the budgets trained, an
+    optimum whose interval spans more than SPAN_WARNING-fold, budgets whose parabola's vertex lies outside
+    the sizes trained, and exponents resting on fewer than four budgets."""
+    config, iso = report.config, report.isoflop
+    largest = max(r.budget for r in config.runs)
+    out = []
+    if config.target > largest:
+        out.append(
+            f"the prediction at C = {config.target:.3g} extrapolates {config.target / largest:.3g}x beyond the "
+            f"largest budget trained ({largest:.3g}): its interval is the uncertainty of the law given these runs, "
+            "not a guarantee that the law holds out there"
+        )
+    for name, bounds in (("N*", report.approach3.params_interval), ("D*", report.approach3.tokens_interval)):
+        if bounds and bounds[0] > 0 and bounds[1] / bounds[0] > SPAN_WARNING:
+            out.append(
+                f"its {name} interval [{bounds[0]:.3g}, {bounds[1]:.3g}] spans {bounds[1] / bounds[0]:.3g}x: "
+                "the fit does not pin the optimum down"
+            )
+    outside = [o.budget for o in iso.optima if not o.inside]
+    if outside:
+        budgets = ", ".join(f"{b:.3g}" for b in outside)
+        out.append(
+            f"at budget(s) {budgets} the optimum lies outside the sizes trained (an extrapolated vertex)"
+        )
+    if len(iso.optima) < 4:
+        out.append(
+            f"the exponents rest on {len(iso.optima)} budgets ({max(len(iso.optima) - 2, 0)} degrees of freedom "
+            "for Approach 2's lines)"
+        )
+    return out
+
+
+def summary_lines(result: dict) -> list[str]:
+    """The terminal summary of a fit from its artifact: the exponents and the prediction with their 95%
+    intervals, then its warnings."""
+    a2, a3, prediction = result["approach2"], result["approach3"], result["prediction"]
+    bounds = prediction["intervals"]
+    largest = result.get("largest_budget")
+    factor = f" ({prediction['flops'] / largest:.3g}x the largest budget)" if largest else ""
+    lines = [
+        f"{result['runs']} runs at {result['budgets']} budgets; metric {result['metric']}, 95% intervals",
+        f"Approach 2   N* ∝ C^a  a = {_text(a2['a'], a2['intervals'].get('a'))}",
+        f"             D* ∝ C^b  b = {_text(a2['b'], a2['intervals'].get('b'))}",
+        f"Approach 3   N* ∝ C^a  a = {_text(a3['a'], a3['intervals'].get('a'))}",
+        f"             D* ∝ C^b  b = {_text(a3['b'], a3['intervals'].get('b'))}",
+        f"             alpha = {_text(a3['alpha'], a3['intervals'].get('alpha'))}",
+        f"             beta  = {_text(a3['beta'], a3['intervals'].get('beta'))}",
+        f"             E     = {_text(a3['E'], a3['intervals'].get('E'))}",
+        f"at C = {prediction['flops']:.3g} FLOPs{factor}:",
+        f"  N* = {prediction['params']:.3g} {_range(bounds.get('params'))}",
+        f"  D* = {prediction['tokens']:.3g} {_range(bounds.get('tokens'))}",
+        f"  predicted {result['metric']} = {_text(prediction['loss'], bounds.get('loss'))}",
+    ]
+    lines += [f"warning: {w}" for w in result.get("warnings", [])]
+    return lines
+
+
+def _text(value: float, bounds) -> str:
+    return f"{value:.3f} [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else f"{value:.3f} (no interval)"
+
+
+def _range(bounds) -> str:
+    return f"[{bounds[0]:.3g}, {bounds[1]:.3g}]" if bounds else ""
+
+
 def markdown_report(report: ScalingReport) -> str:
     """The report as Markdown tables."""
     config, law, iso = report.config, report.loss_law, report.isoflop
     metric = config.metric
+    cautions = warnings(report)
     lines = [
         f"# Scaling fit of `{metric}`: {len(config.runs)} runs at {len(iso.optima)} budgets",
         "",
+        *([f"**Warning:** {w}." for w in cautions] + [""] if cautions else []),
         f"## Prediction at C = {config.target:.3g} FLOPs",
         "",
         _table(

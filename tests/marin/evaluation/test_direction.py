@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from marin.evaluation.compare import Evaluated, ranked
+from marin.evaluation.compare import ranked
+from marin.evaluation.comparison import Evaluated
 from marin.evaluation.direction import HIGHER_IS_BETTER, LOWER_IS_BETTER, best, higher_is_better
 from marin.evaluation.sweep_report import SweepReportConfig, summary_rows
 

@@ -104,3 +104,36 @@ def test_items_give_paired_scores_by_the_flat_names_exact_match_included():
     num, den = bpb.aligned(bpb.ids)
     assert math.isclose(bpb.scale * num.sum() / den.sum(), 6 / 8 / math.log(2))
     assert np.array_equal(scores["tinystories_qa/exact_match"].values, [1.0, 1.0])
+
+
+def test_a_checkpoints_results_are_one_point_of_every_curve_exact_match_included():
+    points = _results().curve_points(step=20, tokens=2560)
+    assert set(points) == set(_results().flat_metrics())
+    em = points["tinystories_qa/exact_match"]
+    assert (em.step, em.tokens, em.value, em.direction) == (20, 2560, 0.5, Direction.HIGHER)
+
+
+def test_the_curves_reader_gives_an_exact_match_curve_with_its_intervals(tmp_path):
+    from marin.evaluation.results import CheckpointPoint, Checkpoints
+    from marin.evaluation.sweep_report import read_eval_curve
+
+    curves: dict[str, list] = {}
+    for step, correct in ((10, [0, 0, 1, 0]), (20, [1, 0, 1, 1])):
+        exact = MetricResult.named(stats.accuracy(correct), "exact_match", Aggregation.MEAN)
+        checkpoint = EvaluationResults(exact_match=ExactMatchResult(task="tinystories_qa", exact_match=exact))
+        for name, point in checkpoint.curve_points(step, step * 128).items():  # as the evaluation step writes
+            curves.setdefault(name, []).append(point)
+    written = EvaluationResults(
+        checkpoints=Checkpoints(
+            steps=[10, 20],
+            points=[
+                CheckpointPoint(step=s, tokens=s * 128, results=f"checkpoints/step-{s}") for s in (10, 20)
+            ],
+            curves=curves,
+        )
+    )
+    (tmp_path / "results.json").write_bytes(written.to_bytes())
+    curve = read_eval_curve("eval/run", str(tmp_path), ("tinystories_qa/exact_match",), "tokens")
+    assert [(p["tokens"], p["tinystories_qa/exact_match"]) for p in curve] == [(1280, 0.25), (2560, 0.75)]
+    lo, hi = curve[1]["tinystories_qa/exact_match_ci95"]
+    assert (lo, hi) == pytest.approx(stats.accuracy([1, 0, 1, 1]).ci95) and lo < 0.75 < hi

@@ -118,12 +118,12 @@ def test_core_prompts_shots_and_scores_offline(local_data, tiny_export, tmp_path
                 loglik = [r[0] for r in row["filtered_resps"]]
                 assert row["acc"] == float(int(np.argmax(loglik)) == int(row["target"]))
 
-    aggregate = suite_aggregate(core, done, stats.ITERS, stats.SEED)["centred_accuracy"]
+    aggregate = suite_aggregate(core, done, stats.ITERS, stats.SEED).centred_accuracy
     expected = np.mean(
         [(done[t.name].metrics[t.metric].value - t.chance) / (1 - t.chance) for t in core.tasks]
     )
-    assert aggregate["value"] == pytest.approx(expected)
-    assert aggregate["ci95"][0] <= aggregate["value"] <= aggregate["ci95"][1]
+    assert aggregate.value == pytest.approx(expected)
+    assert aggregate.ci95[0] <= aggregate.value <= aggregate.ci95[1] and aggregate.direction == "higher"
 
 
 def test_mmlu_5shot_through_evaluate_takes_the_first_five_dev_questions(local_data, tiny_export, tmp_path):
@@ -168,9 +168,10 @@ def test_paloma_pools_bits_per_byte_over_its_domains(local_data, tiny_export, tm
     items = [done[t.name].items["bits_per_byte"] for t in paloma.tasks]
     nll = sum(sum(i["values"]) for i in items)
     num_bytes = sum(sum(i["weights"]) for i in items)
-    assert aggregate["bits_per_byte"]["value"] == pytest.approx(nll / num_bytes / math.log(2))
+    assert aggregate.bits_per_byte.value == pytest.approx(nll / num_bytes / math.log(2))
     each = [done[t.name].metrics["bits_per_byte"].value for t in paloma.tasks]
-    assert aggregate["macro_bits_per_byte"]["value"] == pytest.approx(np.mean(each))
+    assert aggregate.macro_bits_per_byte.value == pytest.approx(np.mean(each))
+    assert aggregate.macro_bits_per_byte.aggregation == "macro"
 
 
 def test_unknown_suite_or_task_names_the_nearest():

@@ -179,11 +179,13 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
 
     table = (out / "table.md").read_text()
     assert "| lr=3e-3 | checkpoints/lr3e-3 | 200 | 2.5 | 2.5 | 1.25 | 1.25 |" in table
-    assert (out / "table.csv").read_text().splitlines()[0] == "run,tokens,eval_loss,eval_bpb"
+    header = (out / "table.csv").read_text().splitlines()[0]
+    assert header.startswith("run,setting,tokens,eval_loss,eval_loss_ci95_lo,eval_loss_ci95_hi,eval_bpb")
     assert len((out / "table.csv").read_text().splitlines()) == 7
     assert (out / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    artifact = json.loads((out / ".artifact.json").read_text())
-    assert artifact["result"]["headline"] == {"metric": "final_eval_loss", "value": 2.5, "run": "lr=3e-3"}
+    headline = json.loads((out / ".artifact.json").read_text())["result"]["headline"]
+    assert (headline["metric"], headline["value"], headline["run"]) == ("final_eval_loss", 2.5, "lr=3e-3")
+    assert not headline["separable"]  # one seed each, no interval logged: the sweep cannot tell
 
 
 def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):

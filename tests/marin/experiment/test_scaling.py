@@ -186,6 +186,29 @@ def test_the_artifact_headline_is_the_prediction_with_its_interval(fit_outputs):
     assert set(result["approach3"]["intervals"]) >= {"E", "A", "B", "alpha", "beta", "a", "b"}
 
 
+def test_an_extrapolated_prediction_warns_in_the_terminal_marin_status_and_table_md(fit_outputs):
+    from marin.execution.explain import list_outputs
+    from marin.scaling_laws.report import summary_lines
+
+    out = fit_outputs.train_fit
+    result = json.loads((out / ".artifact.json").read_text())["result"]
+    factor = f"{1e22 / result['largest_budget']:.3g}x"
+    expected = f"the prediction at C = 1e+22 extrapolates {factor} beyond the largest budget trained"
+    assert (
+        result["warnings"][0].startswith(expected) and result["headline"]["warning"] == result["warnings"][0]
+    )
+    assert any("rest on 3 budgets (1 degrees of freedom" in w for w in result["warnings"])
+    printed = summary_lines(result)
+    assert f"at C = 1e+22 FLOPs ({factor} the largest budget):" in printed
+    assert (
+        f"warning: {expected}"
+        in printed[printed.index(f"at C = 1e+22 FLOPs ({factor} the largest budget):") :][4]
+    )
+    row = next(r for r in list_outputs(str(fit_outputs.prefix)) if r.path == str(out))
+    assert f"; warning: {expected}" in row.headline  # what `marin status` shows
+    assert f"**Warning:** {expected}" in (out / "table.md").read_text()
+
+
 def test_the_fit_key_does_not_depend_on_the_order_of_the_runs(fit_outputs):
     runner, runs = fit_outputs.runner, fit_outputs.runs
     plan = runner.plan([scaling_fit("fits/train", list(reversed(runs)), bootstrap=100)])

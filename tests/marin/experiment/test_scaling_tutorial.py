@@ -60,6 +60,8 @@ def test_the_reduced_tutorial_fits_its_sweep_reruns_cached_and_a_new_budget_adds
     for label in ("Approach 2   N* ∝ C^a  a =", "Approach 3   N* ∝ C^a  a =", "alpha =", "beta  ="):
         assert re.search(re.escape(label) + " " + WITH_INTERVAL, out), (label, out)
     assert "at C = 8e+10 FLOPs (10x the largest budget):" in out
+    extrapolates = "warning: the prediction at C = 8e+10 extrapolates 10x beyond the largest budget trained"
+    assert extrapolates in out  # in the terminal, not only in table.md
     value, lo, hi = map(float, re.search(r"predicted eval_bpb = " + WITH_INTERVAL, out).groups())
     assert lo <= value <= hi and 0 < lo
     report = re.search(r"report: (\S+)/table.md", out).group(1)
@@ -71,6 +73,10 @@ def test_the_reduced_tutorial_fits_its_sweep_reruns_cached_and_a_new_budget_adds
     fit = json.loads((Path(report) / "fit.json").read_text())
     declared = {r["train_step"]: r["flops"] for r in fit["runs"]}
     rows = json.loads(_run(["marin", "status", "--json"], prefix).stdout)
+    fit_row = next(r for r in rows if r["name"] == "scaling/tiny-llama-fit")
+    assert (
+        "warning: the prediction at C = 8e+10 extrapolates 10x" in fit_row["headline"]
+    )  # and in `marin status`
     trains = [r for r in rows if r["name"] in declared]
     assert len(trains) == 9
     for row in trains:

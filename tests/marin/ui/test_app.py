@@ -169,7 +169,7 @@ def pipeline_client(pipeline):
 def test_evaluation_pages_show_bpb_per_dataset_and_samples(pipeline_client, pipeline):
     results = json.loads(next((pipeline[1] / "eval").glob("nano-*/results.json")).read_text())
     table = pipeline_client.get("/evals").text
-    from marin.evaluation.compare import interval
+    from marin.evaluation.compare_render import interval
 
     bpb = results["perplexity"]["micro"]["bpb"]
     assert "eval/nano" in table and interval(bpb) in table  # rounded, with its interval and n

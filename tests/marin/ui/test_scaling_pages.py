@@ -71,6 +71,7 @@ def test_a_fits_headline_is_its_prediction_with_the_interval_in_status_and_on_th
     result = json.loads((fit_outputs.train_fit / ".artifact.json").read_text())["result"]
     value, (lo, hi) = result["headline"]["value"], result["headline"]["ci95"]
     shown = f"predicted eval_bpb at C=1e+22 = {value:.4g} (95% CI {lo:.4g}-{hi:.4g}, n=12)"
+    shown += f"; warning: {result['headline']['warning']}"  # the extrapolation, beside the number
     rows = {r.path: r for r in list_outputs(str(fit_outputs.prefix))}
     assert rows[str(fit_outputs.train_fit)].headline == shown
     assert shown in scaling_client.get("/", params={"q": "fits/train"}).text

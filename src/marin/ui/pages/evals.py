@@ -8,9 +8,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from marin.evaluation.compare import interval, number
+from marin.evaluation.compare_render import interval, number
 from marin.evaluation.errors import EvalDataError
-from marin.evaluation.results import EvaluationResults, decode_results
+from marin.evaluation.results import ITEMS_FILE, EvaluationResults, decode_items, decode_results
 from marin.execution.errors import UnreadableRecordError
 from marin.ui import data as data_pages
 from marin.ui.index import RESULTS_FILE, Entry, artifact_of
@@ -18,15 +18,20 @@ from marin.ui.paths import NotFound, is_dir, read_capped, resolve
 from marin.ui.site import Site
 
 HARNESS_SAMPLES_SHOWN = 5  # per-sample records of each harness task the evaluation page shows inline
+ITEMS_CAP = 64 << 20  # bytes of an items.json the page reads to put a configuration's interval together
 
 
 def evals(site: Site, request: Request) -> HTMLResponse:
-    """Every evaluation's headline, then each metric with the models side by side, ranked by the interval's
-    worse end (the lower bound when higher is better, the upper bound when lower is), each with its
-    interval drawn as a bar."""
-    from marin.evaluation.compare import Evaluated, ranked
+    """Every evaluation's headline and configuration; the configurations trained with several seeds, each
+    metric's mean over the seeds with its interval (seed and item noise) and the seeds' spread; then each
+    metric with the configurations and models side by side, ranked by the interval's worse end (the lower
+    bound when higher is better, the upper bound when lower is), each interval drawn as a bar."""
+    from marin.evaluation.compare import group_replicates, ranked
+    from marin.evaluation.comparison import Evaluated
+    from marin.evaluation.differences import configuration_means
+    from marin.evaluation.replicates import Configuration, configuration_of
 
-    rows, evaluated = [], []
+    rows, evaluated, entries = [], [], {}
     for e in site.index.entries(include_superseded=False):
         if e.kind != "eval":
             continue
@@ -36,25 +41,46 @@ def evals(site: Site, request: Request) -> HTMLResponse:
         artifact = artifact_of(e.row.path)
         result = artifact.result if artifact is not None and isinstance(artifact.result, dict) else {}
         headline = result.get("headline") or {}
+        configuration = configuration_of(e.info) if e.info is not None else Configuration(e.row.path, {})
+        name = e.info.name if e.info is not None else e.row.name
+        evaluated.append(
+            Evaluated(e.row.name, e.row.path, {}, metrics, name=name, configuration=configuration)
+        )
+        entries[e.row.path] = (e, model)
         rows.append({"entry": e, "model": model, "data": evaluated_on(results), "headline": headline})
-        evaluated.append((e, model, Evaluated(e.row.name, e.row.path, {}, metrics)))
-    groups = []
-    by_path = {ev.path: (entry, model) for entry, model, ev in evaluated}
-    for metric in dict.fromkeys(m for _, _, ev in evaluated for m in ev.metrics):
-        order = ranked([ev for _, _, ev in evaluated], metric)
+    groups = group_replicates(evaluated)
+    configuration_of_path = {m.path: g for g in groups for m in g.members}
+    for row in rows:
+        group = configuration_of_path[row["entry"].row.path]
+        row["configuration"] = f"{group.label} ({len(group.members)} seeds)" if len(group.members) > 1 else ""
+    replicated = [_with_items(g) for g in groups if len(g.members) > 1]
+    configurations = []
+    metrics = list(dict.fromkeys(m for ev in evaluated for m in ev.metrics))
+    for metric in metrics:
+        means = [r for r in configuration_means(replicated, metric) if r.seeds > 1] if replicated else []
+        if means:
+            configurations.append({"metric": metric, "rows": means})
+    side_by_side = []
+    for metric in metrics:
+        order = ranked(evaluated, metric)
         shown = [ev.metrics[metric] for ev in order]
-        better_high = shown[0].higher_is_better
+        means = next((c["rows"] for c in configurations if c["metric"] == metric), [])
         ends = [x for m in shown for x in (m.ci95 or (m.value, m.value)) if isinstance(x, (int, float))]
+        ends += [x for r in means for x in (r.ci95 or (r.value, r.value)) if isinstance(x, (int, float))]
         lo, hi = (min(ends), max(ends)) if ends else (0.0, 1.0)
         span = (hi - lo) or 1.0
-        groups.append(
+        higher = shown[0].higher_is_better
+        means = sorted(means, key=lambda r: _worse_end(r, higher), reverse=True)
+        side_by_side.append(
             {
                 "metric": metric,
-                "higher_is_better": better_high,
+                "higher_is_better": higher,
+                "configurations": [{"row": r, "bar": _bar(r, lo, span)} for r in means],
                 "rows": [
                     {
-                        "entry": by_path[ev.path][0],
-                        "model": by_path[ev.path][1],
+                        "entry": entries[ev.path][0],
+                        "model": entries[ev.path][1],
+                        "configuration": configuration_of_path[ev.path].label,
                         "metric": m,
                         "bar": _bar(m, lo, span),
                     }
@@ -63,7 +89,40 @@ def evals(site: Site, request: Request) -> HTMLResponse:
                 "axis": (lo, hi),
             }
         )
-    return site.render("evals.html", request, rows=rows, groups=groups, num=number, interval=interval)
+    return site.render(
+        "evals.html",
+        request,
+        rows=rows,
+        configurations=configurations,
+        groups=side_by_side,
+        num=number,
+        interval=interval,
+    )
+
+
+def _with_items(group):
+    """A group of replicates with each member's per-item scores, read as records are (capped, regular
+    files only); a member whose items cannot be read keeps none (its configuration's interval then
+    counts the seeds alone)."""
+    import dataclasses
+
+    from marin.evaluation.comparison import Group
+
+    members = []
+    for m in group.members:
+        try:
+            data = read_capped(f"{m.path}/{ITEMS_FILE}", ITEMS_CAP)
+            items = decode_items(data).scores() if data is not None else {}
+        except (UnreadableRecordError, EvalDataError):
+            items = {}
+        members.append(dataclasses.replace(m, items=items))
+    return Group(group.label, tuple(members))
+
+
+def _worse_end(row, higher: bool) -> float:
+    ci = row.ci95
+    value = (ci[0] if higher else ci[1]) if ci else row.value
+    return value if higher else -value
 
 
 def read_results(output_path: str) -> EvaluationResults | None:
@@ -88,7 +147,8 @@ def evaluated_on(results: EvaluationResults | None, shown: int = 4) -> str:
 
 
 def _bar(metric, lo: float, span: float) -> dict | None:
-    """Where the interval and the value sit on the group's axis, in percent (None without an interval)."""
+    """Where the interval and the value of a metric (or a configuration's mean) sit on the group's axis,
+    in percent (None without an interval)."""
     ci, value = metric.ci95, metric.value
     if not ci or not isinstance(value, (int, float)) or ci[0] is None or ci[1] is None:
         return None
