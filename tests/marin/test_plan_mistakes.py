@@ -123,3 +123,20 @@ def test_an_experiment_file_that_shadows_a_module_is_one_line_saying_how_to_rena
         f"error: {name}.py: the file's name shadows {shadowed} {name!r}, which every import of {name!r} (by "
         f"marin, by libraries, in the workers) would then load instead; rename it, e.g. to {name}_experiment.py"
     )
+
+
+def test_a_file_named_like_a_folder_without_init_on_the_path_plans(tmp_path):
+    """A folder without __init__.py (a namespace package: `experiment/` beside the tests, say) yields
+    to any module of its name, so `experiment.py` shadows nothing and plans."""
+    (tmp_path / "lib" / "experiment").mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "experiment.py").write_text(
+        'from marin.execution.step_spec import StepSpec\n\nstep = StepSpec(name="x", fn=lambda: 1)\n'
+    )
+    env = {**os.environ, "MARIN_PREFIX": str(work / "out"), "PYTHONPATH": str(tmp_path / "lib")}
+    marin = os.path.join(os.path.dirname(sys.executable), "marin")
+    done = subprocess.run(
+        [marin, "plan", "experiment.py"], cwd=work, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

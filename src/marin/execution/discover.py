@@ -121,7 +121,9 @@ def _refuse_shadowing(path: str, full: str) -> None:
         finally:
             sys.path[:] = saved
         origin = getattr(found, "origin", None)
-        if found is None or (origin and os.path.abspath(origin) == full):
+        # A namespace package (a folder without __init__.py, origin None) yields to any module of
+        # its name, so a file named like one shadows nothing a library relies on.
+        if found is None or origin in (None, "namespace") or os.path.abspath(origin) == full:
             return
         what = "the installed module"
     raise MarinError(
