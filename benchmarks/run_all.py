@@ -79,12 +79,16 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     ),
     "posttrain_lora_memory": ([], []),
     "eval_perplexity": ([], []),
+    "eval_score_cache": ([], ["--documents", "40", "--items", "10", "--rounds", "1"]),
+    "eval_own_generation": ([], ["--prompts", "8", "--new-tokens", "8", "--rounds", "1"]),
+    "eval_contamination": ([], ["--items", "400", "--tokens", "2000000"]),
     "scaling_fit": ([], ["--points", "200", "--resamples", "200"]),
     "compare_replicates": ([], ["--items", "200", "--rounds", "1", "--no-all-pairs"]),
     "ui_outputs": ([], ["500"]),
     "curation_minhash_quality": ([], ["--quick"]),
     "curation_memory": ([], ["--quick"]),
     "curation_scaling": ([], ["--quick"]),
+    "curation_quality_scoring": ([], ["--quick"]),
     # needs datatrove in its own environment (DATATROVE_PYTHON, see the script); says so when missing
     "curation_vs_datatrove": ([], ["--quick"]),
 }

@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, status, info, compare, gc, ui, plot-lr; submit and jobs (a Ray cluster, see
+"""The `marin` command: run, plan, status, info, compare, gap, gc, ui, plot-lr; submit and jobs (a Ray cluster, see
 docs/clusters.md).
 
 `marin run FILE.py` imports FILE.py as a module (not as `__main__`) and runs every StepSpec or lazy
@@ -351,6 +351,26 @@ def compare(outputs, prefix, fmt, metrics, adjustment, unpaired, power) -> None:
         power=power,
     )
     click.echo(render(comparison, fmt), nl=False)
+
+
+@main.command()
+@_traceback_option
+@click.argument("a")
+@click.argument("b")
+@click.option("--prefix", default=None, help=_PREFIX_HELP)
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+def gap(a, b, prefix, fmt) -> None:
+    """Where two evaluations differ: bits per byte of A minus B on the documents both scored, byte-aligned
+    (tokenizers may differ), split by byte class and domain, with paired intervals.
+
+    A and B are evaluations' output folders, or step names (their latest finished outputs).
+    """
+    from marin.evaluation.compare import resolve
+    from marin.evaluation.gap import gap_between_evaluations, render
+    from marin.execution.plan import resolve_prefix
+
+    root = resolve_prefix(prefix)
+    click.echo(render(gap_between_evaluations(resolve(a, root), resolve(b, root)), fmt), nl=False)
 
 
 @main.command()

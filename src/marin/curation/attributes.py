@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
+from urllib.parse import urlparse
 
 import numpy as np
 
@@ -93,12 +95,13 @@ def documents_of(
 
 @dataclass
 class ShardScores:
-    """One shard's counts and the columns its health checks need."""
+    """One shard's counts and the columns its health checks need (sources as codes into `source_names`)."""
 
     stats: CurationStats
     scores: np.ndarray
     lengths: np.ndarray
-    sources: list[str]
+    source_codes: np.ndarray
+    source_names: list[str]
 
 
 def score_shard(
@@ -110,51 +113,63 @@ def score_shard(
     shard: InputShard,
     source: str,
 ) -> ShardScores:
-    """Score one input shard and write its attribute shard."""
+    """Score one input shard and write its attribute shard, a batch of documents at a time."""
     stats = CurationStats()
     model = load_scorer(scorer)
+    documents = documents_of(shard, config.text_key, config.id_key, config.bad_records, stats)
+    attribute = config.attribute
     scores: list[float] = []
     lengths: list[int] = []
-    sources: list[str] = []
-    hosts: dict[str, str] = {}
+    sources = _Sources(config.source_key, source)
 
     def rows() -> Iterator[dict]:
-        batch: list[tuple[str, str]] = []
-        for _where, _line, record, doc_id, text in documents_of(
-            shard, config.text_key, config.id_key, config.bad_records, stats
-        ):
-            stats.read(text)
-            lengths.append(len(text))
-            sources.append(_source(record, config.source_key, source, hosts))
-            batch.append((doc_id, text))
-            if len(batch) >= config.batch_size:
-                yield from _scored(model, batch, config.attribute, scores, stats)
-                batch = []
-        yield from _scored(model, batch, config.attribute, scores, stats)
+        while batch := list(islice(documents, config.batch_size)):
+            _, _, records, ids, texts = zip(*batch, strict=True)
+            values = model.scores(texts)
+            stats.read_all(texts)
+            scores.extend(values)
+            lengths.extend(map(len, texts))
+            sources.add(records)
+            yield from ({"id": i, "attributes": {attribute: v}} for i, v in zip(ids, values, strict=True))
 
     write_output(output_path, index, count, rows())
-    return ShardScores(stats, np.asarray(scores, np.float64), np.asarray(lengths, np.int64), sources)
+    stats.documents_out = len(scores)
+    return ShardScores(
+        stats,
+        np.asarray(scores, np.float64),
+        np.asarray(lengths, np.int64),
+        sources.codes(len(scores)),
+        sources.names,
+    )
 
 
-def _scored(model, batch: list[tuple[str, str]], attribute: str, out: list[float], stats: CurationStats):
-    if not batch:
-        return
-    values = model.scores([text for _, text in batch])
-    out.extend(values)
-    for (doc_id, _), value in zip(batch, values, strict=True):
-        stats.documents_out += 1
-        yield {"id": doc_id, "attributes": {attribute: value}}
+class _Sources:
+    """Each document's source as a code into `names`: the `source_key` field (a URL counts as its
+    host), or, without one, the input the shard came from."""
 
+    def __init__(self, source_key: str | None, default: str) -> None:
+        self.key = source_key
+        self.names: list[str] = [] if source_key else [default]
+        self._codes: list[int] = []
+        self._of_value: dict[str, int] = {}  # a field's value -> its source's code
+        self._of_name: dict[str, int] = {}
 
-def _source(record: dict, source_key: str | None, default: str, hosts: dict[str, str]) -> str:
-    if source_key is None:
-        return default
-    value = str(record.get(source_key))
-    if value not in hosts:
-        from urllib.parse import urlparse
+    def add(self, records: Sequence[dict]) -> None:
+        if self.key is not None:
+            self._codes += [self._code(str(r.get(self.key))) for r in records]
 
-        hosts[value] = (urlparse(value).hostname or value) if "://" in value else value
-    return hosts[value]
+    def codes(self, count: int) -> np.ndarray:
+        return np.asarray(self._codes, np.int64) if self.key else np.zeros(count, np.int64)
+
+    def _code(self, value: str) -> int:
+        code = self._of_value.get(value)
+        if code is None:
+            name = (urlparse(value).hostname or value) if "://" in value else value
+            code = self._of_name.setdefault(name, len(self.names))
+            if code == len(self.names):
+                self.names.append(name)
+            self._of_value[value] = code
+        return code
 
 
 def run_score_step(config: ScoreConfig, output_path: str) -> dict:
@@ -169,11 +184,7 @@ def run_score_step(config: ScoreConfig, output_path: str) -> dict:
     results = run_shards(
         partial(score_shard, config, scorer, output_path), shards, config.zephyr, per_shard=sources
     )
-    columns = ScoreColumns(
-        np.concatenate([r.scores for r in results]) if results else np.zeros(0),
-        np.concatenate([r.lengths for r in results]) if results else np.zeros(0, np.int64),
-        [s for r in results for s in r.sources],
-    )
+    columns = _columns(results)
     health = score_health(columns, config.attribute)
     classifier = _classifier_report(config.scorer)
     extra = {"attribute": config.attribute, "health": health}
@@ -195,6 +206,22 @@ def run_score_step(config: ScoreConfig, output_path: str) -> dict:
             k: auc[k] for k in ("value", "ci95", "n")
         }
     return summary
+
+
+def _columns(results: list[ShardScores]) -> ScoreColumns:
+    """The shards' columns end to end, their source codes renumbered into one sorted list of the
+    sources that have documents."""
+    names = sorted({r.source_names[c] for r in results for c in np.unique(r.source_codes)})
+    number = {name: k for k, name in enumerate(names)}
+    codes = [
+        np.asarray([number.get(n, -1) for n in r.source_names], np.int64)[r.source_codes] for r in results
+    ]
+    return ScoreColumns(
+        np.concatenate([r.scores for r in results]) if results else np.zeros(0),
+        np.concatenate([r.lengths for r in results]) if results else np.zeros(0, np.int64),
+        np.concatenate(codes) if results else np.zeros(0, np.int64),
+        names,
+    )
 
 
 def _classifier_report(spec: ScorerSpec) -> dict | None:

@@ -202,6 +202,12 @@ def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iter
         yield shard.path, pos.line, record
 
 
+def utf8_length(text: str) -> int:
+    """The length of `text` in UTF-8 bytes (lone surrogates counted as encoded); an ASCII string,
+    which CPython flags as such, is not encoded to count it."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 @dataclass
 class CurationStats:
     """What one shard (or, merged, a whole step) read, wrote and dropped, and why."""
@@ -216,11 +222,15 @@ class CurationStats:
 
     def read(self, text: str) -> None:
         self.documents_in += 1
-        self.bytes_in += len(text.encode("utf-8", "surrogatepass"))
+        self.bytes_in += utf8_length(text)
+
+    def read_all(self, texts: Sequence[str]) -> None:
+        self.documents_in += len(texts)
+        self.bytes_in += sum(map(utf8_length, texts))
 
     def wrote(self, text: str) -> None:
         self.documents_out += 1
-        self.bytes_out += len(text.encode("utf-8", "surrogatepass"))
+        self.bytes_out += utf8_length(text)
 
     def dropped(self, reason: str, where: str, line: int, record: dict, text: str, **extra) -> None:
         self.drops[reason] += 1

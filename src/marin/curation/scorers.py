@@ -184,14 +184,10 @@ class _FastTextScorer:
         lines = [t.replace("\n", " ") + "\n" for t in texts]
         labels, probs = self.model.f.multilinePredict(lines, -1, 0.0, "strict")
         wanted = self.positive_label
-        return [_prob_of(wanted, ls, ps) for ls, ps in zip(labels, probs, strict=True)]
-
-
-def _prob_of(label: str, labels: Sequence[str], probs: Sequence[float]) -> float:
-    for name, p in zip(labels, probs, strict=True):
-        if name == label:
-            return float(p)
-    return 0.0
+        return [
+            float(ps[names.index(wanted)]) if wanted in names else 0.0
+            for names, ps in zip(labels, probs, strict=True)
+        ]
 
 
 class _HFScorer:

@@ -2,8 +2,9 @@
 
 Each item is a conversation ending with a user turn, and the answer. The prompt is the conversation
 rendered by the tokenizer's chat template with the generation prompt (`marin.data.chat_template`);
-the reply is generated greedily (Hugging Face's `generate`, with its KV cache) until the
-template's end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared
+the reply is generated greedily (by our own layers' batched KV-cached generator when the model
+is one we trained, else Hugging Face's `generate`, with its KV cache) until the template's
+end-of-turn token or EOS, at most `max_new_tokens` tokens. Reply and answer are compared
 after SQuAD's normalization (lower case; punctuation and the articles a, an, the removed; whitespace
 collapsed), so "The park." matches "the park". The score is an accuracy with its Wilson interval
 (`marin.evaluation.stats.accuracy`), overall and per kind of question; every item's reply and
@@ -26,6 +27,7 @@ from marin.data import tinystories_qa
 from marin.data.chat import BadChatRecord, check_messages
 from marin.data.file_documents import ShardStats, report_bad
 from marin.evaluation.errors import EvalDataError
+from marin.evaluation.score_cache import ScoreCache, item_key
 from marin.evaluation.stats import accuracy
 
 ITEMS_FILE = "exact_match.jsonl"
@@ -115,12 +117,24 @@ def normalize_answer(text: str) -> str:
 
 
 def greedy_replies(
-    model: Any, tokenizer: Any, prompts: Sequence[list[int]], max_new_tokens: int, max_length: int
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[list[int]],
+    max_new_tokens: int,
+    max_length: int,
+    *,
+    cache: ScoreCache | None = None,
+    model_id: str = "",
+    generate: Any = None,
+    batch_size: int = 8,
 ) -> list[list[int]]:
     """The greedy continuation of each prompt, stopped at the end-of-turn token or EOS (not included).
 
-    Each prompt is continued on its own by `model.generate` (greedy, with its KV cache), so no
-    padding enters the computation; a prompt is cut to its last `max_length - max_new_tokens` tokens.
+    A prompt is cut to its last `max_length - max_new_tokens` tokens. `generate` (our own layers'
+    batched generator, `(prompts, max_new_tokens, eos_id) -> new ids`) decodes `batch_size` prompts
+    at once; without it each prompt is continued on its own by Hugging Face's `model.generate` (greedy,
+    with its KV cache), so no padding enters the computation. Replies go through `cache` (see
+    `score_cache`), keyed by the model, the prompt, the length and the stop tokens.
     """
     import torch
 
@@ -129,26 +143,46 @@ def greedy_replies(
     stops = [i for i in (end_of_turn_id(tokenizer), tokenizer.eos_token_id) if i is not None]
     device = next(model.parameters()).device
     keep = max(1, max_length - max_new_tokens)
-    replies = []
-    with torch.inference_mode():
-        for ids in prompts:
-            window = torch.tensor([list(ids)[-keep:]], device=device)
-            out = model.generate(
-                window,
-                attention_mask=torch.ones_like(window),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                eos_token_id=stops,
-                pad_token_id=stops[-1],
-            )
-            new = out[0, window.shape[1] :].tolist()
-            cut = next((n for n, token in enumerate(new) if token in stops), len(new))
-            replies.append(new[:cut])
-    return replies
+    windows = [list(ids)[-keep:] for ids in prompts]
+
+    def cut(new: list[int]) -> list[int]:
+        return new[: next((n for n, token in enumerate(new) if token in stops), len(new))]
+
+    def compute(indices: list[int]) -> list[list[int]]:
+        if generate is not None:
+            return [cut(new) for new in generate([windows[i] for i in indices], max_new_tokens, stops[-1])]
+        replies = []
+        with torch.inference_mode():
+            for i in indices:
+                window = torch.tensor([windows[i]], device=device)
+                out = model.generate(
+                    window,
+                    attention_mask=torch.ones_like(window),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    eos_token_id=stops,
+                    pad_token_id=stops[-1],
+                )
+                replies.append(cut(out[0, window.shape[1] :].tolist()))
+        return replies
+
+    cache = cache if cache is not None else ScoreCache(None)
+    settings = {"max_new_tokens": max_new_tokens, "stops": stops, "generator": "marin" if generate else "hf"}
+    keys = [item_key(model_id, settings, "greedy_reply", w) for w in windows]
+    order = sorted(range(len(windows)), key=lambda i: (-len(windows[i]), keys[i]))
+    return cache.score(keys, order, batch_size, compute)
 
 
 def score_exact_match(
-    model: Any, tokenizer: Any, task: ExactMatchTask, max_length: int
+    model: Any,
+    tokenizer: Any,
+    task: ExactMatchTask,
+    max_length: int,
+    *,
+    cache: ScoreCache | None = None,
+    model_id: str = "",
+    generate: Any = None,
+    batch_size: int = 8,
 ) -> tuple[dict, list[dict]]:
     """(results, per-item records): exact match overall and per kind, each a metric with its interval."""
     from marin.data.chat_template import prompt_ids, require_template
@@ -158,7 +192,17 @@ def score_exact_match(
     if not items:
         raise EvalDataError(f"exact match: the task {task.name()!r} has no items")
     prompts = [prompt_ids(tokenizer, item["messages"]) for item in items]
-    replies = greedy_replies(model, tokenizer, prompts, task.max_new_tokens, max_length)
+    replies = greedy_replies(
+        model,
+        tokenizer,
+        prompts,
+        task.max_new_tokens,
+        max_length,
+        cache=cache,
+        model_id=model_id,
+        generate=generate,
+        batch_size=batch_size,
+    )
     records = []
     for i, (item, reply) in enumerate(zip(items, replies, strict=True)):
         text = tokenizer.decode(reply, skip_special_tokens=True)

@@ -1,10 +1,10 @@
 """The lm-eval-harness bridge: run harness tasks on a loaded Hugging Face model, every number with its interval.
 
-Our own tasks (`OWN_TASKS`) ship as YAML templates in `harness_tasks/`; before a run their data is
-written as JSONL in a local work folder and the templates are rendered to point at it, so the
-harness reads only local files. Suite tasks (`marin.evaluation.suites`) and other names go to the
-harness's own task folders (their datasets come from the hub unless a task's `dataset_path` points
-elsewhere). Needs the `[eval]` extra.
+Our own tasks (`OWN_TASKS`) ship as YAML files in `harness_tasks/`; before a run their data is
+written as JSONL in a local work folder beside them, which they name by relative paths, so the
+harness reads only local files and the folder kept with the output reruns as it is. Suite tasks
+(`marin.evaluation.suites`) and other names go to the harness's own task folders (their datasets
+come from the hub unless a task's `dataset_path` points elsewhere). Needs the `[eval]` extra.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -23,6 +23,7 @@ import orjson
 import storage
 from marin.evaluation import stats
 from marin.evaluation.errors import HarnessError
+from marin.evaluation.score_cache import ScoreCache, item_key
 from marin.evaluation.story_endings import story_ending_items
 from marin.evaluation.suites import Task
 
@@ -34,14 +35,18 @@ GENERATION_TASKS = ("marin_next_word",)  # exact match of generated text
 ALL_OWN_TASKS = OWN_TASKS + GENERATION_TASKS
 SAMPLES_PER_TASK = 100  # per-sample records kept of each task; the metrics still cover every item
 SAMPLE_TEXT_CHARS = 2000  # longer strings in a kept record are cut, marked with "…"
+CHUNK_BATCHES = 4  # harness requests per cached chunk, in batches: what a kill can lose at most
+TASK_DATA_MODULE = "marin_task_data.py"  # our tasks' data loader, kept beside their YAMLs
 
 
 def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed: int = 0) -> str:
-    """Write our tasks' JSONL data and rendered YAMLs under `work_dir`; return the task directory.
+    """Write our tasks' JSONL data (`data/`) and YAMLs (`tasks/`) under `work_dir`; return the task directory.
 
     The multiple-choice items come from `stories` (see `story_endings`); the perplexity task
     scores the same stories as whole documents; the generation task asks for the last word of each
-    story's first sentence (`next_word_items`).
+    story's first sentence (`next_word_items`). The YAMLs name their data by relative paths, read by
+    `tasks/marin_task_data.py` (copied beside them), so the folder is self-contained: kept with an
+    evaluation's output, `lm_eval` runs it as it is, and no run writes to the datasets cache.
     """
     if not storage.is_local(work_dir):
         raise HarnessError(f"lm-eval-harness reads local files only; {work_dir} is not a local path")
@@ -56,13 +61,9 @@ def write_own_tasks(work_dir: str, stories: Sequence[str], num_items: int, seed:
         storage.join(data_dir, "marin_text_perplexity.jsonl"), [{"text": s} for s in stories[:num_items]]
     )
     _write_jsonl(storage.join(data_dir, "marin_next_word.jsonl"), next_word_items(stories[:num_items]))
-    for task in ALL_OWN_TASKS:
-        template = (
-            resources.files("marin.evaluation").joinpath(f"harness_tasks/{task}.yaml").read_text("utf-8")
-        )
-        storage.write_atomic(
-            storage.join(tasks_dir, f"{task}.yaml"), template.replace("{data_dir}", data_dir).encode()
-        )
+    own = resources.files("marin.evaluation").joinpath("harness_tasks")
+    for name in [f"{task}.yaml" for task in ALL_OWN_TASKS] + [TASK_DATA_MODULE]:
+        storage.write_atomic(storage.join(tasks_dir, name), own.joinpath(name).read_bytes())
     return tasks_dir
 
 
@@ -117,6 +118,9 @@ def run_tasks(
     iters: int = stats.ITERS,
     limit: int | None = None,
     distributed: bool = False,
+    cache: ScoreCache | None = None,
+    model_id: str = "",
+    generate: Callable[..., list[list[int]]] | None = None,
 ) -> dict[str, TaskResult]:
     """Score `tasks` with lm-eval-harness's `HFLM` over the loaded `model`; return each task's result.
 
@@ -134,6 +138,12 @@ def run_tasks(
     come from the per-item scores in item order); the other ranks return {}. A task with few-shot
     examples is scored on rank 0 alone, since the harness draws every item's examples from one
     generator in item order, and sharing its items would change which examples each item sees.
+
+    `cache` (a step's `ScoreCache`, with the `model_id` its keys start with): every request the
+    harness makes goes through it (`_cached_lm_class`), so a resumed or extended evaluation asks the
+    model only for what is not cached. `generate`, our own layers' token generator for a model we
+    trained (`marin.evaluation.generation`), answers greedy `generate_until` requests in place of
+    Hugging Face's `generate`, with the same text.
     """
     try:
         import lm_eval  # noqa: F401
@@ -147,11 +157,21 @@ def run_tasks(
     manager = TaskManager(include_defaults=False, include_path=tasks_dir)
     rank, world = _ranks() if distributed else (0, 1)
     names = [t.name for t in tasks]
-    saved = os.environ.get("DISABLE_MULTIPROC")
-    os.environ["DISABLE_MULTIPROC"] = "1"  # the harness's bootstrap in this process: it is the cheap part
+    # The harness's bootstrap in this process: it is the cheap part. And LOCAL_RANK 0 while it runs as
+    # one process: it returns results only there, and each process of an evaluation sharing its items
+    # through the score cache (a local gang, LOCAL_RANK set) runs the harness as if alone.
+    saved = {name: os.environ.get(name) for name in ("DISABLE_MULTIPROC", "LOCAL_RANK")}
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    if world == 1:
+        os.environ["LOCAL_RANK"] = "0"
     try:
         if world == 1:
-            output = _evaluate(_lm(model, tokenizer, batch_size), names, manager, limit, iters, seed)
+            lm = _lm(model, tokenizer, batch_size)
+            if cache is not None or generate is not None:
+                settings = {"max_length": lm.max_length, "prefix": lm.prefix_token_id, "add_bos": False}
+                chunk = max(1, batch_size) * CHUNK_BATCHES
+                lm = _cached_lm_class()(lm, cache or ScoreCache(None), model_id, settings, chunk, generate)
+            output = _evaluate(lm, names, manager, limit, iters, seed)
         else:
             loaded = manager.load(names)["tasks"]
             shared = [loaded[n] for n in names if not loaded[n].get_config("num_fewshot")]
@@ -170,10 +190,11 @@ def run_tasks(
                 k: {n: v for o in outputs for n, v in o[k].items()} for k in ("results", "samples", "configs")
             }
     finally:
-        if saved is None:
-            os.environ.pop("DISABLE_MULTIPROC", None)
-        else:
-            os.environ["DISABLE_MULTIPROC"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     if output is None:
         raise HarnessError(f"lm-eval-harness returned no results for {names}")
     return {
@@ -271,6 +292,77 @@ def _lm_class():
                 dist.barrier()
 
     return GroupHFLM
+
+
+@functools.cache
+def _cached_lm_class():
+    """An lm-eval `LM` that answers each request from a `ScoreCache`, asking the wrapped LM only for
+    the rest (lm-eval's own `CachingLM` keys by the request alone, keeps one SQLite file per rank on
+    local disk, and commits every answer; this one keys by the model too, writes parts to the step's
+    output, and scores in fixed chunks so any number of processes resume each other's work)."""
+    from lm_eval.api.model import LM
+
+    class CachedLM(LM):
+        def __init__(self, inner, cache: ScoreCache, model_id: str, settings: dict, chunk: int, generate):
+            super().__init__()
+            self.inner, self.score_cache, self.model_id = inner, cache, model_id
+            self.settings, self.chunk, self.generate = settings, chunk, generate
+
+        def __getattr__(self, name: str):  # what the harness asks of the model besides requests
+            if name == "inner":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            return [tuple(v) for v in self._through("loglikelihood", requests)]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            return self._through("loglikelihood_rolling", requests)
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            if any(_sampled(r.args[1]) for r in requests):  # draws are not cached: each is new
+                return self.inner.generate_until(requests, disable_tqdm=True)
+            return self._through("generate_until", requests)
+
+        def _through(self, method: str, requests) -> list:
+            args = [r.args for r in requests]
+            settings = {**self.settings, "generator": "marin" if self.generate else "hf"}
+            keys = [item_key(self.model_id, settings, method, _plain(a)) for a in args]
+            # a fixed order over every request: longest first, ties by key (never by what is cached)
+            order = sorted(
+                range(len(args)), key=lambda i: (-sum(len(a) for a in args[i] if isinstance(a, str)), keys[i])
+            )
+
+            def compute(indices: list[int]) -> list:
+                if method == "generate_until" and self.generate is not None:
+                    from marin.evaluation.generation import generate_until
+
+                    return generate_until(
+                        self.inner, self.generate, [args[i] for i in indices], self.inner.batch_size
+                    )
+                out = getattr(self.inner, method)([requests[i] for i in indices], disable_tqdm=True)
+                return [list(v) if isinstance(v, tuple) else v for v in out]
+
+            return self.score_cache.score(keys, order, self.chunk, compute)
+
+    return CachedLM
+
+
+def _sampled(gen_kwargs) -> bool:
+    return (
+        isinstance(gen_kwargs, dict)
+        and bool(gen_kwargs.get("do_sample"))
+        and gen_kwargs.get("temperature", 1) != 0
+    )
+
+
+def _plain(value):
+    """A request's arguments as JSON (tuples as lists, keys as strings), for its cache key."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
 def write_task_files(tasks: Sequence[Task], tasks_dir: str) -> None:

@@ -20,6 +20,8 @@ the JSON by hand and none can miss a kind of metric. The parts:
   | `<suite>/<metric>` | a suite's aggregate (`core/centred_accuracy`) |
   | `<task>/exact_match`, `<task>/<kind>/exact_match` | exact match, overall and per kind |
 
+- `Contamination`: each dataset's and task's metrics on all, clean and contaminated items, named
+  `<flat name>/clean` and `<flat name>/contaminated` (`bpb/stories/clean`);
 - `EvaluationItems` (`items.json`): the per-item scores behind the pairable metrics; `scores()`
   gives them by the same flat names as `stats.ItemScores`, which paired and replicated comparisons use.
 
@@ -237,6 +239,61 @@ class Checkpoints(msgspec.Struct, frozen=True, kw_only=True):
     curves: dict[str, list[CurvePoint]]
 
 
+class SubsetMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """One metric on all items, on the clean ones and on the contaminated ones, and the differences
+    all - clean and contaminated - clean (paired: one bootstrap draw gives every subset's replicate)."""
+
+    all: MetricResult
+    clean: MetricResult
+    contaminated: MetricResult
+    all_minus_clean: MetricResult
+    contaminated_minus_clean: MetricResult
+    p_value: float | None = None  # contaminated - clean, two-sided
+
+
+class ContaminationGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """A dataset's or a task's items: how many, how many the training data contains, how many are too
+    short to check (fewer tokens than an n-gram), and each metric on the subsets."""
+
+    items: int
+    contaminated: int
+    unchecked: int = 0
+    metrics: dict[str, SubsetMetrics] = {}
+
+
+class Contamination(msgspec.Struct, frozen=True, kw_only=True):
+    """Which scored items the model saw in training (`marin.evaluation.contamination`), and the scores
+    on all items beside those on the clean ones."""
+
+    ngram: int
+    min_overlap: float
+    lineage: list[str]
+    training_tokens: int = 0
+    perplexity: dict[str, ContaminationGroup] = {}  # by dataset; metric "bpb"
+    harness: dict[str, ContaminationGroup] = {}  # by task; its metrics
+
+    def flat_metrics(self) -> dict[str, MetricResult]:
+        """`bpb/<dataset>/clean`, `<task>/<metric>/clean` and their `/contaminated` twins."""
+        out: dict[str, MetricResult] = {}
+        for prefix, groups in (("bpb/", self.perplexity), ("", self.harness)):
+            for name, group in groups.items():
+                for metric, subsets in group.metrics.items():
+                    base = f"{prefix}{name}" if prefix else f"{name}/{metric}"
+                    out[f"{base}/clean"] = subsets.clean
+                    out[f"{base}/contaminated"] = subsets.contaminated
+        return out
+
+
+class ScoreCacheCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the scores of one run came from (`marin.evaluation.score_cache`): scored by this run, kept
+    from an interrupted attempt of the step, or taken from an earlier output of the same step."""
+
+    folder: str
+    computed: int
+    resumed: int
+    imported: int
+
+
 class Bootstrap(msgspec.Struct, frozen=True):
     """The resampling behind every interval."""
 
@@ -265,6 +322,9 @@ class EvaluationResults(msgspec.Struct, frozen=True, kw_only=True, omit_defaults
     config: dict[str, Any] | None = None
     checkpoints: Checkpoints | None = None
     items: str | None = None
+    documents: str | None = None  # per-document scores (`document_scores`), for a perplexity evaluation
+    contamination: Contamination | None = None
+    score_cache: ScoreCacheCounts | None = None
 
     def flat_metrics(self) -> dict[str, MetricResult]:
         """Every metric by one flat name (see the module docstring), in a fixed order: the suite's, the
@@ -284,6 +344,8 @@ class EvaluationResults(msgspec.Struct, frozen=True, kw_only=True, omit_defaults
             task = self.exact_match.task
             out[f"{task}/exact_match"] = self.exact_match.exact_match
             out.update({f"{task}/{kind}/exact_match": m for kind, m in self.exact_match.by_kind.items()})
+        if self.contamination is not None:
+            out.update(self.contamination.flat_metrics())
         return out
 
     def curve_points(self, step: int, tokens: int | None) -> dict[str, CurvePoint]:
@@ -326,6 +388,16 @@ class DocumentItems(msgspec.Struct, frozen=True, kw_only=True):
     bytes: list[int]
 
 
+class ContaminationItems(msgspec.Struct, frozen=True, kw_only=True):
+    """Per item of a dataset or task: its id, the share of its n-grams found in training, how many
+    n-grams it has, and whether it counts as contaminated."""
+
+    ids: list[str]
+    overlap: list[float]
+    ngrams: list[int]
+    flagged: list[bool]
+
+
 _NOT_PAIRED = ("perplexity", "weighted_perplexity")  # exp of a ratio or mean: compared through bpb or loss
 
 
@@ -335,6 +407,7 @@ class EvaluationItems(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     perplexity: dict[str, DocumentItems] = {}
     harness: dict[str, dict[str, ItemRecord]] = {}
     exact_match: dict[str, ItemRecord] = {}
+    contamination: dict[str, ContaminationItems] = {}  # "perplexity/<dataset>", "harness/<task>"
 
     def scores(self) -> dict[str, stats.ItemScores]:
         """The per-item scores behind each pairable metric, by the names `EvaluationResults.flat_metrics` uses."""
@@ -356,10 +429,28 @@ class EvaluationItems(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
                 out[f"{task}/{name}"] = stats.ItemScores(m.ids, m.values, m.weights, m.scale)
         for task, m in self.exact_match.items():
             out[f"{task}/exact_match"] = stats.ItemScores(m.ids, m.values)
+        for name, flags in self.contamination.items():
+            kind, _, what = name.partition("/")
+            clean = {i for i, flagged in zip(flags.ids, flags.flagged, strict=True) if not flagged}
+            bases = [f"bpb/{what}"] if kind == "perplexity" else [k for k in out if k.startswith(f"{what}/")]
+            for base in bases:
+                if base in out and "/" in base:
+                    out[f"{base}/clean"] = _subset(out[base], clean)
         return out
 
     def to_bytes(self) -> bytes:
         return _ENCODER.encode(self)
+
+
+def _subset(scores: stats.ItemScores, ids: set[str]) -> stats.ItemScores:
+    """The items of `scores` whose id is in `ids`."""
+    keep = [i for i, item in enumerate(scores.ids) if item in ids]
+    return stats.ItemScores(
+        [scores.ids[i] for i in keep],
+        scores.values[keep],
+        None if scores.weights is None else scores.weights[keep],
+        scores.scale,
+    )
 
 
 _ENCODER = msgspec.json.Encoder()

@@ -39,6 +39,21 @@ from marin.execution.artifact import read_info
 from marin.execution.context import current
 
 TABLE_MD = "table.md"
+# The training loop's validation figures, over fixed windows of the token cache: named as such wherever a
+# report shows them, since an evaluation's `loss`/`bpb` of the same model (whole documents) differ.
+WINDOW_METRICS = ("eval_loss", "eval_bpb")
+WINDOW_NOTE = (
+    "eval_loss and eval_bpb are the training loop's validation figures over fixed windows of the token "
+    "cache; an evaluation's loss and bpb of the same model are over whole documents and differ "
+    "(docs/evaluation.md, 'Two losses, two names')."
+)
+
+
+def metric_label(metric: str) -> str:
+    """How a report names `metric`: a window figure says it is one."""
+    return f"{metric} (windows)" if metric in WINDOW_METRICS else metric
+
+
 TABLE_CSV = "table.csv"
 PLOT_PNG = "plot.png"
 Z95 = 1.959963984540054
@@ -240,7 +255,7 @@ def settings_table(
     """One row per setting: its runs, final tokens, and each metric's final mean [95% interval] and seed sd."""
     header = ["setting", "runs", x_key]
     for metric in metrics:
-        header += [f"final {metric} [95% interval]", "seed sd"]
+        header += [f"final {metric_label(metric)} [95% interval]", "seed sd"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for s in settings:
         cells = [s.label, str(len(s.runs)), _cell(tokens.get(s.runs[0]))]
@@ -320,7 +335,7 @@ def plot_png(config: SweepReportConfig, curves: dict[str, list[dict]], settings:
                     [x for x, _ in drawn], [b[0] for _, b in drawn], [b[1] for _, b in drawn], alpha=0.2
                 )
         ax.set_xlabel(f"training {config.x_key}")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(metric_label(metric))
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
@@ -370,6 +385,8 @@ def run_sweep_report(config: SweepReportConfig, output_path: str) -> dict:
     text = [f"# Sweep report: {', '.join(config.metrics)} at the last evaluation", ""]
     if found is not None:
         text += [found.sentence(), ""]
+    if any(m in WINDOW_METRICS for m in config.metrics):
+        text += [WINDOW_NOTE, ""]
     if one_seed:
         text += [
             "One seed per setting: seed variance is unmeasured, so these rank runs, not settings; a reseed may "

@@ -27,6 +27,7 @@ from marin.evaluation.documents import TextDataset
 from marin.evaluation.errors import ModelSourceError, SuiteError
 from marin.evaluation.evaluation_step import EvalOptions, EvaluationConfig, TokenCacheRef, run_evaluation
 from marin.evaluation.model_source import ModelKind, ModelSource, from_string
+from marin.evaluation.score_cache import DEFAULT_FLUSH_S, resume_note
 from marin.evaluation.suites import Suite
 from marin.evaluation.suites import suite as find_suite
 from marin.evaluation.sweep_report import SweepReportConfig, run_sweep_report
@@ -35,6 +36,7 @@ from marin.execution.keyed import hash_attrs_of
 from marin.execution.lazy import LazyStep, StepOptions, lower
 from marin.execution.step_spec import StepSpec
 from marin.experiment.declared_names import check_harness_tasks
+from marin.experiment.own_generation import load_generator
 from marin.experiment.replicate import Replicates, seeded_name
 
 if TYPE_CHECKING:
@@ -52,7 +54,8 @@ class Evaluation(EvalOptions, StepOptions):
     `suite` (a name in `marin.evaluation.suites.SUITES`, such as `"core"`, or a `Suite`), the
     `EvalOptions` fields (`harness_tasks`, `prompts`, `sampling`, `batch_size`, `max_length`,
     `max_documents`, `limit`, `harness_stories`, `harness_items`, `bootstrap_iters`,
-    `bootstrap_seed`, `exact_match`), the `StepOptions` every step has (`version`, `adopt`,
+    `bootstrap_seed`, `exact_match`, `contamination`, `num_processes`, `score_flush_s`), the
+    `StepOptions` every step has (`version`, `adopt`,
     `resources`) and the step's own below, each declared once, so editors complete and type-check
     the call. `datasets` holds `tokenized()` handles / StepSpecs of token caches (their
     `eval_split` is scored) and `TextDataset`s of raw text, whose files are the step's declared
@@ -61,11 +64,15 @@ class Evaluation(EvalOptions, StepOptions):
     `prompts` get a greedy continuation and seeded samples (`sampling=SamplingConfig(...)`).
     `exact_match=ExactMatchTask()` scores the model's greedy replies to chat prompts with known
     answers (by default 400 held-out questions of `marin://tinystories-qa`) by exact match, with
-    Wilson intervals. `adopt=True` takes an existing folder at the step's output path as its result
-    (see StepSpec.adopt). The key is the EvaluationConfig's key fields: every option but
-    `batch_size`, which changes no score; a folder model enters by its files' digests, a hub model
-    by its commit. `model=replicate(train_lm(...), seeds=...)` declares one evaluation per seed
-    (`name-seed<N>`), returned as `Replicates` (`marin.experiment.replicate`).
+    Wilson intervals. `contamination=True` checks every scored item against the model's training
+    data, found from its lineage, and reports each metric on all items and on the clean ones
+    (`marin.evaluation.contamination`). Scores are kept as they come (`marin.evaluation.score_cache`):
+    a killed run resumes, with any `num_processes`. `adopt=True` takes an existing folder at the
+    step's output path as its result (see StepSpec.adopt). The key is the EvaluationConfig's key
+    fields: every option but `batch_size`, `num_processes` and `score_flush_s`, which change no
+    score; a folder model enters by its files' digests, a hub model by its commit.
+    `model=replicate(train_lm(...), seeds=...)` declares one evaluation per seed (`name-seed<N>`),
+    returned as `Replicates` (`marin.experiment.replicate`).
     """
 
     helper: ClassVar[str] = "evaluate"
@@ -107,6 +114,11 @@ class Evaluation(EvalOptions, StepOptions):
                 raise SuiteError(f"evaluation {name!r}: suite={self.suite!r}: {e}") from None
         check_harness_tasks(f"evaluation {name!r}", "harness_tasks", self.harness_tasks)
         self._check_checkpoints()
+        if self.contamination is not None and isinstance(self.model, ModelSource):
+            raise StepDefinitionError(
+                f"evaluation {name!r}: contamination=True needs the training data of the model, which marin knows "
+                f"only for a model it trained; model={self.model.label()!r} is not a train_lm() handle or StepSpec"
+            )
         object.__setattr__(self, "datasets", tuple(self.datasets))
         if not (self.datasets or self.harness_tasks or self.prompts or self.suite or self.exact_match):
             raise StepDefinitionError(
@@ -178,18 +190,120 @@ class Evaluation(EvalOptions, StepOptions):
                 datasets.append(TokenCacheRef(spec.name, self.eval_split))
         options = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalOptions)}
         config = EvaluationConfig(
-            model=source, datasets=tuple(datasets), suite=self.suite, checkpoints=self.checkpoints, **options
+            model=source,
+            datasets=tuple(datasets),
+            suite=self.suite,
+            checkpoints=self.checkpoints,
+            generator=load_generator if source.kind == ModelKind.STEP else None,
+            **options,
         )
         return StepSpec(
             fn=functools.partial(run_evaluation, config),
             deps=deps,
             hash_attrs=hash_attrs_of(config),
             inputs=inputs,
+            resumable=True,  # scores are kept as they come (score_cache): a rerun scores only the rest
+            resume_note=resume_note,
             **self.spec_options(),
         )
 
 
 evaluate = Evaluation
+
+
+def _model_of(where: str, model: Any, field: str = "model") -> Any:
+    """A model argument checked and resolved: a handle or StepSpec as given, a string to a ModelSource."""
+    if not isinstance(model, (StepSpec, LazyStep, str, ModelSource)):
+        raise StepDefinitionError(
+            f"{where}: {field} must be a train_lm() handle, a StepSpec, a Hugging Face folder or URL, or a hub "
+            f"id, got {type(model).__name__}"
+        )
+    if isinstance(model, str):
+        try:
+            return from_string(model, field)
+        except ModelSourceError as e:
+            raise ModelSourceError(f"{where}: {e}") from None
+    return model
+
+
+def _lowered_model(model: Any, deps: list[StepSpec], inputs: list[str]) -> ModelSource:
+    """The ModelSource of a resolved model argument, adding its step to `deps` or its files to `inputs`."""
+    if isinstance(model, ModelSource):
+        inputs.extend(p for p in model.inputs if p not in inputs)
+        return model
+    spec = lower(model)
+    if spec not in deps:
+        deps.append(spec)
+    return ModelSource(ModelKind.STEP, spec.name)
+
+
+@dataclass(frozen=True)
+class PerplexityGap(StepOptions):
+    """Declare where two models differ on the same raw text: `perplexity_gap(name, model_a=..., model_b=...,
+    datasets=[TextDataset(...)])`.
+
+    Each model is what `evaluate(model=...)` takes (a train_lm() handle or StepSpec, a Hugging Face
+    folder or URL, a hub id); their tokenizers may differ, since the step compares them byte by byte.
+    The step writes `gap.json` and `gap.md` (`marin.evaluation.gap`: the gap in bits per byte with its
+    paired interval, split by byte class and domain, and the documents and spans where each wins) and
+    each model's per-document scores; `marin gap A B` prints the same report for two evaluations.
+    Its headline is the gap, `bpb(a) - bpb(b)`. `batch_size` and `score_flush_s` are not in the key.
+    """
+
+    helper: ClassVar[str] = "perplexity_gap"
+    _: KW_ONLY
+    model_a: TrainLm | StepSpec | LazyStep | str | ModelSource
+    model_b: TrainLm | StepSpec | LazyStep | str | ModelSource
+    datasets: Sequence[TextDataset] = ()
+    max_documents: int | None = None
+    max_length: int | None = None
+    top: int = 10
+    batch_size: int = 8
+    score_flush_s: float = DEFAULT_FLUSH_S
+
+    def __post_init__(self) -> None:
+        where = f"perplexity_gap {self.name!r}"
+        object.__setattr__(self, "model_a", _model_of(where, self.model_a, "model_a"))
+        object.__setattr__(self, "model_b", _model_of(where, self.model_b, "model_b"))
+        object.__setattr__(self, "datasets", tuple(self.datasets))
+        if not self.datasets or not all(isinstance(d, TextDataset) for d in self.datasets):
+            raise StepDefinitionError(
+                f"{where}: datasets takes TextDatasets of raw text (the models are compared byte by byte, so "
+                "each reads the text with its own tokenizer); give at least one"
+            )
+
+    def to_step_spec(self) -> StepSpec:
+        """The StepSpec: deps are the model steps; inputs the folders' and datasets' files."""
+        from marin.evaluation.gap_step import GapConfig, run_perplexity_gap
+
+        deps: list[StepSpec] = []
+        inputs: list[str] = []
+        a = _lowered_model(self.model_a, deps, inputs)
+        b = _lowered_model(self.model_b, deps, inputs)
+        for dataset in self.datasets:
+            inputs.extend(p for p in dataset.paths if p not in inputs)
+        config = GapConfig(
+            model_a=a,
+            model_b=b,
+            datasets=self.datasets,
+            max_documents=self.max_documents,
+            max_length=self.max_length,
+            top=self.top,
+            batch_size=self.batch_size,
+            score_flush_s=self.score_flush_s,
+        )
+        return StepSpec(
+            fn=functools.partial(run_perplexity_gap, config),
+            deps=deps,
+            hash_attrs=hash_attrs_of(config),
+            inputs=inputs,
+            resumable=True,  # scores are kept as they come (score_cache): a rerun scores only the rest
+            resume_note=resume_note,
+            **self.spec_options(),
+        )
+
+
+perplexity_gap = PerplexityGap
 
 
 def effective_config(handle: Any) -> dict[str, Any] | None:

@@ -47,7 +47,8 @@ def generate(
     with torch.inference_mode():
         for _ in range(max_new_tokens):
             logits = model(tokens, cache=cache, valid=valid)[:, -1].float()
-            step = logits.argmax(-1).tolist() if choose is None else [int(t) for t in choose(logits)]
+            chosen = logits.argmax(-1) if choose is None else None
+            step = chosen.tolist() if chosen is not None else [int(t) for t in choose(logits)]
             for row, token in enumerate(step):
                 if done[row]:
                     continue
@@ -57,6 +58,6 @@ def generate(
                     new[row].append(token)
             if all(done):
                 break
-            tokens = torch.tensor(step, device=device)[:, None]
+            tokens = chosen[:, None] if chosen is not None else torch.tensor(step, device=device)[:, None]
             valid = None
     return new

@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 import storage
 from marin.ui.auth import TokenGate
 from marin.ui.index import OutputIndex
-from marin.ui.pages import data, evals, lineage, outputs, plan, runs, scaling
+from marin.ui.pages import data, evals, gaps, lineage, outputs, plan, runs, scaling
 from marin.ui.site import HERE, Site, template_env
 
 
@@ -73,6 +73,8 @@ def create_app(config: UiConfig) -> Starlette:
         Route("/data/{rel:path}", partial(data.data, site)),
         Route("/evals", partial(evals.evals, site)),
         Route("/evals/{rel:path}", partial(evals.evaluation, site)),
+        Route("/gaps", partial(gaps.gaps, site)),
+        Route("/gaps/{rel:path}", partial(gaps.gap, site)),
         Route("/scaling", partial(scaling.fits, site)),
         Route("/scaling/{rel:path}", partial(scaling.fit, site)),
         Route("/plot/{rel:path}", partial(scaling.plot, site)),

@@ -37,6 +37,7 @@ RESULTS_FILE = "results.json"
 LEDGER_FILE = "ledger.json"
 STATS_FILE = "stats.json"  # what a curation step counted (docs/curation.md)
 FIT_FILE = "fit.json"  # a scaling fit (docs/scaling.md)
+GAP_FILE = "gap.json"  # a perplexity gap (docs/evaluation.md)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        """train, eval, data, fit or step: what the output's files say it is."""
+        """train, eval, data, fit, gap or step: what the output's files say it is."""
         if storage.holds_log(METRICS_FILE, self.names):
             return "train"
         if RESULTS_FILE in self.names:
@@ -85,6 +86,8 @@ class Entry:
             return "data"
         if FIT_FILE in self.names:
             return "fit"
+        if GAP_FILE in self.names:
+            return "gap"
         return "step"
 
 

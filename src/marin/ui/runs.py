@@ -13,8 +13,8 @@ METRICS_CAP = 32 << 20
 # The curves the Runs page overlays: (metrics.jsonl field, chart title).
 CURVES = (
     ("loss", "train loss"),
-    ("eval_loss", "eval loss"),
-    ("eval_bpb", "eval bits per byte"),
+    ("eval_loss", "eval loss (validation windows, not whole documents)"),
+    ("eval_bpb", "eval bits per byte (validation windows, not whole documents)"),
     ("lr", "learning rate"),
     ("lr_schedule", "learning-rate schedule (declared, whole run)"),
     ("tokens_per_s", "tokens / s"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from marin.curation.documents import utf8_length
 from marin.curation.rules import GopherQuality
 from marin.data.corpus.web import truth
 from marin.execution.errors import StepDefinitionError
@@ -40,6 +41,13 @@ def run(tmp_path, handle):
     result = StepRunner(prefix=str(tmp_path / "prefix"), progress=False).run([lower(handle)])
     path = result.output_path(lower(handle))
     return path, json.loads((Path(path) / "stats.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "text", ["", "plain ascii", "caf\u00e9 \u4e2d\u6587 \U0001f600", "lone \ud800 surrogate"]
+)
+def test_byte_counts_are_utf8_lengths_with_lone_surrogates_encoded(text):
+    assert utf8_length(text) == len(text.encode("utf-8", "surrogatepass"))
 
 
 def test_a_chain_on_web_synth_writes_shards_and_stats_with_reasons_and_examples(tmp_path):

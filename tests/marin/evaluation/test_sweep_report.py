@@ -64,6 +64,9 @@ def test_a_setting_clearly_better_over_its_seeds_is_named_best(tmp_path):
     assert result["headline"]["separable"] and result["headline"]["run"] == "lr=3e-3"
     assert "Best by final eval_loss: lr=3e-3, separable from the runner-up lr=1e-3" in table
     assert "Welch t over 3 and 3 seeds" in table
+    # the training loop's window loss is named as one, apart from an evaluation's document loss
+    assert "| final eval_loss (windows) [95% interval] |" in table
+    assert "fixed windows of the token cache" in table and "whole documents" in table
     low, high = result["headline"]["ci95"]
     assert low < result["headline"]["value"] < high and result["headline"]["n"] == 3
 

@@ -15,18 +15,21 @@ def held_out_stories(count: int, start: int = 40_000) -> list[str]:
     return list(stories(start, start + count))
 
 
-def build_tiny_export(out_dir: Path, context: int = 48, seed: int = 0) -> Path:
-    """Write tokenizer + model files that AutoTokenizer / AutoModelForCausalLM load from `out_dir`."""
+def build_tiny_export(
+    out_dir: Path, context: int = 48, seed: int = 0, vocab_size: int = 400, width: int = 32, layers: int = 2
+) -> Path:
+    """Write tokenizer + model files that AutoTokenizer / AutoModelForCausalLM load from `out_dir`: a
+    byte-level BPE of `vocab_size` and a Llama `width` wide and `layers` deep."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    train_byte_level_bpe(stories(0, 300), 400, str(out_dir))
+    train_byte_level_bpe(stories(0, 300), vocab_size, str(out_dir))
     tokenizer = AutoTokenizer.from_pretrained(out_dir)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=context,

@@ -271,6 +271,8 @@ class Decoder(nn.Module):
         if masked:
             raise TrainingConfigError("a KV cache decodes one sequence per row; it takes no document mask")
         if valid is None:
+            if tokens.shape[1] == 1 and cache.length:
+                return cache.begin_one().unsqueeze(1)
             valid = torch.ones(tokens.shape, dtype=torch.bool, device=tokens.device)
         return cache.begin(valid.to(torch.bool)).unsqueeze(1)
 

@@ -114,6 +114,15 @@ class KVCache:
         self.step_mask = ((key <= query) & self.mask[:, None, :] | (key == query))[:, None]
         return positions
 
+    def begin_one(self) -> torch.Tensor:
+        """`begin` for a step of one real token per row after the first step (the decoding loop's):
+        the same positions and mask, without building them from a `valid` of all True."""
+        positions = self.lengths[:, None]
+        self.mask = torch.cat([self.mask, self.mask.new_ones((self.mask.shape[0], 1))], dim=1)
+        self.lengths = self.lengths + 1
+        self.step_mask = self.mask[:, None, None, :]  # every real key, the new token's own included
+        return positions
+
     def layer(self, index: int) -> LayerCache:
         """Layer `index`'s view of the cache (what its attention is given)."""
         return LayerCache(self, index)
