@@ -48,8 +48,37 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
     return any(scope in ("module", "class") for scope in _scopes(item).values())
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names each item's group in its node id
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # the ordering before xdist names each item's group, the check after
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    _order_by_group(items)
+    result = yield
+    _name_groups_in_node_ids(config, items)
+    return result
+
+
+def _name_groups_in_node_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker under `--dist loadgroup`, end each grouped test's node id in `@GROUP`.
+
+    The controller sends every test whose node id ends in the same `@GROUP` to one worker; xdist's
+    worker adds that suffix by setting `item._nodeid`, which pytest 9 no longer reads (a node's id is
+    `item._id`), so without this every group would be spread over both workers: two copies of a
+    module's Ray cluster, two Ray heads starting at once, fixed-port and timing tests side by side.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names))  # xdist's own form of the suffix
+        if names and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
+
+
+def _order_by_group(items: list[pytest.Item]) -> None:
     groups: dict[str | None, list[pytest.Item]] = {}
     for item in items:
         group = _group(item)

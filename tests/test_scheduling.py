@@ -3,6 +3,8 @@ its xdist group, and the fixture is torn down right after its last user."""
 
 from __future__ import annotations
 
+import os
+
 CONFTEST = """
 import pytest
 
@@ -88,3 +90,32 @@ def test_tests_of_a_module_fixture_share_a_group_and_a_shared_fixture_takes_prec
         "test_uses_the_module_fixture": "test_module.py",
         "test_uses_nothing": "None",
     }
+
+
+GROUPED_TESTS = """
+import os
+import pytest
+
+pytestmark = pytest.mark.xdist_group("together")
+
+@pytest.mark.parametrize("n", range(6))
+def test_grouped(n):
+    print("WORKER", os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+def test_a_group_runs_on_one_worker_under_xdist(pytester, monkeypatch):
+    # xdist's worker marks a group by renaming the node id, which pytest 9 ignores (scheduling.py).
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(os.path.abspath(__file__)))
+    pytester.makeini(
+        "[pytest]\naddopts = -p scheduling --strict-markers\nmarkers = xdist_group(name): a group\n"
+    )
+    pytester.makepyfile(test_grouped=GROUPED_TESTS)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-s", "-v")
+    result.assert_outcomes(passed=6)
+    workers = {
+        line.split()[0]
+        for line in result.outlines
+        if line.rstrip().endswith("@together") and " PASSED " in line
+    }
+    assert len(workers) == 1, result.outlines
