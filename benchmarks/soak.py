@@ -31,10 +31,12 @@ Then it checks, and prints as JSON:
 `invariants_hold` is true when every check passes.
 
     .venv/bin/python benchmarks/soak.py [--store local|s3] [--seed 1] [--chaos-s 60] [--train-steps 20]
-    .venv/bin/python benchmarks/soak.py --short --store s3   # the suite's version (tests/marin/execution/test_soak.py)
+    .venv/bin/python benchmarks/soak.py --short --store s3   # the suite's versions (tests/marin/execution/test_soak.py)
+    .venv/bin/python benchmarks/soak.py --tiny --store s3
 
 `--short` is `SHORT`: 5 x 8 trivial steps (47 in all), two 2-step trainings, a fault every 0.5-1.5 s
-for 6 s, no baseline; every check is the same.
+for 6 s, no baseline; `--tiny` is `TINY`: 2 x 4 trivial steps (15 in all), 1-step trainings, 3 s of
+faults. Every check is the same.
 """
 
 from __future__ import annotations
@@ -515,6 +517,9 @@ class Size:
 # The suite's version (tests/marin/execution/test_soak.py): 47 steps (40 trivial, the zephyr pair, the
 # tokenizer and tokenization, two 2-step trainings, the report), a fault every 0.5-1.5 s for 6 s.
 SHORT = Size(layers=5, width=8, train_steps=2, chaos_s=6.0, fault_every=(0.5, 1.5))
+# The suite's default tier (its `--short` runs in the slow tier): 15 steps (8 trivial), one-step trainings,
+# a fault every 0.5-1.5 s for 3 s and until each kind was injected.
+TINY = Size(layers=2, width=4, train_steps=1, chaos_s=3.0, fault_every=(0.5, 1.5))
 
 
 def soak(store: str, seed: int, size: Size, baseline: bool, max_rounds: int) -> dict:
@@ -608,8 +613,15 @@ def main() -> None:
         action="store_true",
         help="the suite's version (SHORT: 47 steps, 6 s of chaos), no baseline",
     )
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the suite's default tier's version (TINY: 15 steps, 3 s of chaos), no baseline",
+    )
     args = parser.parse_args()
-    if args.short:
+    if args.tiny:
+        size, args.no_baseline = TINY, True
+    elif args.short:
         size, args.no_baseline = SHORT, True
     else:
         size = Size(args.layers, args.width, args.train_steps, args.chaos_s)

@@ -31,10 +31,11 @@ echo "setting up .venv with marin[$extras] (the installer's output: $log)" >&2
 # constraints (environment or pip.conf) are handed to it, and uv, like pip, takes the best
 # version any of them has.
 pip_setting() {
-  .venv/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'$/\1/p" | tail -n 1
+  sed -n "s/^[^.]*\.$1='\(.*\)'$/\1/p" <<<"$pip_config" | tail -n 1
 }
 install_with_uv() {
   .venv/bin/python -m pip install --quiet uv || return 1
+  pip_config=$(.venv/bin/python -m pip config list 2>/dev/null || true)  # read once: each call starts pip
   local pair key var value
   for pair in find-links:FIND_LINKS index-url:INDEX_URL extra-index-url:EXTRA_INDEX_URL constraint:CONSTRAINT; do
     key=${pair%%:*} var=${pair#*:}

@@ -10,7 +10,9 @@ bash scripts/setup.sh
 # The layering contracts of pyproject.toml ([tool.importlinter]; docs/architecture.md).
 .venv/bin/lint-imports
 set +e
-.venv/bin/python -m pytest "$@"
+# Two workers (MARIN_TEST_WORKERS; 0 runs in this process), each test sent where it is free, except that
+# the tests of one xdist_group go to one worker, in order (tests/scheduling.py).
+.venv/bin/python -m pytest -n "${MARIN_TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -8,17 +8,37 @@ so zephyr's and fray's Ray backends connect to it like they would to any cluster
 """
 
 import os
+import tempfile
 
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
-# The tiers and the default tier's time limit (tests/tiers.py); pytester tests the limit itself.
-pytest_plugins = ["tiers", "pytester"]
+# The tiers and the default tier's time limit (tests/tiers.py), the order and groups under pytest-xdist
+# (tests/scheduling.py), the check that nothing outlives the suite (tests/leftovers.py); pytester
+# tests them.
+pytest_plugins = ["tiers", "scheduling", "leftovers", "pytester"]
+
+# Hypothesis keeps no example database and no caches in the checkout (the suite writes nothing into the
+# tree), and times no example: a deadline is a timing, and on a loaded machine a flaky one.
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), f"marin-tests-hypothesis-{os.getuid()}"))
+settings.register_profile("suite", database=None, deadline=None)
+settings.load_profile("suite")
 
 # Hugging Face libraries must never download anything during the tests.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # once, before any pytest-xdist worker starts
+        # Every Ray node and client of the suite reads this one file; two workers must not race to make it.
+        from ray_nodes import ensure_auth_token
+
+        ensure_auth_token()
+
 
 # Steps run where users' steps run: on the product default, fray's LocalCluster (warm worker
 # processes), unless a test picks a cluster. Set MARIN_CLUSTER=thread to debug in one process.

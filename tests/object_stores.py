@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+# ports.py is beside this file; benchmarks load this file by path or as `tests.<name>`.
+if os.path.dirname(__file__) not in sys.path:
+    sys.path.append(os.path.dirname(__file__))
+from ports import free_port  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -26,13 +30,6 @@ class Server:
     bucket: str
     env: dict[str, str] = field(default_factory=dict)
     version: str = ""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:

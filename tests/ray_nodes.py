@@ -7,10 +7,10 @@ the processes it started (never `ray stop`, which stops every Ray on the machine
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,30 +18,19 @@ from dataclasses import dataclass, field
 
 import psutil
 
+# ports.py and processes.py are beside this file; benchmarks load this file by path or as `tests.<name>`.
+if os.path.dirname(__file__) not in sys.path:
+    sys.path.append(os.path.dirname(__file__))
+from ports import free_port  # noqa: E402
+from processes import kill_all  # noqa: E402
+
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+CLUSTER_MARK = "TESTS_RAY_CLUSTER"  # a node's processes carry their cluster's temp dir in it
 
 # The node labels of the suite's shared cluster (tests/conftest.py): Ray's well-known region and
 # market-type labels, which fray maps ResourceConfig.regions and preemptible to.
 HEAD_LABELS = {"ray.io/availability-region": "us-east1"}
 WORKER_LABELS = {"ray.io/availability-region": "us-central1", "ray.io/market-type": "spot"}
-
-
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now, and never one this process was given before.
-
-    A cluster's ports are picked one after another before Ray binds any of them, so the kernel may
-    offer a just-closed port twice; Ray then refuses to start ("port ... used by other components").
-    """
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
 
 
 def ensure_auth_token() -> None:
@@ -71,11 +60,27 @@ def _node_ports() -> list[str]:
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
+        # Ray's workers take ports 10002-19999 unless told otherwise, every cluster the same ones.
+        "--min-worker-port=0",
+        "--max-worker-port=0",
     ]
 
 
 def _labels_flag(labels: dict[str, str]) -> list[str]:
     return [f"--labels={','.join(f'{k}={v}' for k, v in labels.items())}"] if labels else []
+
+
+# `ray start` gives a node 30 s (a constant of Ray's) to register; on a loaded machine its agents can take
+# longer to start. The cluster is then stopped and started once more; a second failure is an error that
+# says so, with the load average and the ends of the nodes' logs.
+TIMED_OUT = "The current node timed out during startup"
+STARTS = 2
+START_TIMEOUT_S = 180  # one `ray start`: its node's daemons and agents, on a loaded machine
+NODE_LOGS = ("raylet*.out", "gcs_server.out", "dashboard_agent*.log", "runtime_env_agent*.log")
+
+
+class NodeStartTimedOut(RuntimeError):
+    """`ray start` gave up waiting for its node to register (see TIMED_OUT)."""
 
 
 @dataclass
@@ -115,6 +120,21 @@ class LocalRayCluster:
 
             Config.initialize("")
         ensure_auth_token()
+        workers = self.workers
+        for attempt in range(1, STARTS + 1):
+            try:
+                return self._start_nodes(workers)
+            except NodeStartTimedOut as e:
+                if attempt == STARTS:
+                    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+                    raise NodeStartTimedOut(
+                        f"the test Ray cluster did not start in {STARTS} tries, at load average {load}: "
+                        "a node has 30 s to register with its head, which a machine this loaded can "
+                        f"exceed. The last try: {e}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _start_nodes(self, workers: int) -> LocalRayCluster:
         # A short path: Ray's unix socket paths must stay under ~107 characters.
         self.temp_dir = tempfile.mkdtemp(prefix="fray-ray-", dir="/tmp")
         port, dash_port = free_port(), free_port()
@@ -138,7 +158,12 @@ class LocalRayCluster:
         if self.head_resources:
             head.append(f"--resources={json.dumps(self.head_resources)}")
         self._run(head + _labels_flag(self.head_labels))
-        for _ in range(self.workers):
+        self.workers = 0
+        return self.add_workers(workers)
+
+    def add_workers(self, count: int) -> LocalRayCluster:
+        """Start `count` more worker nodes (as `workers` did) and wait for each to join; returns self."""
+        for _ in range(count):
             self._run(
                 [
                     RAY,
@@ -151,6 +176,7 @@ class LocalRayCluster:
                     *_labels_flag(self.worker_labels),
                 ]
             )
+            self.workers += 1
         return self
 
     def _run(self, cmd: list[str]) -> None:
@@ -158,11 +184,29 @@ class LocalRayCluster:
         # activated, so the nodes' `python` on PATH is whatever the shell's is, not the venv's.
         path = os.environ.get("PATH", "") if self.path is None else self.path
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", PATH=path)
+        env[CLUSTER_MARK] = self.temp_dir  # inherited by every process of the node: how stop() finds them
         env.pop("RAY_ADDRESS", None)
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-        if done.returncode != 0:
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:  # what it started lives on without it: stop them all
+            logs = self._log_ends()
             self.stop()
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
+            raise NodeStartTimedOut(f"{' '.join(cmd)} did not return in {e.timeout:g} s\n{logs}") from None
+        if done.returncode != 0:
+            logs = self._log_ends()
+            self.stop()
+            error = NodeStartTimedOut if TIMED_OUT in done.stderr else RuntimeError
+            raise error(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}\n{logs}")
+
+    def _log_ends(self, lines: int = 8) -> str:
+        """The last lines of each node's daemon logs (NODE_LOGS), read before stop() removes them."""
+        ends = []
+        for name in NODE_LOGS:
+            for path in sorted(glob.glob(os.path.join(self.temp_dir, "session_latest", "logs", name))):
+                with open(path, errors="replace") as f:
+                    tail = f.readlines()[-lines:]
+                ends.append(f"--- {os.path.relpath(path, self.temp_dir)}:\n{''.join(tail)}")
+        return "\n".join(ends)
 
     def _disconnect_this_process(self) -> None:
         # Ray's driver excepthook reports an uncaught exception to the GCS before printing it: a driver
@@ -176,7 +220,9 @@ class LocalRayCluster:
             ray.shutdown()
 
     def processes(self) -> list[psutil.Process]:
-        """Every process of this cluster: its daemons (named by temp dir or address) and their children."""
+        """Every process of this cluster: its daemons and their children, found by their environment
+        (CLUSTER_MARK, or a TMPDIR that is the temp dir: `ray start` run in a shell that set it), or
+        named by temp dir or address."""
         marks = [m for m in (self.temp_dir, self.address) if m]
         if self.address:
             # Ray's client-server proxy names the head by the node's own IP, not by 127.0.0.1.
@@ -184,7 +230,7 @@ class LocalRayCluster:
         found: dict[int, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if any(m in " ".join(proc.info["cmdline"] or []) for m in marks):
+                if any(m in " ".join(proc.info["cmdline"] or []) for m in marks) or self._marked(proc):
                     found[proc.pid] = proc
                     for child in proc.children(recursive=True):
                         found[child.pid] = child
@@ -193,16 +239,19 @@ class LocalRayCluster:
         found.pop(os.getpid(), None)
         return list(found.values())
 
+    def _marked(self, proc: psutil.Process) -> bool:
+        if not self.temp_dir:
+            return False
+        try:
+            env = proc.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+        return self.temp_dir in (env.get(CLUSTER_MARK), env.get("TMPDIR"))
+
     def stop(self) -> None:
         """Disconnect this process from the cluster, then kill the cluster's processes by pid and wait
         for them to exit."""
         self._disconnect_this_process()
-        procs = self.processes()
-        for proc in procs:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=30)
+        kill_all(self.processes())
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)

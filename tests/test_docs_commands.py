@@ -3,12 +3,14 @@
 A command is a line of a fenced ```bash / ```sh / ```shell / ```console block (or of an untagged
 block whose lines start like a command: `marin ...`, `.venv/bin/...`), its trailing `# comment`
 dropped and `\\`-continued lines joined; a `# or: COMMAND` comment is a command too. Each must appear,
-character for character, in a test file under tests/ (the test that runs it), or in `CANNOT_RUN_HERE`
-below with the reason it cannot run in the test suite.
+character for character, in a test file under tests/ outside every test of the slow tier (so the
+default tier, what CI runs, runs it), or in `CANNOT_RUN_HERE` below with the reason it cannot run in
+the test suite.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -121,9 +123,37 @@ def documented_commands() -> dict[str, list[str]]:
     return found
 
 
+def _is_slow_mark(node: ast.expr) -> bool:
+    """`pytest.mark.slow` (or `mark.slow`), alone or in a list of marks."""
+    if isinstance(node, ast.List | ast.Tuple):
+        return any(_is_slow_mark(element) for element in node.elts)
+    return isinstance(node, ast.Attribute) and node.attr == "slow"
+
+
+def default_tier_source(source: str) -> str:
+    """`source` without what only the slow tier runs: a module marked slow is empty, and a test
+    function decorated `@pytest.mark.slow` is cut out (one with slow parameters runs in both tiers)."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            if _is_slow_mark(node.value):
+                return ""
+    lines = source.splitlines(keepends=True)
+    for node in reversed(tree.body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+            _is_slow_mark(d) for d in node.decorator_list
+        ):
+            first = min(d.lineno for d in node.decorator_list) - 1
+            del lines[first : node.end_lineno]
+    return "".join(lines)
+
+
 def _test_sources() -> str:
+    """The source every default-tier test file runs: a documented command must run in the tier CI runs."""
     files = sorted(p for p in (ROOT / "tests").rglob("*.py") if p.resolve() != THIS)
-    return "\n".join(p.read_text() for p in files)
+    return "\n".join(default_tier_source(p.read_text()) for p in files)
 
 
 def test_the_extractor_finds_the_commands_of_every_kind_of_block():
@@ -161,3 +191,16 @@ def test_every_documented_command_runs_verbatim_in_a_test_or_says_why_it_cannot(
 def test_every_command_that_cannot_run_here_is_still_documented():
     stale = sorted(set(CANNOT_RUN_HERE) - set(documented_commands()))
     assert not stale, f"CANNOT_RUN_HERE names commands the docs no longer show: {stale}"
+
+
+def test_a_command_only_a_slow_test_runs_does_not_count():
+    source = (
+        "import pytest\n\n"
+        "@pytest.mark.slow\n"
+        "def test_full():\n    run('marin full-size')\n\n"
+        "@pytest.mark.parametrize('n', [1, pytest.param(2, marks=pytest.mark.slow)])\n"
+        "def test_both(n):\n    run('marin reduced')\n"
+    )
+    kept = default_tier_source(source)
+    assert "marin reduced" in kept and "marin full-size" not in kept
+    assert default_tier_source("import pytest\npytestmark = [pytest.mark.slow]\nCOMMAND = 'marin x'\n") == ""

@@ -7,6 +7,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+from ray_nodes import STARTS, LocalRayCluster, NodeStartTimedOut
+
 HERE = Path(__file__).resolve().parent
 
 DRIVER = textwrap.dedent("""
@@ -37,3 +40,17 @@ def test_a_driver_failing_inside_the_cluster_prints_its_own_traceback(tmp_path):
     assert done.returncode == 1, done.stderr[-3000:]
     assert "ValueError: the workload failed" in done.stderr, done.stderr[-3000:]
     assert "Failed to connect to GCS" not in done.stderr
+
+
+def test_a_cluster_whose_node_times_out_starting_is_started_once_more_then_fails_saying_why(monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # start() sets it; put back whatever it was after
+    tries = []
+
+    def timing_out(self, workers):
+        tries.append(workers)
+        raise NodeStartTimedOut("ray start --head failed: The current node timed out during startup")
+
+    monkeypatch.setattr(LocalRayCluster, "_start_nodes", timing_out)
+    with pytest.raises(NodeStartTimedOut, match=r"did not start in 2 tries, at load average [\d.]+ [\d.]+"):
+        LocalRayCluster(workers=1).start()
+    assert STARTS == 2 and tries == [1, 1]

@@ -3,26 +3,27 @@
 The environment has no RAY_* variables and a PATH without the virtualenv (so the head's `python` is
 not the venv's, as when a user types `.venv/bin/ray start`), and a home whose ~/.ray/auth_token
 exists, as it does after any local `ray.init()`: then `ray start --head` turns token authentication
-on, which the README never mentions. The head uses Ray's default ports (6379, 8265); the test skips
-when something else holds them. Every Ray process the commands start lives under this test's own
-TMPDIR and is killed by pid at the end (never `ray stop`).
+on, which the README never mentions. The head uses Ray's default ports (6379, 8265, 10001, 52365): the
+test waits its turn for them (tests/ports.py). Every Ray process the commands start lives under this
+test's own TMPDIR and is killed by pid at the end (never `ray stop`).
 """
 
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from ports import fixed_ports
 from ray_nodes import LocalRayCluster
 
 from tests.shell_env import fresh_project_copy
 
-pytestmark = pytest.mark.timeout(1500)
+# The fixed ports' tests run on one pytest-xdist worker, one after another (docs/testing.md).
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.xdist_group("fixed-ports")]
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## From a laptop to a Ray cluster"
@@ -36,11 +37,6 @@ def readme_ray_commands() -> list[str]:
     return [line for line in block.splitlines() if line.strip()]
 
 
-def _port_busy(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
     start, run_on_ray, submit = readme_ray_commands()
     assert [start, run_on_ray, submit] == [
@@ -50,10 +46,15 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
     ]
     assert start.startswith(".venv/bin/ray start --head") and "MARIN_CLUSTER=ray" in run_on_ray
     assert submit.startswith(".venv/bin/marin submit")
-    if _port_busy(6379) or _port_busy(8265):
-        pytest.skip(
-            "Ray's default ports 6379/8265, which the README's commands use, are taken on this machine"
-        )
+    with fixed_ports(*RAY_DEFAULT_PORTS):
+        _run_the_commands(start, run_on_ray, submit, tmp_path)
+
+
+# The head's GCS, dashboard, client server and dashboard agent, on Ray's defaults.
+RAY_DEFAULT_PORTS = (6379, 8265, 10001, 52365)
+
+
+def _run_the_commands(start: str, run_on_ray: str, submit: str, tmp_path: Path) -> None:
     project = tmp_path / "marin"
     project.mkdir()
     fresh_project_copy(project)
@@ -80,6 +81,8 @@ def test_the_readme_ray_commands_run_verbatim_in_a_fresh_environment(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
+        # The demo's training, shortened (docs/testing.md); the quickstart's slow-tier test trains it in full.
+        "MARIN_DEMO_TRAIN_STEPS": "4",
     }
     assert not any(k.startswith("RAY_") for k in env)
     head = LocalRayCluster(temp_dir=ray_tmp)  # only to find and kill what the commands started

@@ -39,14 +39,24 @@ from marin.training.optim import AdamConfig
 from marin.training.schedules import WSD, Cosine
 
 QUICK = os.environ.get("POST_TRAIN_QUICK") == "1"
+# Every stage for two steps of two rows, on a hundredth of the data and 10 questions: the tutorial
+# end to end, not what it learns (the test suite's default tier runs it so; docs/testing.md).
+SMOKE = os.environ.get("POST_TRAIN_SMOKE") == "1"
 SCALE = 0.2 if QUICK else 1.0
 
 
 def steps(n: int, quick: int | None = None) -> int:
-    """`n` optimizer steps; in the quick run `quick`, else a fifth of them."""
+    """`n` optimizer steps; in the quick run `quick`, else a fifth of them; two in a smoke run."""
+    if SMOKE:
+        return 2
     if QUICK:
         return quick if quick is not None else max(10, round(n * SCALE))
     return n
+
+
+def count(n: int) -> int:
+    """`n` examples; a hundredth of them (at least 8) in a smoke run."""
+    return max(8, n // 100) if SMOKE else n
 
 
 # A small Llama: 4 layers of width 64 (about 0.5M parameters). The output multiplier lets its logits
@@ -54,12 +64,18 @@ def steps(n: int, quick: int | None = None) -> int:
 qa_llama = LlamaConfig(
     hidden_dim=64, intermediate_dim=256, num_layers=4, num_heads=2, max_seq_len=512, output_multiplier=8.0
 )
-trainer_options = dict(batch_size=8, seq_len=512)
+trainer_options = dict(batch_size=2 if SMOKE else 8, seq_len=512)
 
 chat_tokenizer = train_tokenizer(
-    "tokenizers/marin-chat-bpe", source=STORIES, vocab_size=2048, sample_count=5000, chat_template="llama3"
+    "tokenizers/marin-chat-bpe",
+    source=STORIES,
+    vocab_size=2048,
+    sample_count=count(5000),
+    chat_template="llama3",
 )
-stories = tokenized("tokenized/tinystories-chat", tokenizer=chat_tokenizer, source=STORIES, sample_count=8000)
+stories = tokenized(
+    "tokenized/tinystories-chat", tokenizer=chat_tokenizer, source=STORIES, sample_count=count(8000)
+)
 
 base_model = train_lm(
     "checkpoints/qa-base",
@@ -73,8 +89,8 @@ base_model = train_lm(
 sft_model = sft(
     "checkpoints/qa-sft",
     model=base_model,
-    dataset=ChatData(source=QA, sample_count=3000),
-    validation=ChatData(source=QA, split="validation", sample_count=100),
+    dataset=ChatData(source=QA, sample_count=count(3000)),
+    validation=ChatData(source=QA, split="validation", sample_count=count(100)),
     # a constant rate, then a decay over the last fifth (WSD): answering from the story, not from
     # priors, appears suddenly after a few hundred steps, and a rate that has decayed by then delays it
     optimizer=AdamConfig(learning_rate=1e-3, schedule=WSD(warmup=20, decay_fraction=0.2)),
@@ -86,8 +102,8 @@ sft_model = sft(
 dpo_model = dpo(
     "checkpoints/qa-dpo",
     model=sft_model,
-    dataset=ChatData(source=QA, sample_count=4000),
-    validation=ChatData(source=QA, split="validation", sample_count=100),
+    dataset=ChatData(source=QA, sample_count=count(4000)),
+    validation=ChatData(source=QA, split="validation", sample_count=count(100)),
     beta=0.1,
     optimizer=AdamConfig(learning_rate=3e-4, schedule=Cosine(warmup=10)),
     num_train_steps=steps(80, quick=6),
@@ -95,7 +111,7 @@ dpo_model = dpo(
     **trainer_options,
 )
 
-held_out = ExactMatchTask(items=100 if QUICK else 400)
+held_out = ExactMatchTask(items=10 if SMOKE else 100 if QUICK else 400)
 qa_base = evaluate("evaluations/qa-base", model=base_model, exact_match=held_out)
 qa_sft = evaluate("evaluations/qa-sft", model=sft_model, exact_match=held_out)
 qa_dpo = evaluate("evaluations/qa-dpo", model=dpo_model, exact_match=held_out)

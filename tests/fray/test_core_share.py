@@ -59,6 +59,8 @@ def test_a_variable_the_runner_sets_itself_is_left_alone(monkeypatch):
     try:
         told = cluster.submit(_threads_told, name="mine").result(timeout=60)
         assert told["OMP_NUM_THREADS"] == "3" and told["RAYON_NUM_THREADS"] == "2"
+        # the BLAS pools follow it: more of their threads than torch's would spin beside its own
+        assert told["MKL_NUM_THREADS"] == told["OPENBLAS_NUM_THREADS"] == "3"
     finally:
         cluster.shutdown()
 

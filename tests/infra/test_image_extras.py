@@ -101,7 +101,7 @@ def _cloud_run_command() -> list[str]:
 
 
 def test_the_cloud_run_command_serves_the_ui_with_the_image_extras(tmp_path):
-    from object_stores import free_port
+    from ports import free_port
 
     args = _cloud_run_command()  # ui "$MARIN_PREFIX" --host 0.0.0.0 --port "$PORT" --token ...
     values = {'"$MARIN_PREFIX"': str(tmp_path), '"$PORT"': str(free_port()), '"$MARIN_UI_TOKEN"': "t0ken"}

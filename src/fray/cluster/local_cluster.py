@@ -73,6 +73,7 @@ THREAD_VARS = (
     "RAYON_NUM_THREADS",
     "ZEPHYR_NUM_WORKERS",
 )
+BLAS_VARS = ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _EPS = 1e-9
 
 
@@ -446,5 +447,12 @@ class LocalCluster(Cluster):
 
 def thread_env(threads: int, environ: dict[str, str]) -> dict[str, str]:
     """The variables that tell a task's process it may use `threads` cores (`THREAD_VARS`), less
-    those `environ` (the runner's environment) sets itself."""
-    return {name: str(threads) for name in THREAD_VARS if name not in environ}
+    those `environ` (the runner's environment) sets itself. The BLAS pools follow the runner's own
+    OMP_NUM_THREADS when it sets one: told more threads than torch's, MKL spins them beside every
+    small matrix product (a nano training under `OMP_NUM_THREADS=1` ran ten times slower)."""
+    told = {name: str(threads) for name in THREAD_VARS if name not in environ}
+    if "OMP_NUM_THREADS" in environ:
+        for name in BLAS_VARS:
+            if name in told:
+                told[name] = environ["OMP_NUM_THREADS"]
+    return told

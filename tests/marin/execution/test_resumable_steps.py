@@ -18,7 +18,8 @@ from safetensors.torch import load_file
 from marin.data.corpus import stories
 from marin.data.tokenizer_training import train_byte_level_bpe
 
-# The experiment, run as its own process: `python script.py PREFIX TOKENIZER DATA_DIR (tokenize|train|plan)`.
+# The experiment, run as its own process:
+# `python script.py PREFIX TOKENIZER DATA_DIR (tokenize|train|plan) TRAIN_STEPS`.
 SCRIPT = textwrap.dedent("""
     import json, os, sys
     from marin.execution.step_runner import StepRunner
@@ -29,7 +30,7 @@ SCRIPT = textwrap.dedent("""
     from marin.training.schedules import Cosine
     from zephyr import ZephyrConfig
 
-    prefix, tokenizer, data, what = sys.argv[1:5]
+    prefix, tokenizer, data, what, train_steps = sys.argv[1:6]
     files = [os.path.join(data, f"part-{i}.jsonl") for i in range(4)]
     tokens = tokenized("tokenized/stories", tokenizer=tokenizer, paths=files, validation_fraction=0.1,
                        zephyr=ZephyrConfig(backend="sync"))  # one shard after another, in the step's process
@@ -38,8 +39,8 @@ SCRIPT = textwrap.dedent("""
         model=LlamaConfig(hidden_dim=32, intermediate_dim=64, num_layers=2, num_heads=4,
                           num_kv_heads=2, max_seq_len=64),
         optimizer=AdamConfig(learning_rate=3e-3, schedule=Cosine(warmup=2)),
-        datasets={tokens: 1.0}, batch_size=4, seq_len=32, num_train_steps=200, checkpoint_every=2, keep_last_k=2,
-        cpu_threads=1, seed=3,
+        datasets={tokens: 1.0}, batch_size=4, seq_len=32, num_train_steps=int(train_steps), checkpoint_every=2,
+        keep_last_k=2, cpu_threads=1, seed=3,
     )
     runner = StepRunner(prefix=prefix, progress=False)
     if what == "plan":
@@ -47,7 +48,9 @@ SCRIPT = textwrap.dedent("""
     else:
         runner.run([tokens] if what == "tokenize" else [model])
 """)
-TRAIN_STEPS = 200
+# Enough steps after the fifth (where the test freezes the run) that the kill lands mid-run, which
+# the test checks before it trusts the outcome.
+TRAIN_STEPS = 60
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +67,15 @@ def experiment(tmp_path_factory):
 
     def start(prefix, what, new_session=False, data_dir=None):
         return subprocess.Popen(
-            [sys.executable, str(script), str(prefix), str(tokenizer), str(data_dir or data), what],
+            [
+                sys.executable,
+                str(script),
+                str(prefix),
+                str(tokenizer),
+                str(data_dir or data),
+                what,
+                str(TRAIN_STEPS),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

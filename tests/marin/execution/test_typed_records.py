@@ -124,6 +124,9 @@ def test_the_experiment_module_name_is_how_the_experiment_file_is_found(tmp_path
     name = experiment_module_name(str(script))
     assert is_experiment_module(name) and not is_experiment_module("my_exp")
     monkeypatch.setattr("marin.execution.run_provenance._experiment_module_file", None)
+    # An experiment another test imported into this process (one worker runs many tests) is not this one.
+    for other in [n for n in sys.modules if is_experiment_module(n)]:
+        monkeypatch.delitem(sys.modules, other)
     module = import_file(str(script))
     try:
         assert module.__name__ == name and experiment_file() == str(script)

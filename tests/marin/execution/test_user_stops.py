@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(600)
+# One worker runs the module, in the suite's `ray` group (tests/scheduling.py): the Ray test's cluster is the
+# suite's shared one, and the reference run below is made once for all four tests.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
 
 STEPS = 120
 EXPERIMENT = textwrap.dedent(f"""
@@ -89,9 +91,11 @@ def _weights(output: Path) -> dict:
     return load_file(str(output / "hf" / "model.safetensors"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def experiment(tmp_path_factory) -> tuple[Path, dict]:
-    """The experiment's folder (exp.py, the shared prefix `out`) and the weights of an uninterrupted run."""
+    """The experiment's folder (exp.py, the shared prefix `out`) and the weights of an uninterrupted run.
+    Session-scoped: the Ray test runs among the shared cluster's users, the others after them, and
+    a module fixture would be made again in between."""
     folder = tmp_path_factory.mktemp("stops")
     (folder / "exp.py").write_text(EXPERIMENT)
     prefix = folder / "out"

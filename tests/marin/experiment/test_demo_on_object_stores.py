@@ -20,7 +20,12 @@ import storage
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("server_of", [s3_server, gcs_server], ids=["s3", "gcs"])
+# The same demo on both stores: the default tier runs it on S3; GCS (whose steps the object-store
+# tests cover) in the slow tier.
+@pytest.mark.parametrize(
+    "server_of",
+    [pytest.param(s3_server, id="s3"), pytest.param(gcs_server, marks=pytest.mark.slow, id="gcs")],
+)
 def test_demo_runs_on_a_bucket_then_plans_fully_cached(server_of, tmp_path):
     with server_of() as server, environment(server.env):
         prefix = f"{server.scheme}://{server.bucket}/{uuid.uuid4().hex[:8]}"

@@ -162,7 +162,9 @@ def test_seed_example_trains_exports_and_a_rerun_reuses_every_step(stories_token
     assert set(again.outcomes.values()) == {"cached"}
 
 
-@pytest.mark.parametrize("parallelism", ["ddp", "fsdp"])
+# The same gang through train_lm with either parallelism: FSDP's own path (sharded checkpoints, resharding)
+# is tests/marin/training/test_fsdp.py's, so its run here is in the slow tier.
+@pytest.mark.parametrize("parallelism", ["ddp", pytest.param("fsdp", marks=pytest.mark.slow)])
 def test_a_two_replica_train_lm_runs_as_one_gang_and_records_world_size_parallelism_and_accumulation(
     stories_tokenized, tmp_path, parallelism
 ):

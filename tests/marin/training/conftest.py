@@ -77,3 +77,20 @@ def empty_cache(tmp_path_factory, bpe_tokenizer) -> str:
         paths=[str(folder / "empty.jsonl")],
         allow_empty=True,  # an empty source is an error unless asked for; the trainer must refuse it too
     )
+
+
+@pytest.fixture(scope="session")
+def single_run(story_cache, tmp_path_factory) -> str:
+    """One process trained GANG_STEPS steps of `tiny_config` (no checkpoints): the run every
+    gang test (DDP, FSDP, multihost, resharded resumes) must match, step for step."""
+    from train_child import GANG_STEPS, tiny_config
+
+    from marin.training.datasets import DatasetInput
+    from marin.training.launch import run_job
+    from marin.training.trainer import TrainJob
+
+    out = str(tmp_path_factory.mktemp("single") / "run")
+    config = tiny_config(GANG_STEPS, checkpoint_every=None)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert summary["world_size"] == 1
+    return out

@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from train_child import FailAfterStep, Stop, arch_config, tiny_config
+from train_child import GANG_STEPS, FailAfterStep, Stop, arch_config, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
@@ -24,8 +24,7 @@ from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 pytestmark = pytest.mark.timeout(600)
-
-STEPS = 20
+STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
 def _metrics(out) -> list[dict]:
@@ -37,18 +36,6 @@ def _assert_same_losses(single: str, other: str) -> None:
     assert len(a) == len(b) == STEPS
     for ra, rb in zip(a, b, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
-
-
-@pytest.fixture(scope="module")
-def single_run(story_cache, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("single") / "run")
-    run_job(
-        TrainJob(
-            tiny_config(STEPS, checkpoint_every=None), (DatasetInput("stories", story_cache, 1.0),), out
-        ),
-        num_processes=1,
-    )
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +128,7 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
     _assert_same_losses(single_run, out)
 
 
+@pytest.mark.slow  # resharding on resume: world size 2 -> 1 (above) runs in the default tier
 def test_an_fsdp_checkpoint_written_at_world_size_two_resumes_at_world_size_three(story_cache, tmp_path):
     datasets = (DatasetInput("stories", story_cache, 1.0),)
     single, out = str(tmp_path / "single"), str(tmp_path / "run")

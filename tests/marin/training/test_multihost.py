@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from train_child import FailAfterStep, SleepEachStep, Stop, tiny_config
+from train_child import GANG_STEPS, FailAfterStep, SleepEachStep, Stop, tiny_config
 
 import storage
 from fray.cluster import LocalCluster, ResourceConfig
@@ -24,9 +24,9 @@ from marin.training.errors import TrainingConfigError
 from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
-pytestmark = pytest.mark.timeout(600)
-
-STEPS = 20
+# One worker runs this module's tests in order: they share its Ray cluster, which the last two shrink.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("multihost")]
+STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
 def _metrics(out) -> list[dict]:
@@ -42,99 +42,12 @@ def _assert_same_run(single: str, other: str, world_size: int = 2, grad_accum_st
     assert {(r["grad_accum_steps"]) for r in b} == {grad_accum_steps}
 
 
-@pytest.fixture(scope="module")
-def single_run(story_cache, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("single") / "run")
-    config = tiny_config(STEPS, checkpoint_every=None)
-    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
-    assert summary["world_size"] == 1
-    return out
-
-
 def _gang_task(story_cache: str, out: str, **overrides):
     config = tiny_config(STEPS, checkpoint_every=None, **overrides)
     return functools.partial(run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1)
 
 
-@pytest.fixture(scope="module")
-def two_workers():
-    """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
-    connected to it: a 2-replica gang of 1 CPU each can only run as one replica on each worker.
-    Shared by this module's Ray tests; the process is disconnected from it afterwards."""
-    import ray
-    from ray_nodes import LocalRayCluster
-
-    from rayconnect import connect
-
-    if ray.is_initialized():
-        ray.shutdown()
-    nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
-    _SHARED.append(nodes)
-    try:
-        connect(nodes.address)
-        yield nodes
-    finally:
-        _stop_shared_cluster()
-
-
-# The running `two_workers` cluster, if any: the preemption tests stop it before starting their own,
-# so that no more raylets than one test needs share the CI machine's two cores (health checks that
-# time out under that load would look like extra lost replicas).
-_SHARED: list = []
-
-
-def _stop_shared_cluster() -> None:
-    while _SHARED:
-        _SHARED.pop().stop()  # disconnects this process first
-
-
-def _noting_the_node(folder: str, task):
-    """Run `task` in a replica, first writing its Ray node's id to FOLDER/node.rankR."""
-    import ray
-
-    Path(folder, f"node.rank{os.environ['RANK']}").write_text(ray.get_runtime_context().get_node_id())
-    return task()
-
-
-def _worker_node_ids() -> set[str]:
-    import ray
-
-    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
-
-
-def _gang_on_two_workers(task, tmp_path, name: str) -> dict:
-    """Run `task` as a 2-replica gang on `two_workers`; its summary, once both replicas ran on the two
-    different worker nodes (never the head)."""
-    from fray.cluster import RayCluster
-
-    future = RayCluster(max_retries=0).submit(
-        functools.partial(_noting_the_node, str(tmp_path), task),
-        name=name,
-        resources=ResourceConfig.with_cpu(1, replicas=2),
-        log_path=str(tmp_path / "log"),
-    )
-    summary = future.result(timeout=540)
-    nodes = [(tmp_path / f"node.rank{rank}").read_text() for rank in (0, 1)]
-    assert len(set(nodes)) == 2 and set(nodes) == _worker_node_ids(), nodes
-    return summary
-
-
-def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(two_workers, story_cache, single_run, tmp_path):
-    out = str(tmp_path / "gang")
-    summary = _gang_on_two_workers(_gang_task(story_cache, out), tmp_path, "train-gang")
-    assert (summary["world_size"], summary["parallelism"]) == (2, "ddp")
-    _assert_same_run(single_run, out)
-    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
-
-
-def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(
-    two_workers, story_cache, single_run, tmp_path
-):
-    out = str(tmp_path / "gang")
-    summary = _gang_on_two_workers(_gang_task(story_cache, out, parallelism="fsdp"), tmp_path, "train-fsdp")
-    assert (summary["world_size"], summary["parallelism"]) == (2, "fsdp")
-    _assert_same_run(single_run, out)
-    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+# On LocalClusters first: the Ray tests below share a cluster, started for the first of them.
 
 
 def test_two_replicas_of_two_processes_form_one_group_of_four(story_cache, single_run, tmp_path):
@@ -191,6 +104,104 @@ def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_p
         cluster.shutdown()
 
 
+def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    config = tiny_config(STEPS, checkpoint_every=3)
+    cluster = LocalCluster(cpu=2)
+    try:
+        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
+        future = cluster.submit(
+            functools.partial(run_job, job, 1),
+            name="train-gang",
+            resources=ResourceConfig.with_cpu(1, replicas=2),
+        )
+        with pytest.raises(Stop):
+            future.result(timeout=540)
+    finally:
+        cluster.shutdown()
+    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
+    rows = _metrics(out)
+    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
+    for ra, rb in zip(_metrics(single_run), rows, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+
+
+# On Ray: the module's cluster lives from the first of these tests to the last.
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    """A Ray cluster of a head with no CPUs and two 1-CPU worker nodes (`ray start`), this process
+    connected to it: a 2-replica gang of 1 CPU each can only run as one replica on each worker.
+    Shared by this module's Ray tests (the preemption tests, the last, add a node and kill two);
+    the process is disconnected from it afterwards."""
+    import ray
+    from ray_nodes import LocalRayCluster
+
+    from rayconnect import connect
+
+    if ray.is_initialized():
+        ray.shutdown()
+    nodes = LocalRayCluster(workers=2, cpus_per_node=1, head_cpus=0).start()
+    try:
+        connect(nodes.address)
+        yield nodes
+    finally:
+        nodes.stop()  # disconnects this process first
+
+
+def _noting_the_node(folder: str, task):
+    """Run `task` in a replica, first writing its Ray node's id to FOLDER/node.rankR."""
+    import ray
+
+    Path(folder, f"node.rank{os.environ['RANK']}").write_text(ray.get_runtime_context().get_node_id())
+    return task()
+
+
+def _worker_node_ids() -> set[str]:
+    import ray
+
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
+
+
+def _gang_on_two_workers(task, tmp_path, name: str) -> dict:
+    """Run `task` as a 2-replica gang on `two_workers`; its summary, once both replicas ran on the two
+    different worker nodes (never the head)."""
+    from fray.cluster import RayCluster
+
+    future = RayCluster(max_retries=0).submit(
+        functools.partial(_noting_the_node, str(tmp_path), task),
+        name=name,
+        resources=ResourceConfig.with_cpu(1, replicas=2),
+        log_path=str(tmp_path / "log"),
+    )
+    summary = future.result(timeout=540)
+    nodes = [(tmp_path / f"node.rank{rank}").read_text() for rank in (0, 1)]
+    assert len(set(nodes)) == 2 and set(nodes) == _worker_node_ids(), nodes
+    return summary
+
+
+def test_two_replica_ddp_on_two_ray_nodes_matches_one_process(two_workers, story_cache, single_run, tmp_path):
+    out = str(tmp_path / "gang")
+    summary = _gang_on_two_workers(_gang_task(story_cache, out), tmp_path, "train-gang")
+    assert (summary["world_size"], summary["parallelism"]) == (2, "ddp")
+    _assert_same_run(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
+@pytest.mark.slow  # FSDP gangs run on a LocalCluster in test_fsdp.py, and DDP gangs on Ray above
+def test_two_replica_fsdp_on_two_ray_nodes_matches_one_process(
+    two_workers, story_cache, single_run, tmp_path
+):
+    out = str(tmp_path / "gang")
+    summary = _gang_on_two_workers(_gang_task(story_cache, out, parallelism="fsdp"), tmp_path, "train-fsdp")
+    assert (summary["world_size"], summary["parallelism"]) == (2, "fsdp")
+    _assert_same_run(single_run, out)
+    assert os.path.exists(os.path.join(out, "hf", "model.safetensors"))  # rank 0 exported
+
+
 def _rank1_pid(log: str) -> int | None:
     try:
         text = open(log).read()
@@ -229,30 +240,6 @@ def test_a_lost_replica_restarts_the_whole_gang_which_resumes_from_its_checkpoin
     _assert_same_run(single_run, str(out))  # the resumed run computed what an uninterrupted one does
 
 
-def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
-    datasets = (DatasetInput("stories", story_cache, 1.0),)
-    out = str(tmp_path / "run")
-    config = tiny_config(STEPS, checkpoint_every=3)
-    cluster = LocalCluster(cpu=2)
-    try:
-        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
-        future = cluster.submit(
-            functools.partial(run_job, job, 1),
-            name="train-gang",
-            resources=ResourceConfig.with_cpu(1, replicas=2),
-        )
-        with pytest.raises(Stop):
-            future.result(timeout=540)
-    finally:
-        cluster.shutdown()
-    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
-    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
-    rows = _metrics(out)
-    assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
-    for ra, rb in zip(_metrics(single_run), rows, strict=True):
-        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
-
-
 PREEMPTED_DRIVER = """
 import functools, json, sys, time
 sys.path.insert(0, sys.argv[5])
@@ -278,38 +265,35 @@ def _newest_checkpoint(out: Path) -> int:
 
 
 def _preempt_a_node_mid_training(
-    story_cache: str, tmp_path, workers: int, elastic: bool
+    nodes, story_cache: str, tmp_path, elastic: bool
 ) -> tuple[dict, str, str, int]:
-    """Train a 2-replica gang on a head (no CPUs) and `workers` 1-CPU nodes; kill the raylet of rank
-    1's node, and every process under it, after the step-6 checkpoint. Returns the step's summary,
-    its output folder, its log and the newest checkpoint's step when the node was killed."""
+    """Train a 2-replica gang on `nodes` (a head with no CPUs and 1-CPU workers); kill the raylet of
+    rank 1's node, and every process under it, after the step-6 checkpoint. Returns the step's
+    summary, its output folder, its log and the newest checkpoint's step when the node was killed."""
     import subprocess
     import sys
 
     import psutil
-    from ray_nodes import LocalRayCluster
 
-    _stop_shared_cluster()
-    nodes = LocalRayCluster(workers=workers, cpus_per_node=1, head_cpus=0).start()
     out, log = tmp_path / "run", tmp_path / "log"
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            PREEMPTED_DRIVER,
+            nodes.address,
+            story_cache,
+            str(out),
+            str(log),
+            os.path.dirname(__file__),
+            "elastic" if elastic else "fixed",
+        ],
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        driver = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                PREEMPTED_DRIVER,
-                nodes.address,
-                story_cache,
-                str(out),
-                str(log),
-                os.path.dirname(__file__),
-                "elastic" if elastic else "fixed",
-            ],
-            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline and driver.poll() is None:
             if (out / "checkpoints" / "step-00000006").exists() and _rank1_pid(f"{log}.rank1"):
@@ -329,16 +313,24 @@ def _preempt_a_node_mid_training(
         stdout, stderr = driver.communicate(timeout=500)
         assert driver.returncode == 0, stderr[-5000:]
     finally:
-        nodes.stop()
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
     # Ray also prints its own notices (a node died) to the driver's stdout: the summary is the JSON line.
     [summary] = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"')]
     return summary, str(out), open(log).read(), newest
 
 
+@pytest.mark.slow  # a second preemption on the cluster: the lost replica (above) covers the retry
 def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_completes_once(
-    story_cache, single_run, tmp_path
+    two_workers, story_cache, single_run, tmp_path
 ):
-    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=3, elastic=False)
+    """With a third worker added, a fixed gang that loses a node is retried on the two left and
+    completes once (runs before the elastic test, which then finds two workers)."""
+    two_workers.add_workers(1)
+    summary, out, log, newest = _preempt_a_node_mid_training(
+        two_workers, story_cache, tmp_path, elastic=False
+    )
     # The newest checkpoint there was when the node died, or the one rank 0 was already saving then:
     # it needs no peer to finish a save (checkpoints come every 3 steps).
     assert summary["resumed_from_step"] in (newest, newest + 3), (summary, newest)
@@ -348,9 +340,11 @@ def test_killing_a_worker_nodes_raylet_mid_training_retries_the_gang_which_compl
 
 
 def test_an_elastic_gang_that_lost_a_node_for_good_completes_at_world_size_one(
-    story_cache, single_run, tmp_path
+    two_workers, story_cache, single_run, tmp_path
 ):
-    summary, out, log, newest = _preempt_a_node_mid_training(story_cache, tmp_path, workers=2, elastic=True)
+    """On the module's cluster, down to two workers: an elastic gang that loses one has no node to
+    replace it and completes at world size 1. The module's last test: it leaves one worker."""
+    summary, out, log, newest = _preempt_a_node_mid_training(two_workers, story_cache, tmp_path, elastic=True)
     assert summary["resumed_from_step"] in (newest, newest + 3) and summary["world_size"] == 1
     assert log.count("lost a replica") == 1 and "elastic: continuing with 1" in log
     sizes = [r["world_size"] for r in _metrics(out)]

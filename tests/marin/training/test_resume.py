@@ -1,11 +1,16 @@
-"""A run SIGKILLed mid-way and rerun ends bit-identical to an uninterrupted run: weights and metrics."""
+"""A run SIGKILLed mid-way and rerun ends bit-identical to an uninterrupted run: weights and metrics.
+
+The uninterrupted run and the killed one are made once for the module; each test resumes its own copy
+of the killed run's folder."""
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 
+import pytest
 from safetensors.torch import load_file
 
 import storage
@@ -25,17 +30,41 @@ def _deterministic_metrics(out: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
 
 
-def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache, tmp_path):
-    steps = 10
-    straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "interrupted")
-    done = _run(story_cache, straight, steps)
-    assert done.returncode == 0, done.stderr
+STEPS = 10
 
-    killed = _run(story_cache, interrupted, steps, kill_at=8)
+
+@pytest.fixture(scope="module")
+def straight(story_cache, tmp_path_factory) -> str:
+    """An uninterrupted run of STEPS steps: what every resumed run below must end bit-identical to."""
+    out = str(tmp_path_factory.mktemp("straight") / "run")
+    done = _run(story_cache, out, STEPS)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def killed_at_8(story_cache, tmp_path_factory) -> str:
+    """The same run, SIGKILLed in step 9 (after step 8's records); each test resumes its own copy."""
+    out = str(tmp_path_factory.mktemp("killed") / "run")
+    killed = _run(story_cache, out, STEPS, kill_at=8)
     assert killed.returncode == -signal.SIGKILL
     # checkpoints every 3 steps: the kill at 8 lost steps 7 and 8, which the metrics still show
-    assert sorted(os.listdir(os.path.join(interrupted, "checkpoints"))) == ["step-00000003", "step-00000006"]
-    assert len(_deterministic_metrics(interrupted)) == 8
+    assert sorted(os.listdir(os.path.join(out, "checkpoints"))) == ["step-00000003", "step-00000006"]
+    assert len(_deterministic_metrics(out)) == 8
+    return out
+
+
+def _copy_of(run: str, tmp_path) -> str:
+    copy = str(tmp_path / "interrupted")
+    shutil.copytree(run, copy)
+    return copy
+
+
+def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(
+    story_cache, straight, killed_at_8, tmp_path
+):
+    steps = STEPS
+    interrupted = _copy_of(killed_at_8, tmp_path)
 
     resumed = _run(story_cache, interrupted, steps)
     assert resumed.returncode == 0, resumed.stderr
@@ -62,12 +91,10 @@ def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(story_cache,
 
 
 def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one_before_to_identical_weights(
-    story_cache, tmp_path
+    story_cache, straight, killed_at_8, tmp_path
 ):
-    steps = 10
-    straight, interrupted = str(tmp_path / "straight"), str(tmp_path / "interrupted")
-    assert _run(story_cache, straight, steps).returncode == 0
-    assert _run(story_cache, interrupted, steps, kill_at=8).returncode == -signal.SIGKILL
+    steps = STEPS
+    interrupted = _copy_of(killed_at_8, tmp_path)
     # Flip one byte in the middle of the newest checkpoint's weights: same size, still parses as a header.
     weights = os.path.join(interrupted, "checkpoints/step-00000006/model.safetensors")
     with open(weights, "r+b") as f:

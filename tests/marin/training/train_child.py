@@ -18,6 +18,9 @@ from marin.training.optim import AdamConfig
 from marin.training.schedules import Cosine
 from marin.training.trainer import TrainJob, train
 
+# The length of the gang tests' runs, and of the one-process run they match (conftest's `single_run`).
+GANG_STEPS = 20
+
 
 def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
     """The small run the resume and DDP tests share."""

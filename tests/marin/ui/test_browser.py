@@ -12,7 +12,6 @@ import contextlib
 import functools
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from tests.marin.ui.prefix import chatter
 
@@ -30,16 +30,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def marin_ui(*args: str):
     """`marin ui ARGS --port N` as a real process on a free port; yields its base URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "marin.cli", "ui", *args, "--port", str(port)],
         stderr=subprocess.PIPE,

@@ -11,10 +11,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ports import fixed_ports
 
 from tests.shell_env import fresh_env
 
 REPO = Path(__file__).resolve().parents[3]
+# `marin ui` serves on 8642 unless told otherwise, and docs/ui.md's command on 8643: these tests run on
+# the fixed ports' pytest-xdist worker, each holding the ports while it runs (tests/ports.py).
+pytestmark = pytest.mark.xdist_group("fixed-ports")
 
 
 def documented_commands() -> list[str]:
@@ -67,6 +71,11 @@ def test_docs_show_the_commands_this_test_runs():
 
 @pytest.mark.parametrize("command", sorted(set(documented_commands())))
 def test_documented_command_runs(command, prefix):
+    with fixed_ports(8642, 8643):
+        _run_documented(command, prefix)
+
+
+def _run_documented(command: str, prefix: Path) -> None:
     env = fresh_env(MARIN_PREFIX=str(prefix))
     proc = subprocess.Popen(
         ["bash", "-c", command], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
