@@ -49,11 +49,16 @@ REPO = Path(__file__).resolve().parents[3]
 # results.json and items.json as the typed result schema (marin.evaluation.results: every metric with
 # its direction and aggregation, exact-match items with ids), which an older output does not hold, so
 # its code fingerprint changed. Its hash_attrs and the other keys did not move.
+#
+# The evaluation's key moved once more with issue 35 (59f5b9dc before it), on purpose: the step keeps a
+# per-item score cache it resumes from, writes documents.jsonl (each document's bpb by byte class) and a
+# self-contained harness folder, and generates with our KV-cached decoder, so its code fingerprint
+# changed. Its hash_attrs (checked equal before and after) and the other keys did not move.
 DEMO_KEYS = {
     "tokenizers/marin-demo-bpe": "5bfd640ac6d6cdf5a7c3412e08d516ea0962735441b4d4e8c9669481c247222a",
     "tokenized/tinystories": "3ee4c0639ea5009c6a4d1c724b75efe7a685efe29db18a3dee9f86fdf54c589d",
     "checkpoints/marin-nano-tinystories": "7e07eed7ec81312b99235d1b2159c0b9ce5c5f8843b7cf3fea8d66bfe532bd91",
-    "evaluations/marin-nano-tinystories": "59f5b9dccbfc5e4cc99d68896bd2f8828f7dd13a8c003140228ba14551eba016",
+    "evaluations/marin-nano-tinystories": "049dd07a1c7eee12108380703e83acf9e6f2cf5d63231096f70a8333358e14e8",
 }
 
 PRINT_KEYS = """
