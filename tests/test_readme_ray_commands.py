@@ -23,7 +23,7 @@ from ray_nodes import LocalRayCluster
 from tests.shell_env import fresh_project_copy
 
 # The fixed ports' tests run on one pytest-xdist worker, one after another (docs/testing.md).
-pytestmark = [pytest.mark.timeout(1500), pytest.mark.xdist_group("fixed-ports")]
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.xdist_group("fixed-ports"), pytest.mark.call_limit(240)]
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## From a laptop to a Ray cluster"

@@ -66,3 +66,27 @@ def test_an_unregistered_marker_is_an_error(sample):
     result = run(sample, "test_typo.py")
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*'slwo' not found in `markers` configuration option*"])
+
+
+def test_a_test_with_its_own_budget_passes_within_it_and_fails_past_it(pytester):
+    pytester.makeini(
+        "[pytest]\naddopts = -p tiers --strict-markers\nmarkers =\n    slow: the slow tier\n"
+        "    call_limit(seconds): own budget\n"
+    )
+    pytester.makepyfile(
+        test_budget="""
+import time
+import pytest
+
+@pytest.mark.call_limit(5)
+def test_within_its_budget():
+    time.sleep(0.5)
+
+@pytest.mark.call_limit(0.3)
+def test_past_its_budget():
+    time.sleep(0.5)
+"""
+    )
+    result = run(pytester, limit="0.2")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_budget.py::test_past_its_budget took 0.* s, over *0.3 s*"])

@@ -6,7 +6,9 @@
 - A default-tier test whose call phase takes longer than `MARIN_TEST_CALL_LIMIT` seconds (60 unless
   set: CI's figure; raise it to debug on a loaded machine) fails, printing its duration: the suite
   cannot creep back past its budget one test at a time. Make it smaller, or mark it slow if what it
-  checks is a full size or a duplicate of a faster test.
+  checks is a full size or a duplicate of a faster test. A test that is a chain of process and cluster
+  starts a user's path needs (a Ray head, a job, three CLI runs) may carry its own larger budget,
+  `@pytest.mark.call_limit(seconds)`; docs/testing.md lists each with its measured time.
 
 Loaded by tests/conftest.py as a plugin (`pytest_plugins`).
 """
@@ -29,6 +31,13 @@ def call_limit_s() -> float:
         return float(value) if value else DEFAULT_LIMIT_S
     except ValueError:
         raise pytest.UsageError(f"{LIMIT_VARIABLE}={value!r}: give a number of seconds") from None
+
+
+def own_limit_s(item: pytest.Item) -> float:
+    """The call limit of `item`: the tier's, or the larger budget its `call_limit(seconds)` marker gives a
+    test made of several process and cluster starts (each listed with its reason in docs/testing.md)."""
+    marker = item.get_closest_marker("call_limit")
+    return max(call_limit_s(), float(marker.args[0])) if marker else call_limit_s()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if call.when == "call" and report.passed and not item.get_closest_marker("slow"):
-        limit = call_limit_s()
+        limit = own_limit_s(item)
         if call.duration > limit:
             report.outcome = "failed"
             report.longrepr = (

@@ -221,6 +221,7 @@ def test_atomic_writes_are_never_seen_half_done(store):
     assert storage.read_bytes(path) == versions[-1]
 
 
+@pytest.mark.call_limit(120)
 def test_marin_status_info_and_gc_on_the_store(dag):
     start, _, _, output = dag
     _finish(start(LAYERS=1, WIDTH=2, VERSION=1))

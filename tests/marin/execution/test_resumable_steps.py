@@ -150,6 +150,7 @@ def test_killed_tokenize_step_keeps_its_finished_shards_and_ends_with_clean_byte
     assert cache_files(out) == cache_files(clean)
 
 
+@pytest.mark.call_limit(120)
 def test_killed_train_lm_resumes_from_its_latest_checkpoint_to_the_weights_of_an_uninterrupted_run(
     experiment, tmp_path
 ):

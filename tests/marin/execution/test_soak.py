@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 
 # Chaos kills processes on a clock: the soaks run on one pytest-xdist worker, one after another.
-pytestmark = [pytest.mark.timeout(400), pytest.mark.xdist_group("timing")]
+pytestmark = [pytest.mark.timeout(400), pytest.mark.xdist_group("timing"), pytest.mark.call_limit(150)]
 
 
 # The same DAG and invariants at two sizes and on two stores. The default tier: the tiny size on S3

@@ -26,7 +26,7 @@ import pytest
 
 # One worker runs the module, in the suite's `ray` group (tests/scheduling.py): the Ray test's cluster is the
 # suite's shared one, and the reference run below is made once for all four tests.
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("ray"), pytest.mark.call_limit(180)]
 
 STEPS = 120
 EXPERIMENT = textwrap.dedent(f"""

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[3]
     "server_of",
     [pytest.param(s3_server, id="s3"), pytest.param(gcs_server, marks=pytest.mark.slow, id="gcs")],
 )
+@pytest.mark.call_limit(120)
 def test_demo_runs_on_a_bucket_then_plans_fully_cached(server_of, tmp_path):
     with server_of() as server, environment(server.env):
         prefix = f"{server.scheme}://{server.bucket}/{uuid.uuid4().hex[:8]}"

@@ -50,6 +50,7 @@ def _run(command: list[str], prefix: Path, **env_vars: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.call_limit(120)
 def test_the_reduced_tutorial_fits_its_sweep_reruns_cached_and_a_new_budget_adds_only_its_runs(tmp_path):
     assert COMMAND in docs_commands()
     prefix = tmp_path / "outputs"

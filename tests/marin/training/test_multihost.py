@@ -25,7 +25,7 @@ from marin.training.launch import run_job
 from marin.training.trainer import TrainJob
 
 # One worker runs this module's tests in order: they share its Ray cluster, which the last two shrink.
-pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("multihost")]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("multihost"), pytest.mark.call_limit(150)]
 STEPS = GANG_STEPS  # as single_run's (conftest.py)
 
 
