@@ -195,9 +195,12 @@ class _HFScorer:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from marin.data.hf_models import HF_MODEL_BUILD_LOCK
+
         self.spec, self.torch = spec, torch
         self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
-        self.model = AutoModelForSequenceClassification.from_pretrained(spec.path).eval()
+        with HF_MODEL_BUILD_LOCK:
+            self.model = AutoModelForSequenceClassification.from_pretrained(spec.path).eval()
         self.index = _label_index(self.model.config, spec.label, spec.path)
 
     def scores(self, texts: Sequence[str]) -> list[float]:

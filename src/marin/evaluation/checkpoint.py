@@ -82,8 +82,12 @@ def load_hf_model(hf_path: str, max_length: int | None = None) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from marin.data.hf_models import HF_MODEL_BUILD_LOCK
+
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(hf_path, dtype=torch.float32).to(device)
+    with HF_MODEL_BUILD_LOCK:
+        model = AutoModelForCausalLM.from_pretrained(hf_path, dtype=torch.float32)
+    model = model.to(device)
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(hf_path)
     return LoadedModel(model, tokenizer, max_length or context_length(model.config, tokenizer), hf_path)

@@ -87,11 +87,14 @@ def live_hf_model(trainer: TrainerView):
     import torch
     import transformers
 
+    from marin.data.hf_models import HF_MODEL_BUILD_LOCK
+
     config = trainer.model_config
     module = trainer.whole_model()
     hf_json = config.hf.config_json(config, eos_id=trainer.eos_id)
     hf_config = transformers.AutoConfig.for_model(**hf_json)
-    model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    with HF_MODEL_BUILD_LOCK:
+        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
     weights = {k: v.detach().to("cpu", torch.float32) for k, v in module.named_parameters()}
     missing, unexpected = model.load_state_dict(config.hf.to_hf_state_dict(config, weights), strict=False)
     if unexpected or [m for m in missing if not (config.tie_embeddings and m == "lm_head.weight")]:
