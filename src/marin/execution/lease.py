@@ -9,10 +9,12 @@ Lease files are numbered generations,
   wins each generation; locally the file is hard-linked into place whole. After creating, the winner
   re-lists and backs off if a higher generation appeared meanwhile. A lease file that cannot be
   parsed counts as held by an unknown process whose last heartbeat is the file's mtime.
-- holder: host + machine id (`/etc/machine-id`, else the boot id) + pid + process start time. A
-  holder's pid is checked for liveness only when its machine id (and host) are this machine's: two
-  machines with one hostname never judge each other's pids. A heartbeat more than `timeout` in the
-  future (a skewed clock) is not trusted: the lease is judged by its file's mtime instead.
+- holder: host + machine id (`/etc/machine-id`, else the boot id) + boot id + pid + process start
+  time (on Linux counted from the boot, so that no step of the wall clock changes it). A holder's pid
+  is checked for liveness only when its machine id (and host) are this machine's: two machines with
+  one hostname never judge each other's pids; a holder of an earlier boot of this machine is dead. A
+  heartbeat more than `timeout` in the future (a skewed clock) is not trusted: the lease is judged by
+  its file's mtime instead.
 - hold: the holder rewrites its file with a fresh heartbeat; it still holds the lease while its own
   file carries its token and no higher generation exists. Once lost, a lease stays lost.
 - release: the holder deletes its own file.
@@ -64,6 +66,17 @@ def _machine_id() -> str:
 
 
 MACHINE_ID = _machine_id()
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read(64).strip()
+    except OSError:
+        return ""
+
+
+BOOT_ID = _boot_id()  # which boot of this machine a holder's pid and start time belong to
 DEFAULT_LEASE_TIMEOUT_S = 60.0
 
 
@@ -79,26 +92,25 @@ class LeaseInfo(msgspec.Struct, frozen=True):
     acquired: float
     heartbeat: float
     machine: str = ""
+    boot: str = ""
     written: float | None = None  # the file's mtime, read only when the heartbeat lies in the future
 
     def is_live(self, timeout: float, now: float | None = None) -> bool:
         """Held by a process that heartbeated within `timeout` and is not known to be dead.
 
         A heartbeat more than `timeout` in the future is judged by the file's mtime instead; the pid
-        is checked only when the holder is on this very machine (machine id and host)."""
+        is checked only when the holder is on this very machine (machine id and host), and a holder
+        of an earlier boot is dead."""
         now = now if now is not None else time.time()
         beat = self.heartbeat
         if beat - now > timeout:
             beat = self.written if self.written is not None else now - 2 * timeout - 1
         if now - beat > timeout:
             return False
-        if (
-            self.machine
-            and self.machine == MACHINE_ID
-            and self.host == HOST
-            and not process_alive(self.pid, self.pid_start)
-        ):
-            return False
+        if self.machine and self.machine == MACHINE_ID and self.host == HOST:
+            if self.boot and BOOT_ID and self.boot != BOOT_ID:
+                return False  # a process of an earlier boot of this machine
+            return process_alive(self.pid, self.pid_start)
         return True
 
     def describe(self) -> str:
@@ -133,6 +145,7 @@ def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
             float(d["acquired"]),
             heartbeat,
             str(d.get("machine") or ""),
+            str(d.get("boot") or ""),
             written,
         )
     except (UnreadableRecordError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -140,7 +153,7 @@ def _read_lease(output_path: str, generation: int) -> LeaseInfo | None:
         # holder whose last heartbeat is the file's mtime, so it goes stale after the timeout.
         written = storage.modified_time(path)
         written = time.time() if written is None else written
-        return LeaseInfo(generation, "", "?", -1, None, "?", written, written, "", written)
+        return LeaseInfo(generation, "", "?", -1, None, "?", written, written, written=written)
 
 
 def current_holder(output_path: str, timeout: float) -> LeaseInfo | None:
@@ -180,6 +193,7 @@ class Lease:
                 "token": self.token,
                 "host": HOST,
                 "machine": MACHINE_ID,
+                "boot": BOOT_ID,
                 "pid": os.getpid(),
                 "pid_start": _own_start(),
                 "step": self.step,
@@ -316,17 +330,32 @@ def try_acquire(
     return lease
 
 
-_own_start_time: float | None = None
+# (pid, its start), read again in a forked child: another process, with a start of its own.
+_own_start_cache: tuple[int, float | None] | None = None
 
 
 def _own_start() -> float | None:
-    global _own_start_time
-    if _own_start_time is None:
-        _own_start_time = _process_start(os.getpid())
-    return _own_start_time
+    global _own_start_cache
+    pid = os.getpid()
+    if _own_start_cache is None or _own_start_cache[0] != pid:
+        _own_start_cache = (pid, process_start(pid))
+    return _own_start_cache[1]
 
 
-def _process_start(pid: int) -> float | None:
+def process_start(pid: int) -> float | None:
+    """When process `pid` started, as a figure no change of the wall clock moves: on Linux the seconds
+    since this boot (the start time in /proc/PID/stat); elsewhere psutil's wall-clock start time.
+
+    A wall-clock start time is the boot time plus the seconds since boot, and the kernel's boot time
+    (/proc/stat `btime`, whole seconds) moves whenever the clock is stepped (NTP, a VM resumed): a
+    live holder's start read after a step differs from the one it recorded by a whole second.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            after_name = f.read().rsplit(b")", 1)[1].split()  # the name, in parentheses, may hold spaces
+        return int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22, `starttime`, in clock ticks
+    except (OSError, IndexError, ValueError):
+        pass
     try:
         import psutil  # lazy: only a runner that takes a lease needs it
 
@@ -351,8 +380,9 @@ def process_alive(pid: int, started: float | None) -> bool:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        return started is None or abs(proc.create_time() - started) < 1.0
     except psutil.NoSuchProcess:
         return False
     except Exception:
         return True
+    now = process_start(pid) if started is not None else None
+    return now is None or abs(now - started) < 1.0

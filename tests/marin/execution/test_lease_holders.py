@@ -81,13 +81,11 @@ def test_a_future_heartbeat_with_a_fresh_mtime_is_honoured(tmp_path):
 
 
 def test_a_reused_pid_on_this_machine_with_another_start_time_is_not_the_holder(tmp_path):
-    import psutil
-
     # A live process holds this pid now, but it started long after the recorded holder did: the pid
     # was reused, and the holder it names is gone.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        started = psutil.Process(sleeper.pid).create_time()
+        started = lease_module.process_start(sleeper.pid)
         _lease(tmp_path, machine=MACHINE_ID, pid=sleeper.pid, pid_start=started - 3600, heartbeat=time.time())
         assert isinstance(try_acquire(str(tmp_path), "s", timeout=60), Lease)
 
@@ -100,3 +98,25 @@ def test_a_reused_pid_on_this_machine_with_another_start_time_is_not_the_holder(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_step_of_the_wall_clock_leaves_a_live_holder_live(tmp_path, monkeypatch):
+    import psutil
+
+    lease = try_acquire(str(tmp_path), "s", timeout=60)
+    assert isinstance(lease, Lease)
+    # What the clock stepped by a second (NTP, a resumed VM) does to the wall-clock start time of every
+    # process: the kernel's boot time moves. The holder, this process, is as alive as before.
+    before, boot_time = psutil.Process(os.getpid()).create_time(), psutil.boot_time()
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot_time + 1)
+    assert psutil.Process(os.getpid()).create_time() == before + 1
+    holder = try_acquire(str(tmp_path), "s", timeout=60)
+    assert not isinstance(holder, Lease) and holder.pid == os.getpid()
+
+
+def test_a_holder_of_an_earlier_boot_of_this_machine_is_dead(tmp_path):
+    pid, started = os.getpid(), lease_module.process_start(os.getpid())
+    _lease(tmp_path, machine=MACHINE_ID, pid=pid, pid_start=started, heartbeat=time.time())
+    record = orjson.loads((tmp_path / ".executor_lease.0").read_bytes())
+    (tmp_path / ".executor_lease.0").write_bytes(orjson.dumps({**record, "boot": "an-earlier-boot"}))
+    assert isinstance(try_acquire(str(tmp_path), "s", timeout=60), Lease)

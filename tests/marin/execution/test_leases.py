@@ -197,7 +197,12 @@ def test_a_step_whose_lease_renewals_keep_failing_is_lost_once_with_the_storage_
             raise RuntimeError("stopped")
 
     step = StepSpec(name="long", fn=work, version="1")
-    runner = StepRunner(prefix=str(tmp_path), cluster=cluster, progress=False, lease_timeout=0.4)
+    # The heartbeat gives the lease up at its first failed beat after `lease_timeout - interval` (0.9 s)
+    # without a renewal, at 1.1 s; the runner records LOST only while the lease file is fresh (2 s). So
+    # the step's stop and its record get 0.9 s, which a loaded machine can take; a 0.4 s timeout left 0.1 s.
+    runner = StepRunner(
+        prefix=str(tmp_path), cluster=cluster, progress=False, lease_timeout=2.0, heartbeat_interval=1.1
+    )
     _failing_writes(monkeypatch, str(tmp_path / "long-"))  # every renewal fails; status writes still work
     with pytest.raises(StepFailedError) as failed:
         runner.run([step])
