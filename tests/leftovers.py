@@ -22,7 +22,10 @@ import pytest
 from processes import kill_all
 
 SESSION_MARK = "PYTEST_MARIN_SESSION"  # not MARIN_*: tests/shell_env.fresh_env keeps it
-GRACE_S = 20.0  # for the workers of a pytest-xdist worker that has just exited to notice
+# How long the check waits for the tests' processes to end (the workers of a pytest-xdist worker that
+# has just exited notice it within seconds); tests/test_leftovers.py's inner suite, whose daemon never
+# ends, waits less.
+GRACE_ENV = "MARIN_TEST_LEFTOVERS_GRACE_S"
 
 
 def _is_controller(config: pytest.Config) -> bool:
@@ -85,7 +88,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         str(config._tmp_path_factory.getbasetemp()) + os.sep if hasattr(config, "_tmp_path_factory") else ""
     )
     mark, since = os.environ[SESSION_MARK], config.stash[_started]
-    deadline = time.monotonic() + GRACE_S
+    deadline = time.monotonic() + float(os.environ.get(GRACE_ENV, "20"))
     while (left := leftover_processes(mark, since, basetemp)) and time.monotonic() < deadline:
         time.sleep(0.5)
     if not left:

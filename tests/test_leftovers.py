@@ -7,6 +7,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from leftovers import GRACE_ENV
 
 TESTS = """
 import subprocess
@@ -27,6 +28,7 @@ def pytester(pytester, monkeypatch):
     monkeypatch.setenv(
         "PYTHONPATH", str(Path(__file__).parent)
     )  # leftovers.py, in the inner pytest's process
+    monkeypatch.setenv(GRACE_ENV, "1")  # its daemon never ends: no need to wait the suite's 20 s for it
     return pytester
 
 
