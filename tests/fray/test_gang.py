@@ -260,33 +260,29 @@ for placement in ("PACK", "SPREAD"):
         time.sleep(0.1)
     where = os.path.join(folder, placement)
     os.makedirs(where)
-    resources = ResourceConfig.with_cpu(1, replicas=2, gang_placement=placement)
+    resources = ResourceConfig.with_cpu(0.5, replicas=2, gang_placement=placement)
     cluster.submit(functools.partial(note_node, where), name=placement, resources=resources).result(timeout=240)
     nodes[placement] = len({Path(where, rank).read_text() for rank in ("0", "1")})
 print(json.dumps(nodes))
 """
 
 
-def test_a_packed_gang_shares_a_node_that_holds_both_replicas_where_a_spread_one_does_not(tmp_path):
+def test_a_packed_gang_shares_a_node_that_holds_both_replicas_where_a_spread_one_does_not(
+    ray_nodes, tmp_path
+):
     import json
     import subprocess
     import sys
 
-    from ray_nodes import LocalRayCluster
-
-    # Two nodes of 2 CPUs: each could hold both 1-CPU replicas, so only the strategy tells them apart.
-    # Its own driver process: this one may be connected to the session's cluster.
-    nodes = LocalRayCluster(workers=1, cpus_per_node=2).start()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", PLACING_DRIVER, nodes.address, str(tmp_path)],
-            env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-            capture_output=True,
-            text=True,
-            timeout=280,
-        )
-    finally:
-        nodes.stop()
+    # The session's two nodes of 1 CPU: each could hold both half-CPU replicas, so only the strategy
+    # tells them apart. Its own driver process: this one may be connected to the cluster already.
+    done = subprocess.run(
+        [sys.executable, "-c", PLACING_DRIVER, ray_nodes.address, str(tmp_path)],
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     [line] = [x for x in done.stdout.splitlines() if x.startswith("{")]
     assert json.loads(line) == {"SPREAD": 2, "PACK": 1}  # how many nodes the two replicas ran on
