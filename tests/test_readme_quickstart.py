@@ -16,7 +16,7 @@ import pytest
 
 from tests.shell_env import ROOT, fresh_project_copy, shell_without_venv
 
-pytestmark = [pytest.mark.timeout(1800), pytest.mark.call_limit(120)]
+pytestmark = pytest.mark.timeout(1800)
 
 
 def _bash_block(section: str, index: int = 0) -> list[str]:

@@ -22,7 +22,7 @@ from marin.submit import (
     resolve_prefix,
 )
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.call_limit(150)]
+pytestmark = pytest.mark.timeout(240)
 
 MARIN = [sys.executable, "-m", "marin.cli"]
 
