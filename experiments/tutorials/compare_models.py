@@ -12,7 +12,12 @@ seed noise and the item noise, the seeds' spread, and the difference between the
 with its p-value (see docs/evaluation.md, "What a difference means"). Two of the evaluations alone
 (`marin compare evaluations/nano-lr6e-4-seed0 evaluations/nano-lr6e-3-seed0`) compare two models, not
 two configurations, and say so.
+
+`MARIN_COMPARE_TRAIN_STEPS` shortens the trainings (40 steps; tests/marin/evaluation/test_compare.py runs
+20: the tenfold learning rate is still told apart over the seeds).
 """
+
+import os
 
 from experiments.llama import llama_nano
 from experiments.marin_tokenizer import marin_tokenizer
@@ -41,7 +46,7 @@ models = {
             datasets={stories: 1.0},
             batch_size=4,
             seq_len=256,
-            num_train_steps=40,
+            num_train_steps=int(os.environ.get("MARIN_COMPARE_TRAIN_STEPS", "40")),
             cpu_threads=1,
         ),
         seeds=SEEDS,
