@@ -94,3 +94,23 @@ def single_run(story_cache, tmp_path_factory) -> str:
     summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
     assert summary["world_size"] == 1
     return out
+
+
+@pytest.fixture(scope="session")
+def straight_run(story_cache, tmp_path_factory) -> str:
+    """`train_child.py CACHE OUT 10` run to the end in its own process: the uninterrupted run that the
+    SIGKILLed-and-resumed runs of test_resume.py and test_metrics_on_object_stores.py must reproduce."""
+    import subprocess
+
+    from train_child import STRAIGHT_STEPS
+
+    out = str(tmp_path_factory.mktemp("straight") / "run")
+    child = os.path.join(os.path.dirname(__file__), "train_child.py")
+    done = subprocess.run(
+        [sys.executable, child, story_cache, out, str(STRAIGHT_STEPS)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out

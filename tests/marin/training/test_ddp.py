@@ -26,21 +26,33 @@ def _metrics(out: str) -> list[dict]:
     return storage.read_records(os.path.join(out, "metrics.jsonl"))
 
 
-def test_two_process_gloo_ddp_matches_single_process(story_cache, tmp_path):
-    datasets = (DatasetInput("stories", story_cache, 1.0),)
-    config = tiny_config(6, checkpoint_every=None)
-    single = run_job(TrainJob(config, datasets, str(tmp_path / "single")), num_processes=1)
-    double = run_job(TrainJob(config, datasets, str(tmp_path / "ddp")), num_processes=2)
+STEPS = 6
 
-    assert single["num_train_steps"] == double["num_train_steps"] == 6
+
+@pytest.fixture(scope="module")
+def two_process_run(story_cache, tmp_path_factory) -> tuple[dict, str]:
+    """A run of STEPS steps on marin's launcher with two processes (its summary and output folder):
+    what one process and plain torchrun must each match (the two tests below)."""
+    out = str(tmp_path_factory.mktemp("ddp") / "run")
+    config = tiny_config(STEPS, checkpoint_every=None)
+    return run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=2), out
+
+
+def test_two_process_gloo_ddp_matches_single_process(story_cache, two_process_run, tmp_path):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    config = tiny_config(STEPS, checkpoint_every=None)
+    single = run_job(TrainJob(config, datasets, str(tmp_path / "single")), num_processes=1)
+    double, ddp = two_process_run
+
+    assert single["num_train_steps"] == double["num_train_steps"] == STEPS
     a = load_file(str(tmp_path / "single/hf/model.safetensors"))
-    b = load_file(str(tmp_path / "ddp/hf/model.safetensors"))
+    b = load_file(os.path.join(ddp, "hf", "model.safetensors"))
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=1e-4, atol=1e-5, msg=name)
     # the two ranks each saw half of the same global batches: losses agree step by step
-    la, lb = _metrics(str(tmp_path / "single")), _metrics(str(tmp_path / "ddp"))
-    assert len(la) == len(lb) == 6
+    la, lb = _metrics(str(tmp_path / "single")), _metrics(ddp)
+    assert len(la) == len(lb) == STEPS
     for ra, rb in zip(la, lb, strict=False):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5)
         assert ra["grad_norm"] == pytest.approx(rb["grad_norm"], rel=1e-4)
@@ -50,13 +62,13 @@ def test_two_process_gloo_ddp_matches_single_process(story_cache, tmp_path):
 TORCHRUN_WORKER = "import pickle, sys; from marin.training.trainer import train; train(pickle.loads(open(sys.argv[1], 'rb').read()))"  # noqa: E501
 
 
-def test_train_under_plain_torchrun_matches_marins_launcher(story_cache, tmp_path):
+def test_train_under_plain_torchrun_matches_marins_launcher(story_cache, two_process_run, tmp_path):
     # torchrun's agent already serves the group's store at MASTER_ADDR:MASTER_PORT; rank 0 must join
     # it as a client rather than bind that port again.
     datasets = (DatasetInput("stories", story_cache, 1.0),)
-    config = tiny_config(4, checkpoint_every=None)
-    ours = run_job(TrainJob(config, datasets, str(tmp_path / "ours")), num_processes=2)
+    ours, ours_out = two_process_run
     job_file = tmp_path / "job.pkl"
+    config = tiny_config(STEPS, checkpoint_every=None)
     job_file.write_bytes(pickle.dumps(TrainJob(config, datasets, str(tmp_path / "torchrun"))))
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     worker = ["--no-python", sys.executable, "-c", TORCHRUN_WORKER, str(job_file)]
@@ -64,9 +76,9 @@ def test_train_under_plain_torchrun_matches_marins_launcher(story_cache, tmp_pat
     assert done.returncode == 0, done.stderr[-4000:]
 
     theirs = _metrics(str(tmp_path / "torchrun"))
-    assert ours["num_train_steps"] == len(theirs) == 4
+    assert ours["num_train_steps"] == len(theirs) == STEPS
     assert {row["world_size"] for row in theirs} == {2}
-    for ra, rb in zip(_metrics(str(tmp_path / "ours")), theirs, strict=True):
+    for ra, rb in zip(_metrics(ours_out), theirs, strict=True):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5)
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -94,19 +95,18 @@ def test_weights_saved_at_world_size_two_give_the_saved_models_logits_in_a_plain
         assert not torch.allclose(config.build()(tokens), from_export(tokens))  # a fresh model differs
 
 
-@pytest.mark.parametrize("parallelism", ["fsdp", "ddp"])
-def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
-    story_cache, single_run, tmp_path, parallelism
-):
-    datasets = (DatasetInput("stories", story_cache, 1.0),)
-    out = str(tmp_path / "run")
+@pytest.fixture(scope="module")
+def fsdp_gang_stopped_after_9(story_cache, tmp_path_factory) -> str:
+    """A 2-replica FSDP run on a LocalCluster stopped on purpose after step 9 (checkpoints every 3):
+    the sharded checkpoint each resume below copies and resumes at world size 1."""
+    out = str(tmp_path_factory.mktemp("fsdp-stopped") / "run")
+    job = TrainJob(
+        tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp", callbacks=(FailAfterStep(9),)),
+        (DatasetInput("stories", story_cache, 1.0),),
+        out,
+    )
     cluster = LocalCluster(cpu=2)
     try:
-        job = TrainJob(
-            tiny_config(STEPS, checkpoint_every=3, parallelism="fsdp", callbacks=(FailAfterStep(9),)),
-            datasets,
-            out,
-        )
         future = cluster.submit(
             functools.partial(run_job, job, 1),
             name="train-fsdp",
@@ -116,6 +116,16 @@ def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
             future.result(timeout=540)
     finally:
         cluster.shutdown()
+    return out
+
+
+@pytest.mark.parametrize("parallelism", ["fsdp", "ddp"])
+def test_an_fsdp_run_checkpointed_at_world_size_two_resumes_at_world_size_one(
+    fsdp_gang_stopped_after_9, story_cache, single_run, tmp_path, parallelism
+):
+    datasets = (DatasetInput("stories", story_cache, 1.0),)
+    out = str(tmp_path / "run")
+    shutil.copytree(fsdp_gang_stopped_after_9, out)  # each resume gets its own copy of the stopped run
     # the sharded checkpoint reshards onto one FSDP process, or loads into a plain (DDP-style) model
     summary = run_job(
         TrainJob(tiny_config(STEPS, checkpoint_every=3, parallelism=parallelism), datasets, out),

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 from object_stores import environment, s3_server
+from train_child import STRAIGHT_STEPS
 
 import storage
 from marin.training.metrics import MetricsLog
@@ -92,11 +93,10 @@ def _deterministic(path: str) -> list[dict]:
 
 
 def test_a_run_killed_on_a_bucket_resumes_its_metrics_without_losing_or_repeating_a_step(
-    bucket, story_cache, tmp_path
+    bucket, story_cache, straight_run
 ):
-    steps = 10
-    straight = str(tmp_path / "straight")
-    assert _train(story_cache, straight, steps).returncode == 0
+    steps = STRAIGHT_STEPS  # straight_run's (conftest.py): the same run, uninterrupted
+    straight = straight_run
     out = storage.join(bucket, uuid.uuid4().hex[:8], "train")
     # checkpoints every 3 steps: killed after step 8, the run resumes from step 6
     killed = _train(story_cache, out, steps, kill_at=8)

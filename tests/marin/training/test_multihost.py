@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -85,45 +86,50 @@ def test_grad_accumulation_over_microbatches_matches_the_whole_batch(story_cache
         )
 
 
-def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(
-    story_cache, single_run, tmp_path
-):
+@pytest.fixture(scope="module")
+def gang_stopped_after_9(story_cache, tmp_path_factory) -> str:
+    """A 2-replica DDP gang on a LocalCluster, each replica accumulating 2 microbatches of 1 row
+    (batch_size 4 = 2 replicas x 2 x 1), checkpointing every 3 steps, stopped on purpose after step 9:
+    its 9 steps match one process, and its checkpoint resumes at world size 1 (the two tests below)."""
+    out = str(tmp_path_factory.mktemp("stopped") / "run")
+    config = tiny_config(STEPS, checkpoint_every=3, grad_accum_steps=2, callbacks=(FailAfterStep(9),))
     cluster = LocalCluster(cpu=2)
     try:
-        out = str(tmp_path / "gang")
-        # batch_size 4 = 2 replicas x 2 microbatches of 1 row
         future = cluster.submit(
-            _gang_task(story_cache, out, grad_accum_steps=2),
+            functools.partial(
+                run_job, TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), 1
+            ),
             name="train-gang",
             resources=ResourceConfig.with_cpu(1, replicas=2),
-            log_path=str(tmp_path / "log"),
-        )
-        assert future.result(timeout=540)["world_size"] == 2
-        _assert_same_run(single_run, out, grad_accum_steps=2)
-    finally:
-        cluster.shutdown()
-
-
-def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(story_cache, single_run, tmp_path):
-    datasets = (DatasetInput("stories", story_cache, 1.0),)
-    out = str(tmp_path / "run")
-    config = tiny_config(STEPS, checkpoint_every=3)
-    cluster = LocalCluster(cpu=2)
-    try:
-        job = TrainJob(dataclasses.replace(config, callbacks=(FailAfterStep(9),)), datasets, out)
-        future = cluster.submit(
-            functools.partial(run_job, job, 1),
-            name="train-gang",
-            resources=ResourceConfig.with_cpu(1, replicas=2),
+            log_path=out + ".log",
         )
         with pytest.raises(Stop):
             future.result(timeout=540)
     finally:
         cluster.shutdown()
-    summary = run_job(TrainJob(config, datasets, out), num_processes=1)  # world size 1 now
-    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1
+    return out
+
+
+def test_two_replica_ddp_with_grad_accumulation_on_a_local_cluster_matches_one_process(
+    gang_stopped_after_9, single_run
+):
+    rows = _metrics(gang_stopped_after_9)
+    assert [(r["world_size"], r["grad_accum_steps"]) for r in rows] == [(2, 2)] * 9
+    for ra, rb in zip(_metrics(single_run)[:9], rows, strict=True):
+        assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
+
+
+def test_a_checkpoint_written_by_two_replicas_resumes_at_world_size_one(
+    gang_stopped_after_9, story_cache, single_run, tmp_path
+):
+    out = str(tmp_path / "run")
+    shutil.copytree(gang_stopped_after_9, out)
+    config = tiny_config(STEPS, checkpoint_every=3, grad_accum_steps=2)
+    summary = run_job(TrainJob(config, (DatasetInput("stories", story_cache, 1.0),), out), num_processes=1)
+    assert summary["resumed_from_step"] == 9 and summary["world_size"] == 1  # world size 1 now
     rows = _metrics(out)
     assert [r["world_size"] for r in rows] == [2] * 9 + [1] * (STEPS - 9)
+    assert {r["grad_accum_steps"] for r in rows} == {2}  # 2 microbatches of 1 row, then of 2 rows
     for ra, rb in zip(_metrics(single_run), rows, strict=True):
         assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5), ra["step"]
 
@@ -251,6 +257,9 @@ from marin.training.trainer import TrainJob
 
 address, cache, out, log = sys.argv[1:5]
 elastic = sys.argv[6] == "elastic"
+if elastic:  # the node is gone for good here: the shrink need not wait the default 20 s (ELASTIC_WAIT_S) for it
+    import fray.cluster.ray_gang
+    fray.cluster.ray_gang.ELASTIC_WAIT_S = 4.0
 cluster = RayCluster(address=address, max_retries=2)
 config = tiny_config(20, checkpoint_every=3, callbacks=(SleepEachStep(0.4),))
 job = TrainJob(config, (DatasetInput("stories", cache, 1.0),), out)

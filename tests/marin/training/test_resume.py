@@ -1,7 +1,7 @@
 """A run SIGKILLed mid-way and rerun ends bit-identical to an uninterrupted run: weights and metrics.
 
-The uninterrupted run and the killed one are made once for the module; each test resumes its own copy
-of the killed run's folder."""
+The uninterrupted run (conftest's `straight_run`, shared with test_metrics_on_object_stores.py) and the
+killed one are made once; each test resumes its own copy of the killed run's folder."""
 
 import os
 import random
@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from safetensors.torch import load_file
+from train_child import STRAIGHT_STEPS
 
 import storage
 from marin.training.step_metrics import WALL_CLOCK_FIELDS
@@ -30,16 +31,9 @@ def _deterministic_metrics(out: str) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in TIMING_FIELDS} for r in records]
 
 
-STEPS = 10
-
-
-@pytest.fixture(scope="module")
-def straight(story_cache, tmp_path_factory) -> str:
-    """An uninterrupted run of STEPS steps: what every resumed run below must end bit-identical to."""
-    out = str(tmp_path_factory.mktemp("straight") / "run")
-    done = _run(story_cache, out, STEPS)
-    assert done.returncode == 0, done.stderr
-    return out
+STEPS = (
+    STRAIGHT_STEPS  # straight_run's: the uninterrupted run every resumed run below must end bit-identical to
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +55,7 @@ def _copy_of(run: str, tmp_path) -> str:
 
 
 def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(
-    story_cache, straight, killed_at_8, tmp_path
+    story_cache, straight_run, killed_at_8, tmp_path
 ):
     steps = STEPS
     interrupted = _copy_of(killed_at_8, tmp_path)
@@ -71,27 +65,27 @@ def test_sigkilled_run_resumes_to_bit_identical_weights_and_metrics(
     assert "resumed from" in resumed.stdout
 
     final = "checkpoints/step-00000010/model.safetensors"
-    a, b = load_file(os.path.join(straight, final)), load_file(os.path.join(interrupted, final))
+    a, b = load_file(os.path.join(straight_run, final)), load_file(os.path.join(interrupted, final))
     assert a.keys() == b.keys()
     for name in a:
         assert a[name].equal(b[name]), name
     ha, hb = (
-        load_file(os.path.join(straight, "hf/model.safetensors")),
+        load_file(os.path.join(straight_run, "hf/model.safetensors")),
         load_file(os.path.join(interrupted, "hf/model.safetensors")),
     )
     assert all(ha[n].equal(hb[n]) for n in ha)
-    opt_a = load_file(os.path.join(straight, "checkpoints/step-00000010/optimizer.safetensors"))
+    opt_a = load_file(os.path.join(straight_run, "checkpoints/step-00000010/optimizer.safetensors"))
     opt_b = load_file(os.path.join(interrupted, "checkpoints/step-00000010/optimizer.safetensors"))
     assert all(opt_a[n].equal(opt_b[n]) for n in opt_a)
 
-    metrics_a, metrics_b = _deterministic_metrics(straight), _deterministic_metrics(interrupted)
+    metrics_a, metrics_b = _deterministic_metrics(straight_run), _deterministic_metrics(interrupted)
     assert [m["step"] for m in metrics_b] == list(range(1, steps + 1))
     assert metrics_a == metrics_b
     assert {"eval_loss", "eval_bpb"} <= metrics_a[3].keys()  # steps_per_eval=4: step 4 has eval metrics
 
 
 def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one_before_to_identical_weights(
-    story_cache, straight, killed_at_8, tmp_path
+    story_cache, straight_run, killed_at_8, tmp_path
 ):
     steps = STEPS
     interrupted = _copy_of(killed_at_8, tmp_path)
@@ -112,9 +106,9 @@ def test_corrupted_latest_checkpoint_is_skipped_and_the_run_resumes_from_the_one
     )
     assert f"resumed from {interrupted}/checkpoints/step-00000003" in resumed.stdout
     final = "checkpoints/step-00000010/model.safetensors"
-    a, b = load_file(os.path.join(straight, final)), load_file(os.path.join(interrupted, final))
+    a, b = load_file(os.path.join(straight_run, final)), load_file(os.path.join(interrupted, final))
     assert a.keys() == b.keys() and all(a[name].equal(b[name]) for name in a)
-    assert _deterministic_metrics(straight) == _deterministic_metrics(interrupted)
+    assert _deterministic_metrics(straight_run) == _deterministic_metrics(interrupted)
 
 
 RECIPES_CHILD = os.path.join(os.path.dirname(__file__), "recipes_child.py")

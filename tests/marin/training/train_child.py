@@ -20,6 +20,8 @@ from marin.training.trainer import TrainJob, train
 
 # The length of the gang tests' runs, and of the one-process run they match (conftest's `single_run`).
 GANG_STEPS = 20
+# The length of the uninterrupted child run the kill-and-resume tests match (conftest's `straight_run`).
+STRAIGHT_STEPS = 10
 
 
 def tiny_config(num_train_steps: int, **overrides) -> TrainConfig:
