@@ -18,6 +18,7 @@ from zephyr.readers import (
     ShardStats,
     infer_format,
     line_spans,
+    read_blocks,
     read_file,
 )
 from zephyr.writers import PartStats, WriteSpec, read_part_stats, write_shard
@@ -31,6 +32,7 @@ __all__ = [
     "WriteSpec",
     "infer_format",
     "line_spans",
+    "read_blocks",
     "read_file",
     "read_part_stats",
     "write_shard",

@@ -6,7 +6,7 @@ per row and reads one row group at a time. The format comes from the extension.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
@@ -120,6 +120,29 @@ def read_file(
     raise PlanError(f"unknown input format {fmt!r}; use 'jsonl', 'text' or 'parquet'")
 
 
+def read_blocks(
+    path: str, fmt: str, bad_records: str, stats: ShardStats, span: LineSpan | None = None
+) -> Iterator[tuple[list, Sequence[int]]]:
+    """The records `read_file` yields, a block at a time: (records, the line of each record in the
+    whole file), for callers that work on whole lists of records rather than one record at a time."""
+    if span is not None and fmt not in ("jsonl", "text"):
+        raise PlanError(f"{path}: only JSONL and text files can be read in spans, not {fmt}")
+    if fmt == "parquet":
+        row = 0
+        for records in _parquet_groups(path):
+            yield records, range(row + 1, row + 1 + len(records))
+            row += len(records)
+        return
+    if fmt == "jsonl":
+        decode, error, what = orjson.loads, orjson.JSONDecodeError, "invalid JSON"
+    elif fmt == "text":
+        decode, error, what = _decode_text, UnicodeDecodeError, "not UTF-8"
+    else:
+        raise PlanError(f"unknown input format {fmt!r}; use 'jsonl', 'text' or 'parquet'")
+    for records, line_before, lines in _record_blocks(path, decode, error, what, bad_records, stats, span):
+        yield records, lines if lines is not None else range(line_before + 1, line_before + 1 + len(records))
+
+
 def _read_jsonl(path: str, bad_records: str, pos: Position, stats: ShardStats, span=None) -> Iterator:
     return _read_lines(
         path, orjson.loads, orjson.JSONDecodeError, "invalid JSON", bad_records, pos, stats, span
@@ -151,6 +174,17 @@ def _read_lines(
 
 
 def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats, span) -> Iterator[Iterator]:
+    for records, line_before, lines in _record_blocks(
+        path, decode, decode_error, what, bad_records, stats, span
+    ):
+        iterator = iter(records)
+        pos.start_block(line_before, iterator, len(records), lines)
+        yield iterator
+
+
+def _record_blocks(path, decode, decode_error, what, bad_records, stats, span) -> Iterator[tuple]:
+    """(records, line_before, lines) of each block: the records of lines line_before+1.., or of exactly
+    `lines` when some were skipped (None otherwise)."""
     # A batch of lines is decoded in one C-level map; only a batch that holds a bad or blank line
     # is decoded again line by line. Records then flow through chain() in C. Batches stay small
     # so that decoded records die young (large batches of live dicts make the GC work hard).
@@ -165,9 +199,7 @@ def _decoded_blocks(path, decode, decode_error, what, bad_records, pos, stats, s
                     records, lines = _decode_carefully(
                         path, batch, line_before, decode, decode_error, what, bad_records, stats
                     )
-                iterator = iter(records)
-                pos.start_block(line_before, iterator, len(records), lines)
-                yield iterator
+                yield records, line_before, lines
                 line_before += len(batch)
 
 
@@ -254,13 +286,18 @@ def _line_blocks(stream) -> Iterator[list[bytes]]:
 
 
 def _read_parquet(path: str, pos: Position) -> Iterator[dict]:
+    row = 0
+    for records in _parquet_groups(path):
+        for record in records:
+            row += 1
+            pos.line = row
+            yield record
+
+
+def _parquet_groups(path: str) -> Iterator[list[dict]]:
     import pyarrow.parquet as pq
 
-    row = 0
     with open_read(path) as stream:
         parquet = pq.ParquetFile(stream)
         for group in range(parquet.num_row_groups):
-            for record in parquet.read_row_group(group).to_pylist():
-                row += 1
-                pos.line = row
-                yield record
+            yield parquet.read_row_group(group).to_pylist()

@@ -199,7 +199,7 @@ def test_parquet_timestamps_and_decimals_deduplicate_and_group_keeping_their_typ
 
 @pytest.mark.parametrize("span_bytes", [1, 7, 50, 333, 10_000])
 def test_line_spans_read_every_record_once_numbered_by_their_line_in_the_whole_file(tmp_path, span_bytes):
-    from zephyr.io import Position, ShardStats, line_spans, read_file
+    from zephyr.io import Position, ShardStats, line_spans, read_blocks, read_file
 
     path = tmp_path / "docs.jsonl"
     lines = [orjson.dumps({"id": i, "text": "x" * (i % 13)}).decode() for i in range(60)]
@@ -216,6 +216,13 @@ def test_line_spans_read_every_record_once_numbered_by_their_line_in_the_whole_f
         for record in read_file(str(path), "jsonl", "skip", pos, stats, span):
             got.append((pos.line, record["id"]))
     assert got == [(i + 1, i) for i in range(60) if i not in (17, 41)]
+    blocks = [
+        (line, record["id"])
+        for span in spans
+        for records, found in read_blocks(str(path), "jsonl", "skip", ShardStats(), span)
+        for line, record in zip(found, records, strict=True)
+    ]
+    assert blocks == got  # the same records and lines, a block at a time
     assert stats.bad_records == 1 and stats.bad_examples[0].startswith(f"{path}:42: ")
     with pytest.raises(BadRecordError, match=r"docs.jsonl:42"):
         for span in spans:

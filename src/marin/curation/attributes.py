@@ -21,18 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import islice
+from functools import lru_cache, partial
+from typing import Any
 from urllib.parse import urlparse
 
+import msgspec
 import numpy as np
 
 from marin.curation.documents import (
     PIECE_BYTES,
     STEP_PREFIX,
+    CurationError,
     CurationStats,
     InputShard,
-    read_records,
+    record_blocks,
     report_bad,
     resolve_inputs,
     write_output,
@@ -58,7 +60,6 @@ class ScoreConfig:
     # default the input the document came from
     source_key: str | None = None
     bad_records: str = "fail"
-    batch_size: int = field(default=256, metadata=NOT_KEY)
     zephyr: object = field(default=None, metadata=NOT_KEY)
     piece_bytes: int = field(default=PIECE_BYTES, metadata=NOT_KEY)
     allow_empty: bool = field(default=False, metadata=NOT_KEY)
@@ -80,17 +81,39 @@ def document_id(record: dict, id_key: str, where: str, line: int) -> str:
     return str(value) if value is not None else f"{where}:{line}"
 
 
-def documents_of(
+@dataclass(frozen=True)
+class DocumentBatch:
+    """Some consecutive scorable documents of one shard, as columns: each one's record number
+    (`lines`) in `where`, record, id and text."""
+
+    where: str
+    lines: Sequence[int]
+    records: Sequence[dict]
+    ids: Sequence[str]
+    texts: Sequence[str]
+
+
+def document_batches(
     shard: InputShard, text_key: str, id_key: str, bad_records: str, stats: CurationStats
-) -> Iterator[tuple[str, int, dict, str, str]]:
-    """(where, line, record, id, text) of each scorable document of a shard: what scoring and every
-    cut read alike (a record without a string text is a bad record, skipped or failed by policy)."""
-    for where, line, record in read_records(shard, bad_records, stats.bad):
-        text = record.get(text_key)
-        if not isinstance(text, str):
-            report_bad(bad_records, stats.bad, where, line, f"the record has no string field {text_key!r}")
+) -> Iterator[DocumentBatch]:
+    """The scorable documents of a shard a block at a time: what scoring and every cut read alike (a
+    record without a string text is a bad record, skipped or failed by policy)."""
+    for where, lines, records in record_blocks(shard, bad_records, stats.bad):
+        texts = [r.get(text_key) for r in records]
+        ids = [r.get(id_key) for r in records]
+        if set(map(type, texts)) == {str} and None not in ids:
+            yield DocumentBatch(where, lines, records, list(map(str, ids)), texts)
             continue
-        yield where, line, record, document_id(record, id_key, where, line), text
+        documents = []
+        for line, record, text in zip(lines, records, texts, strict=True):
+            if isinstance(text, str):
+                documents.append((line, record, document_id(record, id_key, where, line), text))
+            else:
+                report_bad(
+                    bad_records, stats.bad, where, line, f"the record has no string field {text_key!r}"
+                )
+        if documents:
+            yield DocumentBatch(where, *zip(*documents, strict=True))
 
 
 @dataclass
@@ -113,24 +136,25 @@ def score_shard(
     shard: InputShard,
     source: str,
 ) -> ShardScores:
-    """Score one input shard and write its attribute shard, a batch of documents at a time."""
+    """Score one input shard and write its attribute shard, a block of documents at a time."""
     stats = CurationStats()
     model = load_scorer(scorer)
-    documents = documents_of(shard, config.text_key, config.id_key, config.bad_records, stats)
+    documents = document_batches(shard, config.text_key, config.id_key, config.bad_records, stats)
     attribute = config.attribute
     scores: list[float] = []
     lengths: list[int] = []
     sources = _Sources(config.source_key, source)
 
     def rows() -> Iterator[dict]:
-        while batch := list(islice(documents, config.batch_size)):
-            _, _, records, ids, texts = zip(*batch, strict=True)
-            values = model.scores(texts)
-            stats.read_all(texts)
+        for batch in documents:
+            values = model.scores(batch.texts)
+            stats.read_all(batch.texts)
             scores.extend(values)
-            lengths.extend(map(len, texts))
-            sources.add(records)
-            yield from ({"id": i, "attributes": {attribute: v}} for i, v in zip(ids, values, strict=True))
+            lengths.extend(map(len, batch.texts))
+            sources.add(batch.records)
+            yield from (
+                {"id": i, "attributes": {attribute: v}} for i, v in zip(batch.ids, values, strict=True)
+            )
 
     write_output(output_path, index, count, rows())
     stats.documents_out = len(scores)
@@ -252,6 +276,58 @@ def attribute_files(spec: str) -> list[str]:
 
         files = list_files([spec.rstrip("/") + "/part-*.jsonl.zst"])
     return sorted(f for f in files if f.rsplit("/", 1)[-1].startswith("part-"))
+
+
+@lru_cache(maxsize=16)
+def _attribute_rows(attribute: str) -> msgspec.json.Decoder:
+    """A decoder of attribute rows that keeps only each row's id and `attribute`: no dict per row, and
+    rows the garbage collector does not track (a shard holds many small objects and no cycle)."""
+    value = msgspec.defstruct("AttributeValue", [("value", Any, None)], rename={"value": attribute}, gc=False)
+    row = msgspec.defstruct("AttributeRow", [("id", Any, None), ("attributes", value | None, None)], gc=False)
+    return msgspec.json.Decoder(row)
+
+
+_NUMBER_TYPES = frozenset((float, int))
+
+
+def attribute_column(path: str, attribute: str) -> tuple[list, np.ndarray]:
+    """The ids and `attribute` values of one attribute shard, in row order.
+
+    The shard is decoded in one call into rows that hold only the id and that attribute; a row that
+    is not such an object, or whose `attribute` is not a number, is read again the slow way so that
+    the error names its file and row exactly."""
+    from storage import open_read
+
+    with open_read(path) as stream:
+        data = stream.read()
+    try:
+        rows = _attribute_rows(attribute).decode_lines(data)
+    except msgspec.DecodeError:
+        return _attribute_column_checked(data, path, attribute)
+    attributes = [r.attributes for r in rows]
+    values = [a.value for a in attributes] if None not in attributes else []
+    if len(values) != len(rows) or not set(map(type, values)) <= _NUMBER_TYPES:
+        return _attribute_column_checked(data, path, attribute)
+    return [r.id for r in rows], np.array(values, dtype=np.float64)
+
+
+def _attribute_column_checked(data: bytes, path: str, attribute: str) -> tuple[list, np.ndarray]:
+    import orjson
+
+    ids, values = [], []
+    for k, line in enumerate(filter(None, map(bytes.strip, data.split(b"\n")))):
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise CurationError(f"{path}:{k + 1}: an attribute row is not JSON ({e})") from None
+        attributes = row.get("attributes") if isinstance(row, dict) else None
+        value = attributes.get(attribute) if isinstance(attributes, dict) else None
+        if not isinstance(value, int | float):
+            found = row.get("id") if isinstance(row, dict) else None
+            raise CurationError(f"{path}:{k + 1}: the row of id {found!r} has no number {attribute!r}")
+        ids.append(row.get("id"))
+        values.append(float(value))
+    return ids, np.array(values, dtype=np.float64)
 
 
 def first_attribute(files: Sequence[str]) -> str | None:

@@ -19,10 +19,17 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import compress
 
 import numpy as np
 
-from marin.curation.attributes import attribute_files, documents_of, first_attribute
+from marin.curation.attributes import (
+    DocumentBatch,
+    attribute_column,
+    attribute_files,
+    document_batches,
+    first_attribute,
+)
 from marin.curation.documents import (
     PIECE_BYTES,
     STEP_PREFIX,
@@ -94,25 +101,9 @@ def _resolve(score_set: ScoreSet, shards: int, step: str) -> Resolved:
     return Resolved(tuple(files), attribute or "", score_set.minimum)
 
 
-def _rows(path: str) -> Iterator[dict]:
-    from zephyr.io import Position, ShardStats, infer_format, read_file
-
-    return read_file(path, infer_format(path), "fail", Position(), ShardStats())
-
-
-def _value(row: dict, attribute: str, path: str, line: int) -> float:
-    value = (row.get("attributes") or {}).get(attribute)
-    if not isinstance(value, int | float):
-        raise CurationError(f"{path}:{line}: the row of id {row.get('id')!r} has no number {attribute!r}")
-    return float(value)
-
-
 def shard_scores(sets: tuple[Resolved, ...], index: int, count: int, shard: InputShard) -> np.ndarray:
     """Pass 1 of a `keep_top` cut: shard `index`'s ranked scores, NaN where an `also` minimum fails."""
-    columns = []
-    for s in sets:
-        path = s.files[index]
-        columns.append(np.array([_value(r, s.attribute, path, k + 1) for k, r in enumerate(_rows(path))]))
+    columns = [attribute_column(s.files[index], s.attribute)[1] for s in sets]
     ranked = columns[0]
     for s, col in zip(sets[1:], columns[1:], strict=True):
         if len(col) != len(ranked):
@@ -121,6 +112,23 @@ def shard_scores(sets: tuple[Resolved, ...], index: int, count: int, shard: Inpu
             )
         ranked = np.where(col >= s.minimum, ranked, np.nan)
     return ranked
+
+
+def fates(sets: tuple[Resolved, ...], values: list[np.ndarray], bound: tuple[float, int]) -> np.ndarray:
+    """Each row's fate in the cut: 0 kept, 1 below the cut, 2 + j failed the j-th `also` minimum (the
+    first it failed). A ranked score above `bound[0]` is kept, and of those exactly at it (and meeting
+    every minimum) the first `bound[1]`, in row order."""
+    threshold, ties = bound
+    rows = min(map(len, values))
+    ranked = values[0][:rows]
+    fate = np.zeros(rows, np.int32)
+    for j, (s, col) in enumerate(zip(sets[1:], values[1:], strict=True)):
+        fate[(fate == 0) & (col[:rows] < s.minimum)] = 2 + j
+    below = (fate == 0) & (ranked <= threshold)
+    at_cut = below & (ranked == threshold)
+    below &= ~(at_cut & (np.cumsum(at_cut) <= ties))
+    fate[below] = 1
+    return fate
 
 
 def cut_shard(
@@ -133,39 +141,43 @@ def cut_shard(
     bound: tuple[float, int],
 ) -> CurationStats:
     """Pass 2: keep the documents of one shard whose ranked score is above `bound[0]` (or equal to
-    it, for the first `bound[1]` such documents) and that meet every `also` minimum."""
-    threshold, ties = bound
+    it, for the first `bound[1]` such documents) and that meet every `also` minimum.
+
+    The attribute shards are read whole first (ids and values), each row's fate is worked out
+    with numpy, and the documents then stream past a batch at a time, their ids checked against
+    the rows'."""
     stats = CurationStats()
+    columns = [attribute_column(s.files[index], s.attribute) for s in sets]
+    fate = fates(sets, [values for _, values in columns], bound)
     below = "filter_by_score.below_top" if config.keep_top is not None else "filter_by_score.below_threshold"
-    rows = [_rows(s.files[index]) for s in sets]
+    reasons = [None, below, *(f"filter_by_score.also:{s.attribute}" for s in sets[1:])]
 
     def kept(reject) -> Iterator[dict]:
-        nonlocal ties
-        docs = documents_of(shard, config.text_key, config.id_key, config.bad_records, stats)
-        for where, line, record, doc_id, text in docs:
-            stats.read(text)
-            values = [_joined(next(r, None), s, doc_id, where, line) for r, s in zip(rows, sets, strict=True)]
-            reason = next(
-                (
-                    f"filter_by_score.also:{s.attribute}"
-                    for s, v in zip(sets[1:], values[1:], strict=True)
-                    if v < s.minimum
-                ),
-                None,
-            )
-            if reason is None and values[0] <= threshold:
-                if values[0] == threshold and ties > 0:
-                    ties -= 1
-                else:
-                    reason = below
-            if reason is not None:
-                stats.dropped(reason, where, line, record, text)
-                reject(record, reason, where, line)
+        start = 0
+        for batch in document_batches(shard, config.text_key, config.id_key, config.bad_records, stats):
+            records, texts = batch.records, batch.texts
+            for s, (row_ids, _) in zip(sets, columns, strict=True):
+                _check_ids(s, row_ids, start, batch)
+            here = fate[start : start + len(texts)]
+            start += len(texts)
+            stats.read_all(texts)
+            keep = (here == 0).tolist()
+            if all(keep):
+                stats.wrote_all(texts)
+                yield from records
                 continue
-            stats.wrote(text)
-            yield record
-        for r, s in zip(rows, sets, strict=True):
-            if next(r, None) is not None:
+            where, lines = batch.where, batch.lines
+            for code in np.flatnonzero(np.bincount(here)[1:]) + 1:
+                dropped = np.flatnonzero(here == code).tolist()
+                what = ((where, lines[j], records[j], texts[j]) for j in dropped)
+                stats.dropped_many(reasons[code], len(dropped), what)
+            if config.rejected:
+                for j in np.flatnonzero(here).tolist():
+                    reject(records[j], reasons[here[j]], where, lines[j])
+            stats.wrote_all(list(compress(texts, keep)))
+            yield from compress(records, keep)
+        for s, (row_ids, _) in zip(sets, columns, strict=True):
+            if len(row_ids) > start:
                 raise CurationError(f"{s.files[index]} has more rows than {shard.describe()} has documents")
 
     with rejected_writer(output_path, index, count, config.rejected) as reject:
@@ -173,14 +185,19 @@ def cut_shard(
     return stats
 
 
-def _joined(row: dict | None, s: Resolved, doc_id: str, where: str, line: int) -> float:
-    if row is None or row.get("id") != doc_id:
-        found = "no row" if row is None else f"the row of id {row.get('id')!r}"
-        raise CurationError(
-            f"the scores do not match the documents: {where}:{line} is id {doc_id!r}, and {s.files} has {found} "
-            "in its place; score the same input the cut reads"
-        )
-    return _value(row, s.attribute, s.files[0], line)
+def _check_ids(s: Resolved, row_ids: list, start: int, batch: DocumentBatch) -> None:
+    """Fail naming the first document of a batch whose id is not its attribute row's."""
+    ids = batch.ids
+    if row_ids[start : start + len(ids)] == list(ids):
+        return
+    for j, doc_id in enumerate(ids):
+        k = start + j
+        if k >= len(row_ids) or row_ids[k] != doc_id:
+            found = "no row" if k >= len(row_ids) else f"the row of id {row_ids[k]!r}"
+            raise CurationError(
+                f"the scores do not match the documents: {batch.where}:{batch.lines[j]} is id {doc_id!r}, "
+                f"and {s.files} has {found} in its place; score the same input the cut reads"
+            )
 
 
 def top_bounds(per_shard: list[np.ndarray], keep_top: float) -> list[tuple[float, int]]:

@@ -16,9 +16,10 @@ only on the files, never on the workers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from urllib.parse import parse_qs, urlparse
 
 from marin.data.file_documents import report_bad
@@ -31,6 +32,7 @@ from zephyr.io import (
     WriteSpec,
     infer_format,
     line_spans,
+    read_blocks,
     read_file,
     write_shard,
 )
@@ -202,6 +204,42 @@ def read_records(shard: InputShard, bad_records: str, stats: ShardStats) -> Iter
         yield shard.path, pos.line, record
 
 
+BLOCK_RECORDS = 256  # the records a block holds when the shard's reader does not block them itself
+
+
+def record_blocks(
+    shard: InputShard, bad_records: str, stats: ShardStats
+) -> Iterator[tuple[str, Sequence[int], list[dict]]]:
+    """What `read_records` yields, a block at a time: (where, record numbers, records). A JSON or
+    Parquet file comes in the blocks its reader decodes at once, with no step per record."""
+    if shard.kind not in ("file", "piece"):
+        records = read_records(shard, bad_records, stats)
+        while block := list(islice(records, BLOCK_RECORDS)):
+            _, lines, found = zip(*block, strict=True)
+            yield shard.path, lines, list(found)
+        return
+    span = LineSpan(shard.start, shard.stop, shard.lines_before) if shard.kind == "piece" else None
+    for records, lines in read_blocks(shard.path, infer_format(shard.path), bad_records, stats, span):
+        if set(map(type, records)) <= {dict}:
+            yield shard.path, lines, records
+            continue
+        objects = []
+        for line, record in zip(lines, records, strict=True):
+            if isinstance(record, dict):
+                objects.append((line, record))
+            else:
+                report_bad(
+                    bad_records,
+                    stats,
+                    shard.path,
+                    line,
+                    f"a record is a JSON object, got {type(record).__name__}",
+                )
+        if objects:
+            found_lines, found = zip(*objects, strict=True)
+            yield shard.path, found_lines, list(found)
+
+
 def utf8_length(text: str) -> int:
     """The length of `text` in UTF-8 bytes (lone surrogates counted as encoded); an ASCII string,
     which CPython flags as such, is not encoded to count it."""
@@ -232,13 +270,22 @@ class CurationStats:
         self.documents_out += 1
         self.bytes_out += utf8_length(text)
 
+    def wrote_all(self, texts: Sequence[str]) -> None:
+        self.documents_out += len(texts)
+        self.bytes_out += sum(map(utf8_length, texts))
+
     def dropped(self, reason: str, where: str, line: int, record: dict, text: str, **extra) -> None:
         self.drops[reason] += 1
         examples = self.examples.setdefault(reason, [])
         if len(examples) < MAX_EXAMPLES:
-            examples.append(
-                {"id": record.get("id"), "where": f"{where}:{line}", "text": text[:EXAMPLE_CHARS]} | extra
-            )
+            examples.append(_example(where, line, record, text) | extra)
+
+    def dropped_many(self, reason: str, count: int, documents: Iterable[tuple[str, int, dict, str]]) -> None:
+        """`count` documents dropped for `reason`, whose (where, line, record, text) `documents` gives
+        in order: only as many are read as the examples have room for."""
+        self.drops[reason] += count
+        examples = self.examples.setdefault(reason, [])
+        examples += [_example(*d) for d in islice(documents, max(0, MAX_EXAMPLES - len(examples)))]
 
     def merge(self, other: CurationStats) -> None:
         self.documents_in += other.documents_in
@@ -265,6 +312,10 @@ class CurationStats:
             "bad_records": self.bad.bad_records,
             "bad_record_examples": list(self.bad.bad_examples),
         }
+
+
+def _example(where: str, line: int, record: dict, text: str) -> dict:
+    return {"id": record.get("id"), "where": f"{where}:{line}", "text": text[:EXAMPLE_CHARS]}
 
 
 REJECTED_DIR = "_rejected"

@@ -184,6 +184,24 @@ def test_a_cut_reads_attributes_only_and_a_new_keep_top_reruns_only_the_cut(labe
         model.write_bytes(saved)
 
 
+def test_a_cut_counts_each_drop_with_examples_and_writes_the_rejected_in_document_order(labelled, trained):
+    top = filter_by_score(
+        "r/top", labelled["documents"], scores=trained["scores"], keep_top=0.3, rejected=True
+    )
+    (out,) = run(labelled["root"] / "prefix", top)
+    order = [r["id"] for r in read_dir(trained["scores_dir"])]
+    kept = read_dir(out)
+    rejected = read_dir(Path(out) / "_rejected")
+    assert [r["id"] for r in rejected] == [i for i in order if i not in {r["id"] for r in kept}]
+    assert {r["rejected_by"] for r in rejected} == {"filter_by_score.below_top"}
+    stats = json.loads(Path(out, "stats.json").read_text())
+    assert stats["drops"] == {"filter_by_score.below_top": len(rejected)}
+    examples = stats["dropped_examples"]["filter_by_score.below_top"]
+    assert [(e["id"], e["where"]) for e in examples] == [(r["id"], r["rejected_at"]) for r in rejected[:3]]
+    assert (stats["documents_in"], stats["documents_out"]) == (len(order), len(kept))
+    assert stats["bytes_out"] == sum(len(r["text"].encode()) for r in kept)
+
+
 def test_attributes_align_with_ids_after_upstream_dedup_and_resharding(labelled, trained, tmp_path):
     records = [r for r, _ in labelled["heldout"]]
     records = records + records[:40]  # duplicates for dedup to remove
@@ -307,3 +325,14 @@ def test_the_rank_statistics_equal_scipys():
     )
     h = kruskal(*(scores[codes == k] for k in range(3))).statistic
     assert health["source_epsilon_squared"]["kruskal_h"] == pytest.approx(h, rel=1e-9)
+
+
+def test_scoring_skips_records_without_text_and_names_one_without_an_id_by_its_line(trained, tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    rows = [{"id": "a", "text": "Some words here."}, {"id": "b"}, {"text": "No id at all."}, [1, 2]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+    scores = score_documents("m/scores", str(path), classifier=trained["classifier"], bad_records="skip")
+    (folder,) = run(tmp_path / "prefix", scores)
+    ids = [r["id"] for r in read_dir(folder)]
+    assert ids[0] == "a" and ids[1].endswith("mixed.jsonl:3") and len(ids) == 2
+    assert json.loads(Path(folder, "stats.json").read_text())["bad_records"] == 3
