@@ -10,7 +10,6 @@ import pytest
 from safetensors.torch import load_file
 
 import storage
-from fray.cluster.local_cluster import LocalCluster
 from marin.data.corpus import SOURCE_NAME, stories
 from marin.data.tokenizer_training import train_byte_level_bpe
 from marin.execution.errors import StepDefinitionError, StepFailedError
@@ -29,12 +28,8 @@ TINY = LlamaConfig(
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """One LocalCluster for the module's runs: its worker processes stay warm, so each training
-    after the first pays no interpreter start nor torch import."""
-    local = LocalCluster(cpu=2)
-    yield local
-    local.shutdown()
+def cluster(warm_cluster):
+    return warm_cluster
 
 
 def _runner(prefix, cluster) -> StepRunner:
