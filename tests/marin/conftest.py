@@ -46,3 +46,18 @@ def chat_model_dir(tmp_path_factory, chat_tokenizer_dir) -> str:
 def fit_outputs(tmp_path_factory) -> FitOutputs:
     """A prefix with two real scaling fits over steps holding a known law's values (see fit_outputs.py)."""
     return build_fit_outputs(tmp_path_factory.mktemp("scaling-fit"))
+
+
+@pytest.fixture(scope="module")
+def warm_cluster():
+    """One LocalCluster for a module's StepRunner runs (`StepRunner(..., cluster=warm_cluster)`).
+
+    Its worker processes stay warm between runs, so each step after the module's first pays no
+    interpreter start nor torch import (a nano model's training or evaluation is otherwise mostly
+    that). A module-scoped fixture: the module's tests form one xdist group (tests/scheduling.py).
+    """
+    from fray.cluster.local_cluster import LocalCluster
+
+    cluster = LocalCluster(cpu=2)
+    yield cluster
+    cluster.shutdown()

@@ -76,7 +76,9 @@ def test_token_losses_spread_over_bytes_add_up_to_the_documents_loss_whatever_th
             assert (losses @ fractions).sum() == pytest.approx(losses.sum(), rel=1e-12)
 
 
-def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(exports, tmp_path):
+def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(
+    exports, tmp_path, warm_cluster
+):
     small, large = exports
     assert len(AutoTokenizer.from_pretrained(small)) != len(AutoTokenizer.from_pretrained(large))
     texts = TextDataset("gap_texts", (str(TEXTS),), domain_field="kind")
@@ -85,7 +87,9 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     evals = [
         evaluate(f"eval/{n}", model=m, datasets=[texts]) for n, m in (("small", small), ("large", large))
     ]
-    run = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([gap, same, *evals])
+    run = StepRunner(prefix=str(tmp_path / "out"), progress=False, cluster=warm_cluster).run(
+        [gap, same, *evals]
+    )
 
     report = json.loads((Path(run.output_path(lower(gap))) / GAP_JSON).read_text())
     total = report["total"]
@@ -148,13 +152,17 @@ def test_two_tokenizers_gap_splits_exactly_and_a_model_against_itself_is_zero(ex
     )
 
 
-def test_documents_jsonl_holds_each_documents_bpb_and_its_split(exports, tmp_path):
+def test_documents_jsonl_holds_each_documents_bpb_and_its_split(exports, tmp_path, warm_cluster):
     from marin.evaluation.document_scores import read_document_scores
 
     small, _ = exports
     texts = TextDataset("gap_texts", (str(TEXTS),), domain_field="kind")
     ev = evaluate("eval/docs", model=small, datasets=[texts])
-    out = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([ev]).output_path(lower(ev))
+    out = (
+        StepRunner(prefix=str(tmp_path / "out"), progress=False, cluster=warm_cluster)
+        .run([ev])
+        .output_path(lower(ev))
+    )
     records = read_document_scores(out)
     results = read_results(out)
     assert len(records) == 40 and results.documents == "documents.jsonl"

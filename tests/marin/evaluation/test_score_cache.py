@@ -113,7 +113,7 @@ def test_an_earlier_output_of_the_step_is_read_never_written_and_its_entries_are
 
 
 def test_documents_added_to_a_dataset_are_the_only_ones_the_new_evaluation_scores(
-    tmp_path, tiny_export, stories
+    tmp_path, tiny_export, stories, warm_cluster
 ):
     """Through the step: the grown dataset changes the key, and the new output takes the earlier one's
     scores (`imported`) and scores the added documents alone."""
@@ -130,7 +130,8 @@ def test_documents_added_to_a_dataset_are_the_only_ones_the_new_evaluation_score
     def run(documents: list[str], prefix: str):
         data.write_text("".join(json.dumps({"text": t}) + "\n" for t in documents))
         ev = evaluate("eval/grow", model=tiny_export, datasets=[TextDataset("stories", (str(data),))])
-        out = StepRunner(prefix=str(tmp_path / prefix), progress=False).run([ev]).output_path(lower(ev))
+        runner = StepRunner(prefix=str(tmp_path / prefix), progress=False, cluster=warm_cluster)
+        out = runner.run([ev]).output_path(lower(ev))
         return read_results(out)
 
     from transformers import AutoTokenizer

@@ -24,11 +24,11 @@ def trained():
     return data, model
 
 
-def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, tmp_path):
+def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, tmp_path, warm_cluster):
     data, model = trained
     options = dict(datasets=[data], harness_tasks=("marin_story_endings",), harness_items=8)
     first = evaluate("eval/curve", model=model, checkpoints=[10, 20], **options)
-    runner = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1)
+    runner = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1, cluster=warm_cluster)
     earlier = json.loads((Path(runner.run([first]).output_path(lower(first))) / "results.json").read_text())
     ev = evaluate(
         "eval/curve",
@@ -38,7 +38,7 @@ def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, t
         harness_items=8,
         checkpoints="all",
     )
-    run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1).run([ev])
+    run = StepRunner(prefix=str(tmp_path), progress=False, max_concurrent=1, cluster=warm_cluster).run([ev])
 
     train_out = Path(run.output_path(lower(model)))
     train = json.loads((train_out / ".artifact.json").read_text())["result"]
@@ -67,7 +67,11 @@ def test_every_export_is_scored_and_the_curve_ends_at_the_final_model(trained, t
     from marin.experiment.evaluate import sweep_report
 
     report = sweep_report("reports/curve", {"tiny": ev}, metrics=("bpb",))
-    out = Path(StepRunner(prefix=str(tmp_path), progress=False).run([report]).output_path(lower(report)))
+    out = Path(
+        StepRunner(prefix=str(tmp_path), progress=False, cluster=warm_cluster)
+        .run([report])
+        .output_path(lower(report))
+    )
     assert (out / "plot.png").read_bytes()[:4] == b"\x89PNG"
     assert len((out / "table.csv").read_text().splitlines()) == 5  # a header and 4 points
 

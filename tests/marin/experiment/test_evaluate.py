@@ -59,7 +59,7 @@ def text_dataset(tmp_path) -> TextDataset:
 
 
 def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
-    tmp_path, tiny_export, text_dataset
+    tmp_path, tiny_export, text_dataset, warm_cluster
 ):
     model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
     ev = evaluate(
@@ -71,7 +71,7 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
         harness_items=10,
         sampling=SamplingConfig(max_new_tokens=8, num_samples=2, seed=1),
     )
-    runner = StepRunner(prefix=str(tmp_path / "out"), progress=False)
+    runner = StepRunner(prefix=str(tmp_path / "out"), progress=False, cluster=warm_cluster)
 
     result = runner.run([ev])
     out = Path(result.output_path(lower(ev)))
@@ -114,7 +114,9 @@ def test_evaluation_step_writes_results_and_headline_and_reruns_identically(
     assert any("eval.jsonl changed" in (change.note or "") for change in step.changes), step.changes
 
 
-def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_export, text_dataset):
+def test_batch_size_changes_no_score_and_stays_out_of_the_key(
+    tmp_path, tiny_export, text_dataset, warm_cluster
+):
     """Perplexity and harness scores are the same whatever the batch, so batch_size is not keyed."""
     model = StepSpec("checkpoints/tiny", functools.partial(publish_export, tiny_export))
 
@@ -127,7 +129,9 @@ def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_exp
             harness_items=6,
             batch_size=batch_size,
         )
-        runner = StepRunner(prefix=str(tmp_path / f"batch-{batch_size}"), progress=False)
+        runner = StepRunner(
+            prefix=str(tmp_path / f"batch-{batch_size}"), progress=False, cluster=warm_cluster
+        )
         key = runner.plan([lower(ev)]).of(lower(ev)).key
         out = Path(runner.run([ev]).output_path(lower(ev)))
         return key, json.loads((out / "results.json").read_text())
@@ -140,11 +144,11 @@ def test_batch_size_changes_no_score_and_stays_out_of_the_key(tmp_path, tiny_exp
     assert one["harness"] == five["harness"]
 
 
-def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dataset):
+def test_unfinished_checkpoint_fails_with_the_model_step_name(tmp_path, text_dataset, warm_cluster):
     model = StepSpec("checkpoints/crashed", crash_before_export)
     ev = evaluate("eval/crashed", model=model, datasets=[text_dataset])
     with pytest.raises(StepFailedError) as failure:
-        StepRunner(prefix=str(tmp_path / "out"), progress=False).run([ev])
+        StepRunner(prefix=str(tmp_path / "out"), progress=False, cluster=warm_cluster).run([ev])
     assert "eval/crashed" in failure.value.failures
     assert "model step 'checkpoints/crashed'" in failure.value.failures["eval/crashed"]
     assert "hf/config.json is missing" in failure.value.failures["eval/crashed"]
@@ -165,7 +169,7 @@ def test_evaluate_handle_is_hashable_and_lowers_model_and_token_cache_steps(text
         evaluate("eval/empty", model=model)
 
 
-def test_sweep_report_writes_table_csv_and_plot(tmp_path):
+def test_sweep_report_writes_table_csv_and_plot(tmp_path, warm_cluster):
     runs = {
         f"lr={lr}": StepSpec(f"checkpoints/lr{lr}", functools.partial(write_metrics, curve))
         for lr, curve in [
@@ -174,7 +178,7 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
         ]
     }
     report = sweep_report("reports/lr", runs)
-    result = StepRunner(prefix=str(tmp_path / "out"), progress=False).run([report])
+    result = StepRunner(prefix=str(tmp_path / "out"), progress=False, cluster=warm_cluster).run([report])
     out = Path(result.output_path(lower(report)))
 
     table = (out / "table.md").read_text()
@@ -188,13 +192,15 @@ def test_sweep_report_writes_table_csv_and_plot(tmp_path):
     assert not headline["separable"]  # one seed each, no interval logged: the sweep cannot tell
 
 
-def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path):
+def test_trained_model_scores_its_token_cache_like_the_trainer_does(tmp_path, warm_cluster):
     from marin.data.token_cache import TokenCache
 
     _, data = tiny_data(vocab_size=512, sample_count=240, tokenizer_samples=300)
     model = tiny_model("checkpoints/tiny", data, num_train_steps=12)
     ev = evaluate("eval/tiny", model=model, datasets=[data], batch_size=16)
-    result = StepRunner(prefix=str(tmp_path / "out"), progress=False, max_concurrent=1).run([ev])
+    result = StepRunner(
+        prefix=str(tmp_path / "out"), progress=False, max_concurrent=1, cluster=warm_cluster
+    ).run([ev])
 
     scored = json.loads((Path(result.output_path(lower(ev))) / "results.json").read_text())["perplexity"]
     validation = TokenCache.open(result.output_path(lower(data))).split("validation")

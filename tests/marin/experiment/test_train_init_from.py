@@ -28,6 +28,15 @@ TINY = LlamaConfig(
 
 
 @pytest.fixture(scope="module")
+def cluster(warm_cluster):
+    return warm_cluster
+
+
+def _runner(prefix, cluster) -> StepRunner:
+    return StepRunner(prefix=str(prefix), progress=False, cluster=cluster)
+
+
+@pytest.fixture(scope="module")
 def stories_tokenized(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("tokenizer"))
     train_byte_level_bpe(stories(0, 300), 384, folder)
@@ -59,11 +68,11 @@ def _train(name, datasets, **overrides):
 
 
 @pytest.fixture(scope="module")
-def source(stories_tokenized, tmp_path_factory):
+def source(stories_tokenized, tmp_path_factory, cluster):
     """A trained source run: (prefix, its handle, its output folder, its artifact result)."""
     prefix = str(tmp_path_factory.mktemp("prefix"))
     handle = _train("checkpoints/source", {stories_tokenized: 1.0})
-    result = StepRunner(prefix=prefix, progress=False).run([handle])
+    result = _runner(prefix, cluster).run([handle])
     out = result.output_path(lower(handle))
     return prefix, handle, out, result.results[out]
 
@@ -74,7 +83,7 @@ def _weights(folder: str) -> dict:
 
 @pytest.mark.parametrize("kind", ["step", "train output", "checkpoint folder", "hf folder"])
 def test_training_starts_from_the_source_weights_whose_loss_it_reproduces_at_step_0(
-    stories_tokenized, source, kind
+    stories_tokenized, source, cluster, kind
 ):
     prefix, source_handle, source_out, source_result = source
     init_from = {
@@ -91,7 +100,7 @@ def test_training_starts_from_the_source_weights_whose_loss_it_reproduces_at_ste
         }
     else:
         assert spec.hash_attrs["init_from"] == {"path": init_from}
-    result = StepRunner(prefix=prefix, progress=False).run([handle])
+    result = _runner(prefix, cluster).run([handle])
     summary = result.results[result.output_path(spec)]
 
     # Before step 0 the run scores the weights it starts from: exactly the source's final eval loss.
@@ -135,7 +144,7 @@ def test_the_source_is_part_of_the_key(stories_tokenized, source, tmp_path):
     assert a != b  # a changed source step changes the key through its dependency key
 
 
-def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, source, tmp_path):
+def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, source, cluster, tmp_path):
     _, _, source_out, _ = source
     wider = LlamaConfig(
         hidden_dim=64, intermediate_dim=64, num_layers=2, num_heads=4, num_kv_heads=2, max_seq_len=64
@@ -144,17 +153,17 @@ def test_a_source_of_another_shape_or_kind_fails_naming_it(stories_tokenized, so
     with pytest.raises(
         StepFailedError, match=r"parameters of other shapes than the model.*init_from needs the"
     ):
-        StepRunner(prefix=str(tmp_path), progress=False).run([handle])
+        _runner(tmp_path, cluster).run([handle])
     (tmp_path / "empty").mkdir()
     handle = _train("checkpoints/nothing", {stories_tokenized: 1.0}, init_from=str(tmp_path / "empty"))
     with pytest.raises(StepFailedError, match=rf"init_from {tmp_path}/empty: not a train step's output"):
-        StepRunner(prefix=str(tmp_path), progress=False).run([handle])
+        _runner(tmp_path, cluster).run([handle])
     with pytest.raises(StepDefinitionError, match="init_from=3 is an int, expected TrainLm or StepSpec"):
         _train("checkpoints/bad", {stories_tokenized: 1.0}, init_from=3)
 
 
 def test_replacing_the_weights_at_an_init_from_path_reruns_the_step_naming_the_file(
-    stories_tokenized, source, tmp_path
+    stories_tokenized, source, cluster, tmp_path
 ):
     import shutil
 
@@ -167,7 +176,7 @@ def test_replacing_the_weights_at_an_init_from_path_reruns_the_step_naming_the_f
     handle = _train(
         "checkpoints/finetune", {stories_tokenized: 1.0}, init_from=str(weights), num_train_steps=1
     )
-    StepRunner(prefix=prefix, progress=False).run([handle])
+    _runner(prefix, cluster).run([handle])
     assert StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1].state == "cached"
 
     tensors = load_file(str(weights / "model.safetensors"))
@@ -192,7 +201,9 @@ def test_a_train_output_given_by_path_declares_its_checkpoints_checksums_as_inpu
     assert spec.inputs == (f"{source_out}/hf/**",)
 
 
-def test_a_newer_checkpoint_at_an_init_from_train_output_reruns_the_step(stories_tokenized, source, tmp_path):
+def test_a_newer_checkpoint_at_an_init_from_train_output_reruns_the_step(
+    stories_tokenized, source, cluster, tmp_path
+):
     import shutil
 
     _, _, source_out, _ = source
@@ -200,7 +211,7 @@ def test_a_newer_checkpoint_at_an_init_from_train_output_reruns_the_step(stories
     shutil.copytree(source_out, copy)
     prefix = str(tmp_path / "prefix")
     handle = _train("checkpoints/finetune", {stories_tokenized: 1.0}, init_from=str(copy), num_train_steps=1)
-    StepRunner(prefix=prefix, progress=False).run([handle])
+    _runner(prefix, cluster).run([handle])
     assert StepRunner(prefix=prefix, progress=False).plan([handle]).steps[-1].state == "cached"
     newest = sorted((copy / "checkpoints").glob("step-*"))[-1]
     shutil.copytree(newest, newest.with_name("step-99999999"))  # what a further save adds
