@@ -168,7 +168,10 @@ def _forget_filesystems() -> None:
 
     storage.forget_clients()
     for protocol in ("s3", "gs"):
-        fsspec.get_filesystem_class(protocol).clear_instance_cache()
+        # only a client already imported holds instances; importing gcsfs here, outside the GCS
+        # environment, would give this whole process the gcsfs that probes each bucket over gRPC
+        if protocol in fsspec.registry:
+            fsspec.registry[protocol].clear_instance_cache()
 
 
 def conditional_create_missing(root: str) -> str | None:
