@@ -97,6 +97,7 @@ class KVCache:
     step_mask: torch.Tensor | None = None
     _rope: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
     _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)
+    _projections: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.keys = self.keys or [None] * self.num_layers
@@ -196,6 +197,16 @@ class LayerCache:
     def attention_mask(self, dtype: torch.dtype) -> torch.Tensor:
         return self.cache.attention_mask(dtype)
 
+    def projection(self, attention: Attention) -> torch.Tensor:
+        """`attention`'s q, k and v weights stacked into one (made once per cache: the weights do not
+        change while it decodes), so a step projects with one matmul; each output is the same dot
+        product the three would compute."""
+        stacked = self.cache._projections.get(self.index)
+        if stacked is None:
+            parts = (attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight)
+            stacked = self.cache._projections[self.index] = torch.cat(parts)
+        return stacked
+
 
 class QKNorm(StrEnum):
     """Where attention normalizes its queries and keys (RMSNorm, before RoPE).
@@ -271,7 +282,11 @@ class Attention(nn.Module):
         """Attention of (batch, seq, hidden) `x`, rotated by `cos`/`sin`; within documents when given;
         over the cached keys and values too, under the cache's mask, when `cache` is given."""
         b, t, _ = x.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if cache is None:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:  # one matmul per step: a decoding step is mostly the cost of each call, not its work
+            widths = [self.num_heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
+            q, k, v = F.linear(x, cache.projection(self)).split(widths, dim=-1)
         if self.qk_norm == QKNorm.FULL:
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.view(b, t, self.num_heads, self.head_dim)
@@ -280,7 +295,12 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is None:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        else:
+            q, k = apply_rope(torch.cat([q, k], dim=1), cos, sin).split(
+                [self.num_heads, self.kv_heads], dim=1
+            )
         if cache is not None:
             k, v = cache.update(k, v)
             y = self.attend_masked(q, k, v, cache.attention_mask(q.dtype))
