@@ -5,7 +5,11 @@ A random Llama export (`eval_perplexity.build_export`: 4 layers, width 128, 256-
 the scoring the evaluation step runs (`perplexity.score_documents`, `harness.run_tasks`), once with
 the step's cache (a fresh folder: every item keyed, written in parts as it comes, compacted at the
 end) and once with a cache that only keeps entries in memory (the same fixed chunks, nothing
-written), interleaved, `--rounds` times each; the figure is the ratio of the medians. It also gives
+written), interleaved, `--rounds` times each (an even number: each side goes first in half the
+rounds, so a warm-up or a neighbour's load that favours whichever runs first or second falls on
+both alike); the figure is the ratio of the medians. Beside it, the ratio of the processes' CPU
+times over the same runs (`cpu_ratio`): the work each side did, which waiting for a loaded machine's
+cores does not blur as it blurs wall time. It also gives
 the time spent in what only the written cache does (reading its folder, writing parts, compacting)
 as a share of the cached run, and what hashing the keys costs, which both sides pay, as a share of
 the baseline.
@@ -37,8 +41,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--documents", type=int, default=400)
     parser.add_argument("--items", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    if args.rounds < 2 or args.rounds % 2:
+        parser.error("--rounds must be an even number >= 2 (each side first in half the rounds)")
+    import torch
     from eval_perplexity import build_export
 
     from marin.data.corpus import CORPUS_SIZE, stories
@@ -84,13 +91,17 @@ def main() -> None:
     for name in ("__post_init__", "flush", "compact"):
         setattr(ScoreCache, name, timed(getattr(ScoreCache, name)))
 
+    cpu_s: dict[str, list[float]] = {"cache": [], "memory": []}
+
     def evaluate(folder: str | None) -> float:
+        cpu_start = time.process_time()
         start = time.perf_counter()
         cache = ScoreCache(folder)  # opening reads the folder: part of what the cache costs
         score_documents(loaded.model, loaded.tokenizer, docs, loaded.max_length, 8, cache=cache, model_id="m")
         run_tasks(loaded.model, loaded.tokenizer, tasks, tasks_dir, batch_size=8, cache=cache, model_id="m")
         cache.compact()
         seconds = time.perf_counter() - start
+        cpu_s["cache" if folder is not None else "memory"].append(time.process_time() - cpu_start)
         if folder is not None:
             entries = sum(1 for _ in open(os.path.join(folder, "scores.jsonl"), "rb"))
             assert entries == cache.counts.computed, (entries, cache.counts)
@@ -100,6 +111,7 @@ def main() -> None:
     times: dict[str, list[float]] = {"cache": [], "memory": []}
     io_shares: list[float] = []
     evaluate(None)  # warm: the harness's imports, the model's first passes
+    cpu_s["memory"].clear()
     for r in range(args.rounds):  # interleaved, each side first in every other round
         folder = os.path.join(work, f"cache-{r}")
         for side in ("cache", "memory") if r % 2 == 0 else ("memory", "cache"):
@@ -116,6 +128,7 @@ def main() -> None:
     per_key = (time.perf_counter() - start) / 10_000
     cache_s, memory_s = statistics.median(times["cache"]), statistics.median(times["memory"])
     ratio = cache_s / memory_s
+    cpu_ratio = statistics.median(cpu_s["cache"]) / statistics.median(cpu_s["memory"])
     shutil.rmtree(work)
     print(
         json.dumps(
@@ -126,6 +139,9 @@ def main() -> None:
                 "with_cache_s": round(cache_s, 3),
                 "memory_only_s": round(memory_s, 3),
                 "ratio": round(ratio, 4),
+                "cpu_ratio": round(cpu_ratio, 4),
+                "rounds": args.rounds,
+                "torch_threads": torch.get_num_threads(),
                 "cache_io_share": round(statistics.median(io_shares), 5),
                 "items": scored[0],
                 "key_hash_us": round(per_key * 1e6, 2),

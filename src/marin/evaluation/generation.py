@@ -45,7 +45,10 @@ def generate_until(
             encoded, mask = lm.tok_batch_encode(
                 [requests[i][0] for i in batch], left_truncate_len=max_ctx_len
             )
-            prompts = [row[m.bool()].tolist() for row, m in zip(encoded, mask, strict=True)]
+            prompts = [
+                [t for t, real in zip(row, m, strict=True) if real]
+                for row, m in zip(encoded.tolist(), mask.tolist(), strict=True)
+            ]
             new = generate(prompts, max_gen_toks, stops[0] if len(stops) == 1 else None)
             for i, tokens in zip(batch, new, strict=True):
                 tokens = tokens[: next((n for n, t in enumerate(tokens) if t in stops), len(tokens))]

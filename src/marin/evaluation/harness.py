@@ -219,6 +219,9 @@ def _evaluate(lm, tasks: list, manager, limit: int | None, iters: int, seed: int
     # The harness records the commit by running `git describe` with its errors on the terminal
     # (`fatal: not a git repository` outside a checkout): the experiment's commit, read quietly.
     lm_eval.evaluator.get_git_commit_hash = experiment_commit
+    # Its results also get torch's environment report (`collect_env`: about ten subprocesses, pip
+    # and nvidia-smi among them), which we do not keep: seconds of every evaluation on a busy machine.
+    lm_eval.evaluator.add_env_info = _add_versions
 
     return lm_eval.simple_evaluate(
         model=lm,
@@ -232,6 +235,14 @@ def _evaluate(lm, tasks: list, manager, limit: int | None, iters: int, seed: int
         torch_random_seed=seed,
         fewshot_random_seed=seed,
     )
+
+
+def _add_versions(results: dict) -> None:
+    """What the harness's `add_env_info` records that costs nothing: the library versions."""
+    from importlib.metadata import version
+
+    results["transformers_version"] = version("transformers")
+    results["lm_eval_version"] = version("lm_eval")
 
 
 def _ranks() -> tuple[int, int]:

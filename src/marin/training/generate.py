@@ -41,12 +41,12 @@ def generate(
     pad = eos_id if eos_id is not None else 0
     tokens = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
     valid = torch.tensor([[False] * (width - len(p)) + [True] * len(p) for p in prompts], device=device)
-    cache = KVCache(len(model.layers))
+    cache = KVCache(len(model.layers), capacity=width + max_new_tokens)
     new: list[list[int]] = [[] for _ in prompts]
     done = [False] * len(prompts)
     with torch.inference_mode():
         for _ in range(max_new_tokens):
-            logits = model(tokens, cache=cache, valid=valid)[:, -1].float()
+            logits = model(tokens, cache=cache, valid=valid, last=True)[:, -1].float()
             chosen = logits.argmax(-1) if choose is None else None
             step = chosen.tolist() if chosen is not None else [int(t) for t in choose(logits)]
             for row, token in enumerate(step):

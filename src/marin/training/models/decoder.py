@@ -287,6 +287,7 @@ class Decoder(nn.Module):
         cache: KVCache | None = None,
         valid: torch.Tensor | None = None,
         per_row: bool = False,
+        last: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Logits (batch, seq, vocab) for `tokens` (batch, seq); with `targets`, `(loss, aux_losses)`.
 
@@ -299,7 +300,8 @@ class Decoder(nn.Module):
         `cache` (a `layers.KVCache`, for generation): `tokens` continue the sequences cached so far,
         which they attend to along with themselves, and their keys and values are added to it;
         `valid` (batch, seq) marks which tokens are real (False: padding, as left-padded prompts
-        have), default all. `marin.training.generate` decodes this way."""
+        have), default all. `marin.training.generate` decodes this way. `last`: the logits of the last
+        position only, (batch, 1, vocab) (all a decoding step needs of a prompt)."""
         config = self.config
         if cache is not None:
             masked = documents is not None or document_eos is not None
@@ -313,7 +315,10 @@ class Decoder(nn.Module):
                 positions = torch.arange(tokens.shape[1], device=tokens.device)
             else:
                 positions = documents.positions.unsqueeze(1)  # (batch, 1, seq): one rotation per token
-        cos, sin = rope_tables(config.attention_head_dim, positions, config.rope_theta)
+        if cache is None:
+            cos, sin = rope_tables(config.attention_head_dim, positions, config.rope_theta)
+        else:
+            cos, sin = cache.rotations(positions, config.attention_head_dim, config.rope_theta)
         x = self.embed_tokens(tokens)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         aux: dict[str, torch.Tensor] = {}
@@ -324,6 +329,8 @@ class Decoder(nn.Module):
                 x, layer_aux = layer(x, cos, sin, None, cache.layer(i))
             for name, value in layer_aux.items():
                 aux[name] = aux[name] + value if name in aux else value
+        if last:
+            x = x[:, -1:]
         logits = self.lm_head(self.norm(x))
         if config.output_multiplier != 1.0:
             logits = logits * config.output_multiplier

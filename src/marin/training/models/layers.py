@@ -10,8 +10,8 @@ Where the recipes that change attention or the loss live (each in one place, for
 - document masking with position restarts: `rope_tables` takes the positions (restarting at each
   document), and `Attention.attend` is the one call of the attention kernel, which takes the
   block-diagonal `DocumentMask` (`marin.training.document_masking`);
-- a KV cache for generation (`KVCache`): `Attention.forward` appends each step's rotated keys and
-  values to the cache between the projections and `attend`, and attends under the cache's mask;
+- a KV cache for generation (`KVCache`): `Attention.forward` writes each step's rotated keys and
+  values into the cache's preallocated buffers between the projections and `attend`, and attends under the cache's mask;
   `Decoder.forward(tokens, cache=...)` continues each row's positions where its tokens left off;
 - a z-loss on the logits: `causal_lm_loss_with_z`, the one loss of every architecture with it.
 """
@@ -76,52 +76,94 @@ class KVCache:
     computes what the whole window would, while each step projects only the new tokens. Rows may
     start with padding (prompts of different lengths, left-padded): `forward`'s `valid` marks the
     real tokens, which alone are attended to and counted in positions, so each row is computed as
-    if it were alone. `mask` (batch, cached) says which cached positions are real, `lengths`
-    (batch,) how many real tokens each row has (the next one's position), `step_mask` (batch, 1,
-    new, cached) which keys each new token attends to in the step being computed.
+    if it were alone.
+
+    The buffers are allocated once, for `capacity` positions (more when a step needs them), and each
+    step writes its keys and values in place: a decoding step then costs the model's own work, not
+    a copy of the whole cache per layer. `mask` (batch, capacity) says which positions are real
+    (positions not fed yet count as real: every token after the prompt is), `lengths` (batch,) how
+    many real tokens each row has (the next one's position), `length` how many positions were fed
+    (padding included), `step_mask` (batch, 1, new, length) which keys each new token of a step of
+    several attends to; a step of one token per row attends to every real key (`attention_mask`).
     """
 
     num_layers: int
+    capacity: int = 0
     keys: list[torch.Tensor | None] = field(default_factory=list)
     values: list[torch.Tensor | None] = field(default_factory=list)
     mask: torch.Tensor | None = None
     lengths: torch.Tensor | None = None
+    length: int = 0
     step_mask: torch.Tensor | None = None
+    _rope: tuple[torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
+    _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)
+    _projections: dict[int, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.keys = self.keys or [None] * self.num_layers
         self.values = self.values or [None] * self.num_layers
 
-    @property
-    def length(self) -> int:
-        """Positions cached so far (padding included)."""
-        return 0 if self.mask is None else self.mask.shape[1]
+    def _reserve(self, batch: int, positions: int, device: torch.device) -> None:
+        """Room for `positions` positions: the mask allocated or grown (the layers' buffers grow in
+        `LayerCache.update`), at least doubling so that growing one token at a time stays linear."""
+        if self.mask is None:
+            self.capacity = max(self.capacity, positions)
+            self.mask = torch.ones((batch, self.capacity), dtype=torch.bool, device=device)
+            self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        elif positions > self.capacity:
+            grown = max(positions, 2 * self.capacity)
+            extra = self.mask.new_ones((batch, grown - self.capacity))
+            self.mask, self.capacity = torch.cat([self.mask, extra], dim=1), grown
+            self._bias.clear()
 
     def begin(self, valid: torch.Tensor) -> torch.Tensor:
         """Start a step of (batch, new) tokens, `valid` True for real ones: their positions, and
         `step_mask` set so each new token attends to the real cached and new tokens up to itself
         (and to itself, so a padding token's row of attention is never empty)."""
         b, t = valid.shape
-        if self.mask is None:
-            self.mask = valid.new_zeros((b, 0))
-            self.lengths = torch.zeros(b, dtype=torch.long, device=valid.device)
         past = self.length
+        self._reserve(b, past + t, valid.device)
         positions = (self.lengths[:, None] + valid.long().cumsum(-1) - 1).clamp(min=0)
-        self.mask = torch.cat([self.mask, valid], dim=1)
+        self.mask[:, past : past + t] = valid
+        self._bias.clear()
         self.lengths = self.lengths + valid.long().sum(-1)
+        self.length = past + t
         query = torch.arange(past, past + t, device=valid.device)[:, None]
         key = torch.arange(past + t, device=valid.device)[None, :]
-        self.step_mask = ((key <= query) & self.mask[:, None, :] | (key == query))[:, None]
+        self.step_mask = ((key <= query) & self.mask[:, None, : past + t] | (key == query))[:, None]
         return positions
 
     def begin_one(self) -> torch.Tensor:
         """`begin` for a step of one real token per row after the first step (the decoding loop's):
-        the same positions and mask, without building them from a `valid` of all True."""
+        the same positions, and the mask of every real key (the new token's own included)."""
+        self._reserve(self.mask.shape[0], self.length + 1, self.mask.device)
         positions = self.lengths[:, None]
-        self.mask = torch.cat([self.mask, self.mask.new_ones((self.mask.shape[0], 1))], dim=1)
         self.lengths = self.lengths + 1
-        self.step_mask = self.mask[:, None, None, :]  # every real key, the new token's own included
+        self.length += 1
+        self.step_mask = None
         return positions
+
+    def attention_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """What a layer's attention of this step is masked with: `step_mask`, or for a step of one
+        token per row the real keys as an additive mask (0 or -inf) in the queries' `dtype`, made
+        once for the steps that follow (the kernel would otherwise convert a boolean one per layer)."""
+        if self.step_mask is not None:
+            return self.step_mask
+        bias = self._bias.get(dtype)
+        if bias is None:
+            bias = torch.zeros(self.mask.shape, dtype=dtype, device=self.mask.device)
+            bias = bias.masked_fill_(~self.mask, float("-inf"))[:, None, None, :]
+            self._bias[dtype] = bias
+        return bias[..., : self.length]
+
+    def rotations(
+        self, positions: torch.Tensor, head_dim: int, theta: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`rope_tables(head_dim, positions, theta)`, looked up in a table of every position the
+        cache holds (made once), not computed again each step."""
+        if self._rope is None or self._rope[0].shape[0] < self.capacity:
+            self._rope = rope_tables(head_dim, torch.arange(self.capacity, device=positions.device), theta)
+        return self._rope[0][positions], self._rope[1][positions]
 
     def layer(self, index: int) -> LayerCache:
         """Layer `index`'s view of the cache (what its attention is given)."""
@@ -130,22 +172,40 @@ class KVCache:
 
 @dataclass(frozen=True)
 class LayerCache:
-    """One layer's part of a `KVCache`: `update` appends the step's keys and values and returns all."""
+    """One layer's part of a `KVCache`: `update` writes the step's keys and values and returns all."""
 
     cache: KVCache
     index: int
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append (batch, kv_heads, new, head_dim) `k` and `v`; return the cached ones with them."""
+        """Write (batch, kv_heads, new, head_dim) `k` and `v` at the step's positions; return the
+        keys and values of every position fed so far (views of the cache's buffers)."""
         i, c = self.index, self.cache
-        if c.keys[i] is not None:
-            k, v = torch.cat([c.keys[i], k], dim=2), torch.cat([c.values[i], v], dim=2)
-        c.keys[i], c.values[i] = k, v
-        return k, v
+        end = c.length
+        start = end - k.shape[2]
+        keys, values = c.keys[i], c.values[i]
+        if keys is None or keys.shape[2] < c.capacity:
+            shape = (k.shape[0], k.shape[1], c.capacity, k.shape[3])
+            grown_k, grown_v = k.new_empty(shape), v.new_empty(shape)
+            if keys is not None:
+                grown_k[:, :, :start], grown_v[:, :, :start] = keys[:, :, :start], values[:, :, :start]
+            keys, values = c.keys[i], c.values[i] = grown_k, grown_v
+        keys[:, :, start:end] = k
+        values[:, :, start:end] = v
+        return keys[:, :, :end], values[:, :, :end]
 
-    @property
-    def step_mask(self) -> torch.Tensor:
-        return self.cache.step_mask
+    def attention_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        return self.cache.attention_mask(dtype)
+
+    def projection(self, attention: Attention) -> torch.Tensor:
+        """`attention`'s q, k and v weights stacked into one (made once per cache: the weights do not
+        change while it decodes), so a step projects with one matmul; each output is the same dot
+        product the three would compute."""
+        stacked = self.cache._projections.get(self.index)
+        if stacked is None:
+            parts = (attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight)
+            stacked = self.cache._projections[self.index] = torch.cat(parts)
+        return stacked
 
 
 class QKNorm(StrEnum):
@@ -222,7 +282,11 @@ class Attention(nn.Module):
         """Attention of (batch, seq, hidden) `x`, rotated by `cos`/`sin`; within documents when given;
         over the cached keys and values too, under the cache's mask, when `cache` is given."""
         b, t, _ = x.shape
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if cache is None:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        else:  # one matmul per step: a decoding step is mostly the cost of each call, not its work
+            widths = [self.num_heads * self.head_dim] + [self.kv_heads * self.head_dim] * 2
+            q, k, v = F.linear(x, cache.projection(self)).split(widths, dim=-1)
         if self.qk_norm == QKNorm.FULL:
             q, k = self.q_norm(q), self.k_norm(k)
         q = q.view(b, t, self.num_heads, self.head_dim)
@@ -231,10 +295,15 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is None:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        else:
+            q, k = apply_rope(torch.cat([q, k], dim=1), cos, sin).split(
+                [self.num_heads, self.kv_heads], dim=1
+            )
         if cache is not None:
             k, v = cache.update(k, v)
-            y = self.attend_masked(q, k, v, cache.step_mask)
+            y = self.attend_masked(q, k, v, cache.attention_mask(q.dtype))
         else:
             y = self.attend(q, k, v, documents)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, self.num_heads * self.head_dim))
@@ -262,8 +331,8 @@ class Attention(nn.Module):
     def attend_masked(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
-        """Attention of the new queries over every key the boolean `mask` (batch, 1, queries, keys)
-        allows (a KV cache's step: new queries, cached and new keys)."""
+        """Attention of the new queries over every key `mask` (batch, 1, queries, keys) allows,
+        boolean or additive (a KV cache's step: new queries, cached and new keys)."""
         if self.kv_heads != self.num_heads:
             repeat = self.num_heads // self.kv_heads
             k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
