@@ -26,7 +26,9 @@ The invariant, and the order of writes that keeps it:
 6. The cache is its step's: it lives in the step's output and is deleted only with it. Each key is
    written once, so it never holds more than the step's own items. When scoring is over, one
    process writes every entry to `scores.jsonl` (whole), then deletes the parts it read, which are
-   files of its own output under its own naming.
+   files of its own output under its own naming, and the temporary file of a part whose writer was
+   killed mid-write (`part-....jsonl.tmp-<pid>-<thread>`): every process of the step has flushed and
+   met at the barrier by then, and the step's lease keeps any other run out, so no live writer owns one.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ CACHE_DIR = "score_cache"
 COMPACT_FILE = "scores.jsonl"
 DEFAULT_FLUSH_S = 2.0
 _PART = re.compile(r"^part-(?P<writer>[0-9a-f]{12}-r\d+)-\d{6}\.jsonl$")
+# A part's temporary file (storage.write_atomic's `<name>.tmp-<pid>-<thread>`), left by a writer killed mid-write.
+_PART_TEMP = re.compile(r"^part-[0-9a-f]{12}-r\d+-\d{6}\.jsonl\.tmp-\d+-\d+$")
 
 
 def item_key(model: str, settings: Any, kind: str, content: Any) -> str:
@@ -179,6 +183,9 @@ class ScoreCache:
             if _PART.match(name):  # only parts, by our naming, in this step's own folder
                 storage.remove(storage.join(self.folder, name))
         self._read_parts.clear()
+        for name in storage.list_names(self.folder):
+            if _PART_TEMP.match(name):  # a killed writer's unfinished part: its entries were never read
+                storage.remove(storage.join(self.folder, name))
 
     def _read_own(self) -> None:
         entries, names = _read_folder(self.folder, skip=self._read_parts)

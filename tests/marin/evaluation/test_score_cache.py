@@ -90,6 +90,22 @@ def test_compaction_writes_one_file_and_removes_only_its_own_parts(tmp_path):
     assert reread.counts.resumed == 4
 
 
+def test_compaction_removes_the_unfinished_part_of_a_writer_killed_mid_write_and_nothing_else(tmp_path):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    # a SIGKILL between write_atomic's temporary write and its rename leaves this behind
+    killed = "part-858ce9573570-r0-000239.jsonl.tmp-10227-139867808041856"
+    (folder / killed).write_text('["k", 1.0]\n["half a li')
+    (folder / "notes.txt.tmp-1-2").write_text("someone else's temporary file")
+    (folder / "part-by-hand.jsonl.tmp-1-2").write_text("not a part by the cache's naming")
+    cache = ScoreCache(str(folder), flush_s=0)
+    assert cache.score(_keys(2), [0, 1], 1, _scorer([])) == [0.0, 0.5]  # the unfinished part is not read
+    cache.compact()
+    assert sorted(os.listdir(folder)) == sorted(
+        [COMPACT_FILE, "notes.txt.tmp-1-2", "part-by-hand.jsonl.tmp-1-2"]
+    )
+
+
 def test_an_earlier_output_of_the_step_is_read_never_written_and_its_entries_are_copied(tmp_path):
     old = tmp_path / "eval" / "x-0000aaaa"
     new = tmp_path / "eval" / "x-1111bbbb"
